@@ -1,0 +1,9 @@
+"""Engine profiles: how an inference engine is started, checked and read, as data.
+
+Adding an engine means adding ``<name>.yaml`` beside this file; the trial loop reads only the
+:class:`EngineProfile` fields.
+"""
+
+from tuner.engines._profile import CrashSignature, EngineProfile, load_profile, profile_names
+
+__all__ = ["CrashSignature", "EngineProfile", "load_profile", "profile_names"]

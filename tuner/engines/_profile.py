@@ -1,0 +1,81 @@
+"""The :class:`EngineProfile` model and the loader of the profiles shipped beside it."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from tuner.errors import ConfigError
+
+__all__ = ["CrashSignature", "EngineProfile", "load_profile", "profile_names"]
+
+_PROFILE_DIR = Path(__file__).parent
+
+
+class CrashSignature(BaseModel):
+    """A log line that means the server is broken, and the failure class it maps to.
+
+    ``when`` is ``startup`` (only before readiness), ``load`` (only after) or ``any``.
+    ``reason`` is a failure class; ``oom`` is resolved to ``oom-at-start`` before readiness and
+    to ``unstable-at-<c>`` under load.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pattern: str
+    reason: Literal["crash", "oom", "hang"] = "crash"
+    fatal: bool = True
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        re.compile(value)
+        return value
+
+
+class EngineProfile(BaseModel):
+    """Everything the tuner needs to know about one inference engine."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    package: str
+    command: str
+    module: str
+    version_code: str
+    help_args: list[str] = ["--help"]
+    health_path: str = "/health"
+    ready_log_pattern: str
+    server_info_path: str | None = None
+    api: Literal["sglang", "openai", "openai-chat"] = "sglang"
+    models_path: str = "/v1/models"
+    crash_signatures: list[CrashSignature]
+    port_flag: str = "--port"
+    host_flag: str = "--host"
+    bench_module: str | None = None
+
+    def classify(self, line: str) -> CrashSignature | None:
+        """The first crash signature this log line matches, or None."""
+        for signature in self.crash_signatures:
+            if re.search(signature.pattern, line):
+                return signature
+        return None
+
+
+def profile_names() -> list[str]:
+    """The names of the shipped profiles (``sglang``, ``vllm``, ...)."""
+    return sorted(p.stem for p in _PROFILE_DIR.glob("*.yaml"))
+
+
+@cache
+def load_profile(name: str) -> EngineProfile:
+    """Load the shipped profile ``name``; unknown names are a :class:`ConfigError`."""
+    path = _PROFILE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"engine {name!r} is unknown: use one of {', '.join(profile_names())}")
+    return EngineProfile.model_validate(yaml.safe_load(path.read_text()))

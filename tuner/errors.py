@@ -1,0 +1,53 @@
+"""Exceptions shared by every part of the tuner, and the exit code each one maps to.
+
+Bad input (exit 2) is a :class:`ConfigError`; a failure while running (exit 1) is any other
+:class:`TunerError`. Messages are one line: they name the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TunerError", "ConfigError", "HostError", "ServerFailure", "FAILURE_CLASSES"]
+
+# The reason classes a FAIL trial carries in its ``failure_reason`` user attribute.
+# ``unstable-at-<c>`` is formed with the concurrency level at which the server broke.
+FAILURE_CLASSES = (
+    "startup-crash",
+    "oom-at-start",
+    "unstable-at-<c>",
+    "hang",
+    "wrong-output",
+    "timeout",
+    "host-error",
+    "worker-died",
+)
+
+
+class TunerError(Exception):
+    """A failure while running: exit code 1."""
+
+    exit_code = 1
+
+
+class ConfigError(TunerError):
+    """Bad input (a YAML mistake, an invalid option, a missing study): exit code 2."""
+
+    exit_code = 2
+
+
+class HostError(TunerError):
+    """The host could not be reached or a command on it failed unexpectedly."""
+
+
+class ServerFailure(TunerError):
+    """The inference server crashed, hung or answered wrongly.
+
+    Attributes:
+        reason: one of :data:`FAILURE_CLASSES` (``unstable-at-512`` for a crash at level 512).
+        excerpt: the log lines that show the failure (may be empty).
+    """
+
+    def __init__(self, reason: str, detail: str = "", excerpt: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        self.excerpt = excerpt
