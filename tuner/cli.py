@@ -1,0 +1,222 @@
+"""The ``tuner`` command line (typer). Exit codes: 0 success, 2 bad input, 1 a failure while running.
+
+Each command is a thin layer: it validates its input once, then calls the module that does the
+work. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from tuner.errors import ConfigError, TunerError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Bayesian launch-configuration optimizer for LLM inference servers (SGLang, vLLM).",
+    pretty_exceptions_enable=False,
+)
+
+SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
+StorageOpt = Annotated[
+    Optional[str], typer.Option("--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)")
+]
+StudyOpt = Annotated[Optional[str], typer.Option("--study-name", help="study name (default: the YAML's name)")]
+EmulateOpt = Annotated[bool, typer.Option("--emulate", help="run against the emulated GLM-5 host")]
+HostOpt = Annotated[Optional[str], typer.Option("--host", help="[user@]address[:port] or local; overrides the YAML")]
+KeyOpt = Annotated[Optional[str], typer.Option("--ssh-key", help="private key for SSH")]
+KnownHostsOpt = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts)")]
+AcceptKeyOpt = Annotated[bool, typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time")]
+PortOpt = Annotated[Optional[int], typer.Option("--port", help="server port (default: the YAML's)")]
+
+
+def _console() -> Console:
+    return Console(stderr=True)
+
+
+def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a fast --help)
+    from tuner.space import load_space
+
+    return load_space(space_path)
+
+
+def _storage_and_name(space, storage: str | None, study_name: str | None, emulate: bool) -> tuple[str, str]:
+    from tuner.study.storage import default_storage_url
+
+    return storage or default_storage_url(space.path, emulate), study_name or space.name
+
+
+def _target(space, emulate: bool, host: str | None, key: str | None, known_hosts: str | None,
+            accept: bool, port: int | None):
+    from tuner.study.target import build_target
+
+    return build_target(
+        space, emulate=emulate, host_override=host, key_path=key, known_hosts=known_hosts,
+        accept_new_host_key=accept, port=port,
+    )
+
+
+@app.command()
+def optimize(
+    space_path: SpaceArg,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="configurations to run on the host")] = 40,
+    storage: StorageOpt = None,
+    study_name: StudyOpt = None,
+    sampler: Annotated[str, typer.Option("--sampler", help="tpe, random, gp, cmaes, qmc, nsga2, bruteforce")] = "tpe",
+    seed: Annotated[Optional[int], typer.Option("--seed", help="sampler seed")] = None,
+    emulate: EmulateOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")] = False,
+    allow_changed: Annotated[bool, typer.Option("--allow-changed", help="resume although the space or workload changed")] = False,
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="do not run the preflight checks")] = False,
+    host: HostOpt = None,
+    ssh_key: KeyOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new_host_key: AcceptKeyOpt = False,
+    port: PortOpt = None,
+) -> None:
+    """Run or resume the study: the baseline first, then sampled configurations."""
+    from tuner.study.run import OptimizeOptions, run_optimize
+    from tuner.study.storage import make_sampler
+
+    space = _load(space_path)
+    make_sampler(sampler, seed)  # validate before any host work
+    url, name = _storage_and_name(space, storage, study_name, emulate)
+    if dry_run:
+        from tuner.study.dry_run import print_dry_run
+
+        print_dry_run(space, trials, sampler, seed, emulate, Console())
+        return
+    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    try:
+        options = OptimizeOptions(
+            trials=trials, storage=url, study_name=name, sampler=sampler, seed=seed,
+            emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
+        )
+        run_optimize(space, target, options, _console())
+    finally:
+        target.close()
+    Console().print(f"study {name} in {url}; see it with: optuna-dashboard {url}")
+
+
+@app.command()
+def best(
+    space_path: SpaceArg,
+    storage: StorageOpt = None,
+    study_name: StudyOpt = None,
+    emulate: EmulateOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Show the best stable trial."""
+    from tuner.study.results import best_stable
+    from tuner.study.storage import load_existing_study
+
+    space = _load(space_path)
+    url, name = _storage_and_name(space, storage, study_name, emulate)
+    study = load_existing_study(url, name)
+    record = best_stable(study)
+    emulated = bool(study.user_attrs.get("emulated"))
+    if as_json:
+        print(json.dumps({
+            "study": name, "trial": record.number, "emulated": emulated,
+            "output_throughput": record.value, "config": record.config,
+            "command_line": record.command_line, "levels": record.levels,
+        }, indent=2))
+        return
+    label = " (emulated)" if emulated else ""
+    console = Console()
+    console.print(f"best stable trial {record.number}: {record.value:,.0f} output tok/s{label}")
+    for level in record.levels:
+        console.print(f"  c={level['concurrency']}: {level['output_throughput']:,.0f} tok/s{label}")
+    console.print(f"command: {record.command_line}", soft_wrap=True, highlight=False)
+
+
+@app.command()
+def export(
+    space_path: SpaceArg,
+    out: Annotated[Path, typer.Option("--out", help="where to write the launch script")],
+    storage: StorageOpt = None,
+    study_name: StudyOpt = None,
+    emulate: EmulateOpt = False,
+    trial: Annotated[Optional[int], typer.Option("--trial", help="export this trial instead of the best")] = None,
+) -> None:
+    """Write a runnable bash script for the best stable trial."""
+    from tuner.export import write_launch_script
+    from tuner.study.storage import load_existing_study
+
+    space = _load(space_path)
+    url, name = _storage_and_name(space, storage, study_name, emulate)
+    study = load_existing_study(url, name)
+    path = write_launch_script(space, study, out, trial_number=trial)
+    Console().print(f"wrote {path}")
+
+
+@app.command()
+def doctor(
+    space_path: SpaceArg,
+    emulate: EmulateOpt = False,
+    host: HostOpt = None,
+    ssh_key: KeyOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new_host_key: AcceptKeyOpt = False,
+    port: PortOpt = None,
+) -> None:
+    """Preflight checks of the host: SSH, versions, GPUs, flags, port, disk, patches."""
+    from tuner.doctor import format_checks
+    from tuner.study.preflight import preflight_checks
+    from tuner.study.run import patch_manager
+
+    space = _load(space_path)
+    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    try:
+        checks = preflight_checks(space, target, patch_manager(space, target))
+    finally:
+        target.close()
+    Console().print(format_checks(checks))
+    if not all(c.ok for c in checks):
+        raise TunerError(f"{sum(not c.ok for c in checks)} check(s) failed")
+
+
+def _register_optional() -> None:
+    """Commands written in their own modules (registered when present)."""
+    try:
+        from tuner.cli_bench import bench
+    except ImportError:  # pragma: no cover - during development only
+        return
+    app.command("bench")(bench)
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Entry point: run the app and turn tuner errors into one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except TunerError as error:
+        print(f"tuner: error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except (typer.Exit, SystemExit) as done:
+        code = getattr(done, "exit_code", None)
+        sys.exit(code if code is not None else getattr(done, "code", 0))
+    except KeyboardInterrupt:
+        print("tuner: interrupted; the server was stopped and patches reverted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as error:  # click usage errors and the like
+        import click
+
+        if isinstance(error, click.ClickException):
+            print(f"tuner: error: {error.format_message()}", file=sys.stderr)
+            sys.exit(2 if isinstance(error, click.UsageError) else 1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The launch script of the best stable trial: what a user deploys.
+
+The script is plain bash (``set -euo pipefail``): secrets are ``${NAME:?}`` references, never
+values; each patch is applied with the host's Python and verified (checksum recorded in the
+header); the exact command line of the trial; and a wait for readiness (``/health`` 200). The
+header records the study, the trial, its measured figures (and their spread when validated), the
+engine version and the date. An emulated study's script starts the emulator and says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.engines import load_profile
+from tuner.errors import ConfigError
+from tuner.study.results import TrialRecord, best_stable, records
+
+__all__ = ["render_launch_script", "write_launch_script", "SECRET_NAME"]
+
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+
+_PATCH_PY = r'''
+import hashlib, importlib.util, json, os, sys
+patch = json.loads(sys.argv[1])
+spec = importlib.util.find_spec(patch["package"])
+if spec is None or spec.origin is None:
+    sys.exit(f"patch {patch['name']}: package {patch['package']} not found by this python")
+path = os.path.join(os.path.dirname(spec.origin), patch["file"])
+text = open(path, encoding="utf-8").read()
+if text.count(patch["replace"]) >= 1 and text.count(patch["find"]) == 0:
+    print(f"patch {patch['name']}: already applied to {path}")
+elif text.count(patch["find"]) == 1:
+    backup = path + ".tuner-orig"
+    if not os.path.exists(backup):
+        open(backup, "w", encoding="utf-8").write(text)
+    new = text.replace(patch["find"], patch["replace"])
+    open(path, "w", encoding="utf-8").write(new)
+    if open(path, encoding="utf-8").read() != new:
+        sys.exit(f"patch {patch['name']}: verification failed for {path}")
+    print(f"patch {patch['name']}: applied to {path} (sha256 {hashlib.sha256(new.encode()).hexdigest()[:16]}, original kept as {backup})")
+else:
+    sys.exit(f"patch {patch['name']}: {path} does not hold the expected text; not touching it")
+'''
+
+_WAIT_PY = r'''
+import sys, time, urllib.request
+url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+while time.monotonic() < deadline:
+    try:
+        if opener.open(url, timeout=5).status == 200:
+            sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(1)
+sys.exit(f"not ready: {url}")
+'''
+
+
+def _env_lines(env: dict[str, str]) -> list[str]:
+    lines = []
+    for name, value in sorted(env.items()):
+        if name in ("PYTHONPATH", "PATH") and "emulated.host" in value:
+            continue  # the emulated host's own environment is set up below
+        if SECRET_NAME.search(name):
+            lines.append(f'export {name}="${{{name}:?set {name} in the environment}}"')
+        else:
+            lines.append(f"export {name}={shlex.quote(value)}")
+    return lines
+
+
+def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[str]:
+    label = " (EMULATED host: figures come from tuner's emulator, not from a GPU)" if emulated else ""
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Launch script exported by tuner on {dt.date.today().isoformat()}{label}",
+        f"# study: {study.study_name}  trial: {record.number}  engine version: "
+        f"{record.user_attrs.get('engine_version', 'unknown')}",
+        f"# measured: {record.value:,.0f} output tok/s (best clean level){' emulated' if emulated else ''}",
+    ]
+    for level in record.levels:
+        lines.append(
+            f"#   c={level['concurrency']}: {level['output_throughput']:,.0f} output tok/s, "
+            f"p99 TTFT {level['p99_ttft_ms']:,.0f} ms, median TPOT {level['median_tpot_ms']:,.1f} ms"
+        )
+    validation = record.user_attrs.get("validation")
+    if validation:
+        lines.append(
+            f"# validated: {validation.get('runs', '?')} soak runs, "
+            f"{validation.get('mean_output_throughput', 0):,.0f} ± {validation.get('std_output_throughput', 0):,.0f} tok/s"
+        )
+    for name, digest in sorted((record.user_attrs.get("patch_checksums") or {}).items()):
+        lines.append(f"# patch {name}: {digest}")
+    return lines
+
+
+def render_launch_script(space: Any, study: optuna.Study, trial_number: int | None = None) -> str:
+    """The bash script for ``trial_number`` (default: the best stable, validated first)."""
+    if trial_number is None:
+        record = best_stable(study)
+    else:
+        matches = [r for r in records(study) if r.number == trial_number]
+        if not matches or matches[0].state != "COMPLETE":
+            raise ConfigError(f"--trial {trial_number}: no completed trial with that number")
+        record = matches[0]
+    emulated = bool(study.user_attrs.get("emulated"))
+    config = space.config_from_params(record.params)
+    profile = load_profile(space.engine)
+    placeholder = "tuner-emulator"
+    launch = space.render(config, command=placeholder if emulated else None)
+    port = space.server.port
+    lines = _header(study, record, emulated)
+    lines += ["set -euo pipefail", 'PYTHON="${PYTHON:-python3}"', ""]
+    lines += _env_lines(launch.env)
+    if emulated:
+        root = f"studies/{space.path.stem}-emulated.host"
+        lines += [
+            "",
+            "# EMULATED: this starts tuner's emulator of the GLM-5 host, not SGLang on GPUs.",
+            f'EMULATED_ROOT="${{EMULATED_ROOT:-{root}}}"',
+            'eval "$("$PYTHON" -m tuner.emulator.host_root --print-env "$EMULATED_ROOT")"',
+        ]
+    for name in sorted(launch.patches):
+        patch = space.patches[name]
+        spec = {"name": name, "package": patch.package, "file": patch.file, "find": patch.find, "replace": patch.replace}
+        lines += ["", f"# source patch: {name}", f'"$PYTHON" - {shlex.quote(json.dumps(spec))} <<\'TUNER_PATCH\'', _PATCH_PY.strip(), "TUNER_PATCH"]
+    if emulated:
+        scale = float(study.user_attrs.get("time_scale", 1))
+        cmd = f'"$PYTHON" -m tuner.emulator --time-scale {scale:g} {shlex.join(launch.argv[1:])}'
+    else:
+        cmd = shlex.join(launch.argv)
+    ready_timeout = space.timeouts.ready_s / float(study.user_attrs.get("time_scale", 1) or 1)
+    health = f"http://127.0.0.1:{port}{profile.health_path}"
+    lines += [
+        "",
+        "# the exact command line of the trial",
+        f"{cmd} &",
+        "SERVER_PID=$!",
+        "trap 'kill -TERM \"$SERVER_PID\" 2>/dev/null || true' INT TERM",
+        f'"$PYTHON" - {shlex.quote(health)} {ready_timeout:.0f} <<\'TUNER_WAIT\'',
+        _WAIT_PY.strip(),
+        "TUNER_WAIT",
+        f'echo "server ready on port {port} (PID $SERVER_PID)"',
+        'if [ "${TUNER_EXIT_WHEN_READY:-0}" = 1 ]; then kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true; exit 0; fi',
+        'wait "$SERVER_PID"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_launch_script(space: Any, study: optuna.Study, out: Path, trial_number: int | None = None) -> Path:
+    """Write the script (executable) and return its path."""
+    text = render_launch_script(space, study, trial_number)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.chmod(0o755)
+    return out

@@ -1,0 +1,28 @@
+"""The names of what the tuner stores on trials and studies, and how it is written.
+
+Optuna keeps user attributes as JSON; every value written here is JSON-able. Names are
+self-explaining so that optuna-dashboard shows them as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import optuna
+
+__all__ = ["set", "REUSABLE_FAILURES", "reusable_failure"]
+
+# Failure classes that belong to the configuration (running it again would fail again). Others
+# (interrupted, host-error, worker-died) belong to the run: such a configuration may run again.
+REUSABLE_FAILURES = ("startup-crash", "oom-at-start", "unstable-at-", "hang", "wrong-output", "timeout")
+
+
+def reusable_failure(reason: str | None) -> bool:
+    """True when a FAIL with this reason would fail again: reuse it instead of rerunning."""
+    return bool(reason) and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
+
+
+def set(trial: optuna.Trial, key: str, value: Any) -> None:  # noqa: A001 (module-level verb)
+    """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists)."""
+    trial.set_user_attr(key, json.loads(json.dumps(value, default=str)))

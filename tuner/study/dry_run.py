@@ -1,0 +1,66 @@
+"""``tuner optimize --dry-run``: the configurations and command lines a run would start, and its cost.
+
+Nothing touches the host. Configurations come from the same sampler in a throw-away in-memory
+study (the baseline first); without measurements a model-based sampler behaves like its random
+start-up phase, so this shows the variety of the first trials, not the exact sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from rich.console import Console
+
+from tuner.study.storage import make_sampler
+
+__all__ = ["print_dry_run", "estimate_trial_host_seconds"]
+
+# A real GLM-5 start takes 3-4 minutes before /health answers (calibration.md); a level is
+# estimated from its token count at a modest throughput so the estimate errs on the long side.
+START_SECONDS = 240.0
+ASSUMED_TOKENS_PER_S = 1000.0
+
+
+def estimate_trial_host_seconds(space: Any, emulate: bool) -> float:
+    """A pessimistic host-time estimate of one trial: start-up plus every level."""
+    workload = space.workload_for(emulate)
+    tokens = sum(workload.requests_for(c) * workload.output_len for c in workload.levels)
+    return START_SECONDS + tokens / ASSUMED_TOKENS_PER_S
+
+
+def print_dry_run(space: Any, trials: int, sampler: str, seed: int | None, emulate: bool, console: Console) -> None:
+    """Print the baseline and ``trials`` sampled configurations with their command lines."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed))
+    study.enqueue_trial(space.params_for_enqueue(space.baseline))
+    seen: set[str] = set()
+    shown = skipped = 0
+    for _ in range(trials * 20):
+        if shown >= trials:
+            break
+        trial = study.ask()
+        config = space.suggest(trial)
+        is_baseline = trial.number == 0
+        violations = [] if is_baseline else space.constraint_violations(config)
+        skip = [v.reason for v in violations if v.action == "skip"]
+        if skip or config.key() in seen:
+            skipped += 1
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        seen.add(config.key())
+        shown += 1
+        launch = space.render(config)
+        label = "baseline" if is_baseline else f"trial {shown}"
+        console.print(f"[cyan]{label}[/]: {launch.command_line}", soft_wrap=True, highlight=False)
+        for name in sorted(launch.patches):
+            console.print(f"    + patch {name}", highlight=False)
+        for v in violations:
+            console.print(f"    [yellow]warning[/]: {v.reason}", highlight=False)
+        study.tell(trial, 0.0)
+    per_trial = estimate_trial_host_seconds(space, emulate)
+    console.print(
+        f"{shown} configurations ({skipped} skipped by constraints or as duplicates); "
+        f"estimated host time: {shown * per_trial / 3600:.1f} h (about {per_trial / 60:.0f} min a trial, "
+        "start-up included)" + (" on the real host; the emulator compresses it" if emulate else "")
+    )

@@ -1,0 +1,226 @@
+"""One trial on the host: patch, start, wait until ready, probe, measure each level, tear down.
+
+The trial's outcome follows Optuna's semantics: it returns the objective value (COMPLETE), raises
+``optuna.TrialPruned`` when it cannot beat the baseline (PRUNED), or raises
+:class:`tuner.errors.ServerFailure` when its server crashed, hung or answered wrongly (FAIL).
+Everything measured is stored on the trial as it arrives, so a failed trial keeps its partial
+measurements and a killed tuner loses no completed level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+
+from tuner.errors import ServerFailure
+from tuner.lifecycle import ServerSession
+from tuner.loadgen import LevelMetrics, LevelSpec, run_level
+from tuner.patches import PatchManager
+from tuner.probe import run_probe
+from tuner.study import attrs
+from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.target import Target
+from tuner.telemetry import GpuSampler, under_utilised
+
+__all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR"]
+
+PROBE_REFERENCE_ATTR = "probe_reference"
+
+
+def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[float | None, bool]:
+    """The best output tokens/s over clean levels that meet the SLOs, and whether all ran clean.
+
+    A level is clean when it ran to its end with at most ``max_failed_fraction`` failed requests.
+    """
+    best: float | None = None
+    stable = bool(levels)
+    for level in levels:
+        failed = level["failed"] / max(1, level["completed"] + level["failed"])
+        clean = level.get("stop_reason") is None and failed <= objective.max_failed_fraction
+        stable = stable and clean
+        if not clean:
+            continue
+        slo = objective.slo
+        if slo.p99_ttft_ms is not None and level["p99_ttft_ms"] > slo.p99_ttft_ms:
+            continue
+        if slo.median_tpot_ms is not None and level["median_tpot_ms"] > slo.median_tpot_ms:
+            continue
+        value = level[objective.metric]
+        best = value if best is None else max(best, value)
+    return best, stable
+
+
+@dataclass
+class TrialRunner:
+    """Runs trials of one study on one target.
+
+    Args:
+        space: the validated search space.
+        target: host, engine, command and time scale.
+        patches: the patch manager of the target's host.
+        study: the Optuna study (for the probe reference).
+        local_runs_dir: where server logs are copied on this machine.
+        emulate: use the emulated workload.
+        on_phase: called with a short description of each phase (progress display).
+        on_level: called with each level's metrics.
+    """
+
+    space: Any
+    target: Target
+    patches: PatchManager
+    study: optuna.Study
+    local_runs_dir: Path
+    emulate: bool = False
+    on_phase: Callable[[str], None] = lambda text: None
+    on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
+
+    def run(self, trial: optuna.Trial, config: Any, launch: Any) -> float:
+        """Run one trial; see the module docstring for outcomes."""
+        scale = self.target.time_scale
+        timeouts = self.space.timeouts
+        workload = self.space.workload_for(self.emulate)
+        run_dir = f"{self.target.run_root.rstrip('/')}/{self.study.study_name}/trial-{trial.number:04d}"
+        attrs.set(trial, "run_dir", run_dir)
+        session = ServerSession(
+            self.target.host,
+            self.target.profile,
+            launch.argv,
+            {**launch.env, **self.target.env},
+            self.target.port,
+            run_dir,
+            stop_grace_s=scale.to_server(timeouts.stop_grace_s),
+            stop_command=self.target.stop_command,
+        )
+        started = time.monotonic()
+        try:
+            self.on_phase("patching")
+            self.patches.set_active(set(launch.patches))
+            attrs.set(trial, "patch_checksums", self.patches.checksums())
+            self.on_phase("starting server")
+            with session:
+                self.on_phase("waiting until ready")
+                ready_s = session.wait_ready(scale.to_server(timeouts.ready_s))
+                attrs.set(trial, "ready_s", round(scale.duration(ready_s), 2))
+                self._probe(trial, session)
+                return self._measure(trial, session, workload)
+        finally:
+            attrs.set(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
+            attrs.set(trial, "log_excerpt", session.log_excerpt())
+            self._fetch_log(session, trial)
+            self.patches.set_active(set())
+
+    def _probe(self, trial: optuna.Trial, session: ServerSession) -> None:
+        probe = self.space.probe
+        if not probe.prompts:
+            return
+        self.on_phase("correctness probe")
+        session.phase = "probe"
+        reference = None if trial.user_attrs.get(BASELINE_ATTR) else self.study.user_attrs.get(PROBE_REFERENCE_ATTR)
+        result = run_probe(
+            session.base_url,
+            self._api(),
+            list(probe.prompts),
+            probe.max_tokens,
+            self.target.time_scale.to_server(self.space.timeouts.probe_s),
+            reference=reference,
+            required=probe.min_matching_prompts,
+        )
+        attrs.set(trial, "probe_outputs", list(result.outputs))
+        if trial.user_attrs.get(BASELINE_ATTR):
+            self.study.set_user_attr(PROBE_REFERENCE_ATTR, list(result.outputs))
+        failure = session.failure()
+        if failure is not None:
+            raise failure
+        if not result.passed:
+            raise ServerFailure(
+                "wrong-output",
+                f"{result.matching} of {len(result.outputs)} probe outputs match the baseline's "
+                f"(need {result.required}); first: {result.outputs[0][:60]!r}",
+                session.log_excerpt(),
+            )
+
+    def _api(self) -> str:
+        return self.space.workload.api or self.target.profile.api
+
+    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> float:
+        levels: list[dict[str, Any]] = []
+        telemetry: dict[str, Any] = {}
+        n = len(workload.levels)
+        for k, concurrency in enumerate(workload.levels, start=1):
+            self.on_phase(f"level {k}/{n}: {concurrency} concurrent")
+            session.phase = f"level-{concurrency}"
+            spec = LevelSpec(
+                concurrency=concurrency,
+                num_requests=workload.requests_for(concurrency),
+                input_len=workload.input_len,
+                output_len=workload.output_len,
+                time_limit_s=self.space.timeouts.level_s,
+                warmup=workload.warmup if k == 1 else 0,
+                seed=trial.number,
+            )
+            with GpuSampler(self.target.host, env=self.target.env) as sampler:
+                metrics = asyncio.run(
+                    run_level(
+                        session.base_url,
+                        spec,
+                        api=self._api(),
+                        stop_check=session.stop_reason,
+                        time_scale=self.target.time_scale,
+                    )
+                )
+            level = metrics.to_dict()
+            if sampler.summary is not None:
+                telemetry[str(concurrency)] = sampler.summary.to_dict()
+                level["gpu"] = sampler.summary.to_dict()
+            levels.append(level)
+            attrs.set(trial, "levels", levels)
+            attrs.set(trial, "telemetry", telemetry)
+            self.on_level(metrics, k, n)
+            if metrics.stop_reason is not None:
+                raise session.failure() or _client_failure(metrics, session)
+            if metrics.clean(self.space.objective.max_failed_fraction):
+                trial.report(getattr(metrics, self.space.objective.metric), step=concurrency)
+                if trial.should_prune():
+                    raise optuna.TrialPruned(
+                        f"below the baseline by more than {self.space.objective.prune_margin:.0%} "
+                        f"at every level so far (up to {concurrency} concurrent)"
+                    )
+        value, stable = objective_value(levels, self.space.objective)
+        attrs.set(trial, "stable", stable)
+        peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
+        if "gpu" in peak and under_utilised_dict(peak["gpu"]):
+            attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
+        if value is None:
+            raise ServerFailure(
+                f"unstable-at-{levels[0]['concurrency']}",
+                "no level ran clean (failed requests above the limit)",
+                session.log_excerpt(),
+            )
+        return value
+
+    def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:
+        if session.handle is None:
+            return
+        local = self.local_runs_dir / f"trial-{trial.number:04d}.log"
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            self.target.host.fetch(session.handle.log_path, str(local))
+            attrs.set(trial, "log_file", str(local))
+        except Exception:  # a lost log must not hide the trial's own outcome
+            pass
+
+
+def under_utilised_dict(gpu: dict[str, Any]) -> bool:
+    """The telemetry summary's verdict, from its stored dict."""
+    return under_utilised(gpu)
+
+
+def _client_failure(metrics: LevelMetrics, session: ServerSession) -> ServerFailure:
+    reason = metrics.stop_reason or ""
+    kind = "timeout" if "time limit" in reason.lower() else f"unstable-at-{metrics.concurrency}"
+    return ServerFailure(kind, reason, session.log_excerpt())

@@ -1,0 +1,231 @@
+"""The optimize loop: baseline first, then sampled configurations, until the budget is spent.
+
+``--trials N`` counts configurations actually run on the host. A configuration excluded by a
+constraint is recorded as PRUNED with its reason, and one identical to an earlier trial reuses
+that trial's result; neither costs host time nor budget. A FAIL keeps its reason class and log
+excerpt. Ctrl-C (or a killed tuner) loses no completed trial: the interrupted trial is recorded as
+FAIL (``interrupted``, or ``worker-died`` when found on the next start) and may run again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.errors import ServerFailure, TunerError
+from tuner.study import attrs
+from tuner.study.objective import TrialRunner
+from tuner.study.progress import ProgressView
+from tuner.study.pruner import BASELINE_ATTR
+
+__all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "MAX_IDLE_ASKS"]
+
+# How many configurations in a row may be skipped or reused before the space counts as exhausted.
+MAX_IDLE_ASKS = 200
+
+
+@dataclass
+class OptimizeSummary:
+    """What one ``tuner optimize`` did."""
+
+    ran: int = 0
+    skipped: int = 0
+    reused: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    exhausted: bool = False
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def mark_dead_workers(study: optuna.Study) -> int:
+    """Fail RUNNING trials left by a tuner on this machine that is no longer alive."""
+    me = socket.gethostname()
+    marked = 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = str(trial.user_attrs.get("worker", ""))
+        machine, _, pid = worker.rpartition(":")
+        if machine != me or not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        study._storage.set_trial_user_attr(trial._trial_id, "failure_reason", "worker-died")
+        study._storage.set_trial_user_attr(
+            trial._trial_id, "failure_detail", "the tuner running this trial was killed"
+        )
+        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        marked += 1
+    return marked
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
+    for trial in study.get_trials(deepcopy=False):
+        if trial.user_attrs.get(BASELINE_ATTR) and trial.state in (
+            TrialState.COMPLETE,
+            TrialState.WAITING,
+        ):
+            return
+        if trial.user_attrs.get(BASELINE_ATTR) and trial.state == TrialState.FAIL:
+            if attrs.reusable_failure(trial.user_attrs.get("failure_reason")):
+                return
+    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={BASELINE_ATTR: True})
+
+
+def _finished_by_key(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
+    """Earlier results that a new identical configuration reuses, by configuration key."""
+    found: dict[str, optuna.trial.FrozenTrial] = {}
+    for trial in study.get_trials(deepcopy=False):
+        key = trial.user_attrs.get("config_key")
+        if key is None or trial.user_attrs.get("reused_from") is not None:
+            continue
+        if trial.state == TrialState.COMPLETE or (
+            trial.state == TrialState.PRUNED and trial.user_attrs.get("pruned_by") == "baseline"
+        ):
+            found[key] = trial
+        elif trial.state == TrialState.FAIL and attrs.reusable_failure(
+            trial.user_attrs.get("failure_reason")
+        ):
+            found[key] = trial
+    return found
+
+
+def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> None:
+    for key in ("levels", "failure_reason", "failure_detail", "pruned_reason", "pruned_by", "stable"):
+        if key in earlier.user_attrs:
+            attrs.set(trial, key, earlier.user_attrs[key])
+    attrs.set(trial, "reused_from", earlier.number)
+    for step, value in earlier.intermediate_values.items():
+        trial.report(value, step)
+    if earlier.state == TrialState.COMPLETE:
+        study.tell(trial, earlier.value)
+    else:
+        study.tell(trial, state=earlier.state)
+
+
+def optimize_study(
+    study: optuna.Study,
+    space: Any,
+    runner: TrialRunner,
+    n_trials: int,
+    progress: ProgressView,
+) -> OptimizeSummary:
+    """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run)."""
+    summary = OptimizeSummary()
+    _ensure_baseline_queued(study, space)
+    finished = _finished_by_key(study)
+    idle = 0
+    progress.run_started(n_trials, study)
+    while summary.ran < n_trials:
+        trial = study.ask()
+        is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        config = space.suggest(trial)
+        key = config.key()
+        attrs.set(trial, "config", dict(config))
+        attrs.set(trial, "config_key", key)
+        attrs.set(trial, "worker", worker_id())
+        attrs.set(trial, "host", runner.target.host.name)
+        attrs.set(trial, "emulated", runner.target.emulated)
+        violations = [] if is_baseline else space.constraint_violations(config)
+        skips = [v.reason for v in violations if v.action == "skip"]
+        warnings = [v.reason for v in violations if v.action == "warn"]
+        if skips:
+            attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
+            attrs.set(trial, "pruned_by", "constraint")
+            study.tell(trial, state=TrialState.PRUNED)
+            summary.skipped += 1
+            progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
+        elif key in finished:
+            _reuse(study, trial, finished[key])
+            summary.reused += 1
+            progress.trial_skipped(trial.number, f"same as trial {finished[key].number}: reused")
+        else:
+            idle = -1
+            summary.ran += 1
+            state = _run_one(study, space, runner, trial, config, warnings, is_baseline, summary, progress)
+            summary.states[state.name] = summary.states.get(state.name, 0) + 1
+            frozen = study._storage.get_trial(trial._trial_id)
+            if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
+                frozen.user_attrs.get("failure_reason")
+            ) or frozen.user_attrs.get("pruned_by") == "baseline":
+                finished[key] = frozen
+        idle += 1
+        if idle >= MAX_IDLE_ASKS:
+            summary.exhausted = True
+            break
+    progress.run_finished(summary)
+    return summary
+
+
+def _run_one(
+    study: optuna.Study,
+    space: Any,
+    runner: TrialRunner,
+    trial: optuna.Trial,
+    config: Any,
+    warnings: list[str],
+    is_baseline: bool,
+    summary: OptimizeSummary,
+    progress: ProgressView,
+) -> TrialState:
+    launch = space.render(config, command=runner.target.command, port=runner.target.port)
+    attrs.set(trial, "command_line", launch.command_line)
+    attrs.set(trial, "env", launch.masked_env())
+    attrs.set(trial, "patches", sorted(launch.patches))
+    if warnings or launch.warnings:
+        attrs.set(trial, "warnings", [*warnings, *launch.warnings])
+    progress.trial_started(trial.number, summary.ran, config, is_baseline)
+    runner.on_phase = progress.phase
+    runner.on_level = progress.level_done
+    started = time.monotonic()
+    try:
+        value = runner.run(trial, config, launch)
+    except optuna.TrialPruned as pruned:
+        attrs.set(trial, "pruned_reason", str(pruned))
+        attrs.set(trial, "pruned_by", "baseline")
+        study.tell(trial, state=TrialState.PRUNED)
+        progress.trial_finished(trial.number, "PRUNED", None, str(pruned), time.monotonic() - started)
+        return TrialState.PRUNED
+    except ServerFailure as failure:
+        attrs.set(trial, "failure_reason", failure.reason)
+        attrs.set(trial, "failure_detail", failure.detail)
+        attrs.set(trial, "failure_excerpt", failure.excerpt)
+        study.tell(trial, state=TrialState.FAIL)
+        progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
+        return TrialState.FAIL
+    except KeyboardInterrupt:
+        attrs.set(trial, "failure_reason", "interrupted")
+        attrs.set(trial, "failure_detail", "Ctrl-C: the server was stopped; this configuration may run again")
+        study.tell(trial, state=TrialState.FAIL)
+        raise
+    except TunerError as error:  # host trouble: the configuration is not to blame
+        attrs.set(trial, "failure_reason", "host-error")
+        attrs.set(trial, "failure_detail", str(error))
+        study.tell(trial, state=TrialState.FAIL)
+        progress.trial_finished(trial.number, "FAIL", None, f"host-error: {error}", time.monotonic() - started)
+        return TrialState.FAIL
+    study.tell(trial, value)
+    progress.trial_finished(trial.number, "COMPLETE", value, None, time.monotonic() - started)
+    return TrialState.COMPLETE
+
+
+def local_runs_dir(storage_url: str, study_name: str) -> Path:
+    """Where server logs of this study are copied on this machine."""
+    if storage_url.startswith("sqlite:///"):
+        base = Path(storage_url.removeprefix("sqlite:///")).parent
+    else:
+        base = Path("studies")
+    return base / "runs" / study_name

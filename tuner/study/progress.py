@@ -1,0 +1,125 @@
+"""Live progress of a study: trial i/N, phase, level k of n, best so far, host time.
+
+On a terminal it redraws one status line under the trial log (rich); elsewhere (CI, a pipe) it
+prints one plain line per event. Host time is on the real host's scale (emulated runs are
+converted by their time scale and say "emulated").
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import optuna
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from tuner.timescale import TimeScale
+
+__all__ = ["ProgressView"]
+
+
+def _hms(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressView:
+    """Receives the optimize loop's events and shows them."""
+
+    def __init__(self, console: Console | None = None, time_scale: TimeScale | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.scale = time_scale or TimeScale()
+        self.total = 0
+        self.index = 0
+        self.best: float | None = None
+        self.host_seconds = 0.0
+        self.trial_number: int | None = None
+        self.status = ""
+        self._live: Live | None = None
+        self._started = time.monotonic()
+
+    # -- the loop's events --------------------------------------------------------------------
+
+    def run_started(self, total: int, study: optuna.Study) -> None:
+        self.total = total
+        completed = [t.value for t in study.get_trials(deepcopy=False) if t.value is not None]
+        self.best = max(completed) if completed else None
+        label = " (emulated)" if self.scale.emulated else ""
+        self.console.print(f"[bold]study {study.study_name}{label}[/]: {total} configurations to run")
+        if self.console.is_terminal:
+            self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def trial_started(self, number: int, index: int, config: Any, is_baseline: bool) -> None:
+        self.index = index
+        self.trial_number = number
+        label = "baseline" if is_baseline else "trial"
+        flags = " ".join(f"{k}={v}" for k, v in dict(config).items())
+        self._print(f"[cyan]{label} {number}[/] ({index}/{self.total}): {flags}")
+        self.phase("starting")
+
+    def phase(self, text: str) -> None:
+        self.status = text
+        self._refresh()
+
+    def level_done(self, metrics: Any, k: int, n: int) -> None:
+        emulated = " emulated" if metrics.emulated else ""
+        stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
+        self._print(
+            f"    level {k}/{n} c={metrics.concurrency}: {metrics.output_throughput:,.0f} output tok/s"
+            f"{emulated}, {metrics.completed} ok / {metrics.failed} failed, "
+            f"p99 TTFT {metrics.p99_ttft_ms:,.0f} ms, median TPOT {metrics.median_tpot_ms:,.1f} ms{stop}"
+        )
+
+    def trial_finished(
+        self, number: int, state: str, value: float | None, reason: str | None, seconds: float
+    ) -> None:
+        self.host_seconds += self.scale.duration(seconds)
+        if value is not None and (self.best is None or value > self.best):
+            self.best = value
+        colour = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}[state]
+        result = f"{value:,.0f} tok/s" if value is not None else (reason or "")
+        self._print(f"  [{colour}]{state}[/] trial {number}: {result}")
+        self._refresh()
+
+    def trial_skipped(self, number: int, reason: str) -> None:
+        self._print(f"  [dim]trial {number} not run: {reason}[/]")
+
+    def run_finished(self, summary: Any) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        label = " (emulated)" if self.scale.emulated else ""
+        best = f"{self.best:,.0f} output tok/s{label}" if self.best is not None else "none"
+        self.console.print(
+            f"[bold]done[/]: {summary.ran} run, {summary.skipped} skipped by constraints, "
+            f"{summary.reused} reused; best so far {best}; host time {_hms(self.host_seconds)}{label}"
+            + ("; the search space looks exhausted" if summary.exhausted else "")
+        )
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # -- drawing ------------------------------------------------------------------------------
+
+    def _line(self) -> str:
+        done = max(0, self.index - 1)
+        per_trial = self.host_seconds / done if done else None
+        remaining = _hms(per_trial * (self.total - done)) if per_trial else "?"
+        best = f"{self.best:,.0f} tok/s" if self.best is not None else "-"
+        label = " emulated" if self.scale.emulated else ""
+        return (
+            f"trial {self.index}/{self.total} | {self.status} | best {best} | host time "
+            f"{_hms(self.host_seconds)} elapsed, ~{remaining} remaining{label}"
+        )
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(Text(self._line()))
+
+    def _print(self, markup: str) -> None:
+        self.console.print(markup, highlight=False)

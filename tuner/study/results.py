@@ -1,0 +1,85 @@
+"""Reading a study back: trials as plain records, the best stable trial, the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.errors import ConfigError
+from tuner.study.pruner import BASELINE_ATTR
+
+__all__ = ["TrialRecord", "records", "best_stable", "baseline_record"]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the reports and the CLI show it."""
+
+    number: int
+    state: str
+    value: float | None
+    params: dict[str, Any]
+    config: dict[str, Any]
+    is_baseline: bool
+    stable: bool
+    reason: str | None
+    detail: str | None
+    command_line: str | None
+    levels: list[dict[str, Any]] = field(default_factory=list)
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def throughput_by_level(self) -> dict[int, float]:
+        return {lv["concurrency"]: lv["output_throughput"] for lv in self.levels}
+
+
+def _record(trial: FrozenTrial) -> TrialRecord:
+    ua = trial.user_attrs
+    reason = ua.get("failure_reason") or ua.get("pruned_reason")
+    return TrialRecord(
+        number=trial.number,
+        state=trial.state.name,
+        value=trial.value if trial.state == TrialState.COMPLETE else None,
+        params=dict(trial.params),
+        config=dict(ua.get("config", {})),
+        is_baseline=bool(ua.get(BASELINE_ATTR)),
+        stable=bool(ua.get("stable")) and trial.state == TrialState.COMPLETE,
+        reason=reason,
+        detail=ua.get("failure_detail"),
+        command_line=ua.get("command_line"),
+        levels=list(ua.get("levels", [])),
+        user_attrs=dict(ua),
+    )
+
+
+def records(study: optuna.Study) -> list[TrialRecord]:
+    """Every trial of the study, in order."""
+    return [_record(t) for t in study.get_trials(deepcopy=False)]
+
+
+def best_stable(study: optuna.Study, *, prefer_validated: bool = True) -> TrialRecord:
+    """The best COMPLETE trial whose every level ran clean (validated ones first, if any).
+
+    Raises:
+        ConfigError: no stable trial yet.
+    """
+    stable = [r for r in records(study) if r.stable and r.value is not None]
+    stable = [r for r in stable if r.user_attrs.get("validation", {}).get("stable", True)]
+    if prefer_validated:
+        validated = [r for r in stable if r.user_attrs.get("validation", {}).get("stable")]
+        if validated:
+            stable = validated
+    if not stable:
+        raise ConfigError(f"study {study.study_name!r} has no stable completed trial yet; fix: run `tuner optimize`")
+    return max(stable, key=lambda r: r.value or 0.0)
+
+
+def baseline_record(study: optuna.Study) -> TrialRecord | None:
+    """The baseline trial, if it ran."""
+    for record in records(study):
+        if record.is_baseline and record.state in ("COMPLETE", "FAIL"):
+            return record
+    return None

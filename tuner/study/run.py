@@ -1,0 +1,125 @@
+"""``tuner optimize`` from start to end: preflight, orphans, patches, the loop, cleanup.
+
+Everything that touches the host is undone on every exit path: the server of the current trial is
+stopped by its session, and every patch is reverted here, also at the start of the next run after
+a tuner that was killed.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tuner.doctor import format_checks
+from tuner.errors import TunerError
+from tuner.patches import PatchManager
+from tuner.study.objective import TrialRunner
+from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
+from tuner.study.preflight import preflight_checks
+from tuner.study.progress import ProgressView
+from tuner.study.pruner import BaselinePruner
+from tuner.study.storage import create_or_resume, make_sampler, open_storage
+from tuner.study.target import Target
+
+__all__ = ["OptimizeOptions", "run_optimize", "patch_manager"]
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """The command line of ``tuner optimize`` after parsing."""
+
+    trials: int
+    storage: str
+    study_name: str
+    sampler: str = "tpe"
+    seed: int | None = None
+    emulate: bool = False
+    allow_changed: bool = False
+    skip_doctor: bool = False
+    heartbeat_s: int | None = None
+
+
+def patch_manager(space: Any, target: Target) -> PatchManager:
+    """The patch manager of the target's host, journaled under its run root."""
+    return PatchManager(
+        target.host,
+        python=target.python,
+        env=target.env,
+        journal_dir=f"{target.run_root.rstrip('/')}/patch-journal",
+    )
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
+    """Run the study on the target (see the module docstring)."""
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    patches = patch_manager(space, target)
+    progress = ProgressView(console, target.time_scale)
+    try:
+        restored = patches.revert_all()
+        if restored:
+            console.print(f"restored {len(restored)} patched file(s) left by an earlier run")
+        for orphan in target.host.find_orphans():
+            console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
+            target.host.stop_server(orphan, port=target.port)
+        if not options.skip_doctor:
+            checks = preflight_checks(space, target, patches)
+            console.print(format_checks(checks))
+            failed = [c for c in checks if not c.ok]
+            if failed:
+                raise TunerError(f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}")
+        storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
+        study = create_or_resume(
+            storage,
+            options.study_name,
+            space.fingerprint(),
+            sampler=make_sampler(options.sampler, options.seed),
+            pruner=BaselinePruner(space.objective.prune_margin),
+            allow_changed=options.allow_changed,
+            attrs={
+                "space_file": str(space.path),
+                "engine": space.engine,
+                "emulated": target.emulated,
+                "time_scale": target.time_scale.factor,
+                "host": target.host.name,
+            },
+        )
+        died = mark_dead_workers(study)
+        if died:
+            console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
+        runner = TrialRunner(
+            space=space,
+            target=target,
+            patches=patches,
+            study=study,
+            local_runs_dir=local_runs_dir(options.storage, options.study_name),
+            emulate=options.emulate,
+        )
+        return optimize_study(study, space, runner, options.trials, progress)
+    finally:
+        progress.close()
+        try:
+            patches.revert_all()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            target.host.cleanup_run_dirs()
+
+
+def default_study_name(space: Any) -> str:
+    return space.name
+
+
+def emulated_root_for(space_path: Path) -> Path:
+    return Path("studies") / f"{space_path.stem}-emulated.host"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `tuner optimize`")

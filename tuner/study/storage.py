@@ -1,0 +1,121 @@
+"""Where a study lives, how it is opened or resumed, and the fingerprint that guards resuming.
+
+Defaults: ``sqlite:///studies/<stem>.db`` for real runs and ``sqlite:///studies/<stem>-emulated.db``
+with ``--emulate``, relative to the current directory; the study name is the search space's
+``name``. A study remembers the fingerprint of the search space and workload it was created with,
+and refuses to resume when they changed, unless told to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage
+
+from tuner.errors import ConfigError
+
+__all__ = [
+    "default_storage_url",
+    "open_storage",
+    "create_or_resume",
+    "load_existing_study",
+    "make_sampler",
+    "SAMPLERS",
+    "FINGERPRINT_ATTR",
+]
+
+FINGERPRINT_ATTR = "tuner_fingerprint"
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+
+
+def default_storage_url(space_path: Path, emulate: bool, studies_dir: Path = Path("studies")) -> str:
+    """``sqlite:///studies/<stem>[-emulated].db``."""
+    stem = space_path.stem + ("-emulated" if emulate else "")
+    return f"sqlite:///{studies_dir / (stem + '.db')}"
+
+
+def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
+    """An Optuna RDB storage (SQLite or PostgreSQL); the SQLite folder is created if missing."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    elif not url.startswith(("postgresql", "mysql")):
+        raise ConfigError(f"--storage {url}: not a database URL; fix: use sqlite:///path.db or postgresql://...")
+    try:
+        return RDBStorage(
+            url,
+            heartbeat_interval=heartbeat_interval,
+            grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
+            engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
+        )
+    except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
+        raise ConfigError(f"--storage {url}: cannot open ({type(exc).__name__}: {exc})".splitlines()[0]) from exc
+
+
+def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    """One of the samplers Optuna offers, by short name (``tpe`` by default)."""
+    samplers = optuna.samplers
+    factories = {
+        "tpe": lambda: samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=6),
+        "random": lambda: samplers.RandomSampler(seed=seed),
+        "gp": lambda: samplers.GPSampler(seed=seed),
+        "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
+        "qmc": lambda: samplers.QMCSampler(seed=seed),
+        "nsga2": lambda: samplers.NSGAIISampler(seed=seed),
+        "bruteforce": lambda: samplers.BruteForceSampler(seed=seed),
+    }
+    if name not in factories:
+        raise ConfigError(f"--sampler {name}: unknown; fix: use one of {', '.join(SAMPLERS)}")
+    return factories[name]()
+
+
+def create_or_resume(
+    storage: RDBStorage,
+    study_name: str,
+    fingerprint: str,
+    *,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner,
+    allow_changed: bool,
+    attrs: dict[str, object],
+) -> optuna.Study:
+    """Create the study, or resume it when its fingerprint matches (or ``allow_changed``)."""
+    existing = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    study = optuna.create_study(
+        storage=storage,
+        study_name=study_name,
+        sampler=sampler,
+        pruner=pruner,
+        direction="maximize",
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    if study_name in existing and stored is not None and stored != fingerprint and not allow_changed:
+        raise ConfigError(
+            f"study {study_name!r}: the search space or workload changed since it was created "
+            f"(fingerprint {stored[:12]} != {fingerprint[:12]}); fix: use --study-name NEW, "
+            "another --storage, or --allow-changed to resume anyway"
+        )
+    study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+    for key, value in attrs.items():
+        study.set_user_attr(key, value)
+    return study
+
+
+def load_existing_study(url: str, study_name: str) -> optuna.Study:
+    """Load a study for reading; a missing storage or study is a one-line error naming what exists."""
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        path = Path(url.removeprefix("sqlite:///"))
+        found = sorted(p.name for p in path.parent.glob("*.db")) if path.parent.is_dir() else []
+        raise ConfigError(
+            f"no study database at {path}; existing: {', '.join(found) or 'none'}; "
+            "fix: run `tuner optimize` first or pass --storage"
+        )
+    storage = open_storage(url)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    if study_name not in names:
+        raise ConfigError(
+            f"no study named {study_name!r} in {url}; existing: {', '.join(names) or 'none'}; "
+            "fix: pass --study-name"
+        )
+    return optuna.load_study(study_name=study_name, storage=storage)

@@ -1,0 +1,130 @@
+"""What a run talks to: the host, the engine, the command, and the emulated host when asked.
+
+A :class:`Target` is built once per ``tuner optimize`` (or ``validate``/``export``) from the search
+space and the command line. With ``--emulate`` the server command becomes the emulator
+(``python -m tuner.emulator --time-scale K``), and the host gets the emulator's stand-in ``sglang``
+package and ``nvidia-smi`` through its environment, so that every other step (patches, doctor,
+telemetry, readiness, crashes) runs exactly as on a real host.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuner.engines import EngineProfile, load_profile
+from tuner.errors import ConfigError
+from tuner.host import Host, HostSpec, open_host
+from tuner.timescale import TimeScale
+
+__all__ = ["Target", "build_target", "parse_host_option"]
+
+
+@dataclass
+class Target:
+    """The host, engine and command of one run, and the emulator's time scale (K=1 when real)."""
+
+    host: Host
+    profile: EngineProfile
+    command: str
+    env: dict[str, str]
+    python: str
+    port: int
+    run_root: str
+    time_scale: TimeScale = field(default_factory=TimeScale)
+    stop_command: str | None = None
+
+    @property
+    def emulated(self) -> bool:
+        return self.time_scale.emulated
+
+    def close(self) -> None:
+        self.host.close()
+
+
+def parse_host_option(value: str) -> dict[str, object]:
+    """``--host [user@]address[:port]`` (or ``local``) as HostSpec fields."""
+    if value == "local":
+        return {"address": "local"}
+    user, _, rest = value.rpartition("@")
+    address, _, port = rest.partition(":")
+    if not address or (port and not port.isdigit()):
+        raise ConfigError(f"--host {value}: expected [user@]address[:port] or local")
+    fields: dict[str, object] = {"address": address}
+    if user:
+        fields["user"] = user
+    if port:
+        fields["port"] = int(port)
+    return fields
+
+
+def _host_spec(space_host: object | None, override: str | None, emulate: bool) -> HostSpec:
+    fields: dict[str, object] = {}
+    if space_host is not None and not emulate:
+        fields = {
+            "address": space_host.address,
+            "user": space_host.user,
+            "port": space_host.port,
+            "key_path": os.path.expanduser(space_host.key) if space_host.key else None,
+            "python": space_host.python,
+            "run_root": space_host.run_root,
+            "accept_new_host_key": space_host.accept_new_host_key,
+        }
+    if emulate:
+        fields = {"address": "local", "python": sys.executable}
+    if override:
+        fields.update(parse_host_option(override))
+    return HostSpec(**{k: v for k, v in fields.items() if v is not None})
+
+
+def build_target(
+    space: object,
+    *,
+    emulate: bool,
+    host_override: str | None = None,
+    key_path: str | None = None,
+    known_hosts: str | None = None,
+    accept_new_host_key: bool = False,
+    port: int | None = None,
+    emulated_root: Path | None = None,
+) -> Target:
+    """Open the host and work out the command and environment for this run."""
+    spec = _host_spec(getattr(space, "host", None), host_override, emulate)
+    if key_path or known_hosts or accept_new_host_key:
+        spec = HostSpec(
+            **{
+                **spec.__dict__,
+                **({"key_path": key_path} if key_path else {}),
+                **({"known_hosts": known_hosts} if known_hosts else {}),
+                **({"accept_new_host_key": True} if accept_new_host_key else {}),
+            }
+        )
+    profile = load_profile(space.engine)
+    env: dict[str, str] = {}
+    command = space.server.command or profile.command
+    python = spec.python
+    time_scale = TimeScale()
+    if emulate:
+        from tuner.emulator.host_root import prepare_host_root
+
+        workload = space.workload_for(True)
+        time_scale = TimeScale(float(workload.time_scale))
+        root = emulated_root or Path("studies") / f"{space.path.stem}-emulated.host"
+        env.update(prepare_host_root(root.resolve()))
+        python = sys.executable
+        command = f"{shlex.quote(sys.executable)} -m tuner.emulator --time-scale {time_scale.factor:g}"
+    host = open_host(spec)
+    return Target(
+        host=host,
+        profile=profile,
+        command=command,
+        env=env,
+        python=python,
+        port=port or space.server.port,
+        run_root=spec.run_root,
+        time_scale=time_scale,
+        stop_command=space.server.stop_command,
+    )
