@@ -1,0 +1,23 @@
+"""The host layer: run commands and servers on the GPU host, here or over SSH, the same way.
+
+``open_host(spec)`` gives a :class:`LocalHost` for ``address: local`` and an :class:`SshHost`
+otherwise. Both share the server lifecycle of :class:`Host` (start detached in an own process
+group, follow the log, stop with SIGTERM then SIGKILL, wait for the port and the GPUs, find
+orphans of a killed run, clean old run folders).
+"""
+
+from __future__ import annotations
+
+from tuner.host._base import Host
+from tuner.host._local import LocalHost
+from tuner.host._ssh import SshHost
+from tuner.host._types import CommandResult, HostSpec, ServerHandle
+
+__all__ = ["Host", "LocalHost", "SshHost", "ServerHandle", "CommandResult", "HostSpec", "open_host"]
+
+
+def open_host(spec: HostSpec) -> Host:
+    """The host ``spec`` describes. SSH connects lazily, on the first call that needs it."""
+    if spec.is_local:
+        return LocalHost(spec.run_root)
+    return SshHost(spec)

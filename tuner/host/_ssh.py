@@ -1,0 +1,259 @@
+""":class:`SshHost`: the host layer over SSH, one reused ``fabric.Connection``.
+
+Host keys are checked against ``known_hosts`` (paramiko ``RejectPolicy``); ``accept_new_host_key``
+records the key of a host seen for the first time (OpenSSH's ``accept-new``), and a key that
+differs from the recorded one is always refused. A connection found lost raises
+:class:`~tuner.errors.HostError` once, so the trial in progress fails; the next call connects
+again (one attempt).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import TypeVar
+
+import fabric
+import paramiko
+from invoke.exceptions import CommandTimedOut
+
+from tuner.errors import ConfigError, HostError
+from tuner.host import _shell
+from tuner.host._base import Host
+from tuner.host._types import CommandResult, HostSpec
+
+__all__ = ["SshHost"]
+
+_T = TypeVar("_T")
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown host's key and append it to the known_hosts file (never a changed one)."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self._known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self._known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        with self._known_hosts.open("a") as stream:
+            stream.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class SshHost(Host):
+    """A host reached over SSH.
+
+    Args:
+        spec: address, user, port, key and known_hosts; unset values come from ``~/.ssh/config``.
+
+    Raises:
+        ConfigError: an ``ssh_config`` or ``key_path`` that does not exist.
+    """
+
+    def __init__(self, spec: HostSpec) -> None:
+        self._spec = spec
+        self._lock = threading.RLock()
+        self._sftp_lock = threading.Lock()
+        self._connection: fabric.Connection | None = None
+        if spec.ssh_config and not Path(spec.ssh_config).expanduser().is_file():
+            raise ConfigError(f"host.ssh_config: {spec.ssh_config} does not exist: fix the path")
+        if spec.key_path and not Path(spec.key_path).expanduser().is_file():
+            raise ConfigError(f"host.key_path: {spec.key_path} does not exist: fix the path")
+        if spec.ssh_config:
+            self._config = fabric.Config(runtime_ssh_path=str(Path(spec.ssh_config).expanduser()))
+        else:
+            self._config = fabric.Config()
+        probe = self._new_connection()
+        self.name = f"{probe.user}@{probe.host}:{probe.port}"
+        self.address = probe.host
+        self.run_root = spec.run_root
+        self.known_hosts = self._known_hosts_path(probe)
+        self.connections = 0  # how many times a connection was opened
+
+    # -- connection -----------------------------------------------------------------------------
+
+    def _new_connection(self) -> fabric.Connection:
+        spec = self._spec
+        connect_kwargs: dict[str, object] = {}
+        if spec.key_path:
+            connect_kwargs = {
+                "key_filename": [str(Path(spec.key_path).expanduser())],
+                "look_for_keys": False,
+                "allow_agent": False,
+            }
+        return fabric.Connection(
+            spec.address, user=spec.user, port=spec.port, config=self._config,
+            connect_timeout=max(1, math.ceil(spec.connect_timeout_s)),
+            connect_kwargs=connect_kwargs,
+        )
+
+    def _known_hosts_path(self, connection: fabric.Connection) -> Path:
+        configured = self._spec.known_hosts or connection.ssh_config.get("userknownhostsfile")
+        first = (configured or "~/.ssh/known_hosts").split()[0]
+        return Path(first).expanduser()
+
+    def _open(self) -> fabric.Connection:
+        connection = self._new_connection()
+        client = connection.client
+        if self.known_hosts.is_file():
+            client.get_host_keys().load(str(self.known_hosts))
+        if self._spec.accept_new_host_key:
+            client.set_missing_host_key_policy(_AcceptNewPolicy(self.known_hosts))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            connection.open()
+        except paramiko.BadHostKeyException as error:
+            connection.close()
+            entry = f"[{connection.host}]:{connection.port}" if connection.port != 22 else connection.host
+            raise HostError(
+                f"{self.name}: host key CHANGED (server offers {error.key.get_name()} "
+                f"{error.key.fingerprint}, {self.known_hosts} has another): refusing to connect; "
+                f"if the host was really reinstalled, remove the old key with "
+                f"`ssh-keygen -R '{entry}' -f {self.known_hosts}` and connect again"
+            ) from None
+        except paramiko.AuthenticationException as error:
+            connection.close()
+            raise HostError(
+                f"{self.name}: SSH authentication failed ({error}): check host.user and "
+                f"host.key_path (or IdentityFile in ~/.ssh/config)"
+            ) from None
+        except paramiko.SSHException as error:
+            connection.close()
+            if "not found in known_hosts" in str(error):
+                raise HostError(
+                    f"{self.name}: host key unknown ({self.known_hosts} has no entry): check its "
+                    f"fingerprint and add it with `ssh-keyscan -p {connection.port} "
+                    f"{connection.host} >> {self.known_hosts}`, or set "
+                    f"host.accept_new_host_key: true"
+                ) from None
+            raise HostError(f"{self.name}: SSH failed: {error}") from None
+        except (OSError, EOFError) as error:
+            connection.close()
+            raise HostError(
+                f"{self.name}: cannot connect ({error}): check host.address and host.port, "
+                f"and that sshd runs there"
+            ) from None
+        self.connections += 1
+        return connection
+
+    def _ensure(self) -> fabric.Connection:
+        with self._lock:
+            if self._connection is not None and not self._connection.is_connected:
+                self._discard()
+                raise HostError(
+                    f"{self.name}: the SSH connection was lost; it is re-established on the next call"
+                )
+            if self._connection is None:
+                self._connection = self._open()
+            return self._connection
+
+    def _discard(self) -> None:
+        with self._lock:
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close: drop it
+                pass
+
+    def _call(self, what: str, action: Callable[[fabric.Connection], _T]) -> _T:
+        """Run ``action`` on the connection; a connection lost meanwhile raises HostError."""
+        connection = self._ensure()
+        try:
+            result = action(connection)
+        except CommandTimedOut as error:
+            raise HostError(f"{self.name}: {what} timed out after {error.timeout:g} s") from None
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            if connection.is_connected and isinstance(error, OSError):
+                raise HostError(f"{self.name}: {what} failed: {error}") from None
+            self._discard()
+            raise HostError(
+                f"{self.name}: the SSH connection was lost during {what} ({error or type(error).__name__}); "
+                f"it is re-established on the next call"
+            ) from None
+        if not connection.is_connected:
+            self._discard()
+            raise HostError(
+                f"{self.name}: the SSH connection was lost during {what}; "
+                f"it is re-established on the next call"
+            )
+        return result
+
+    def reconnect(self) -> None:
+        """Close the connection and open a new one (HostError if the host cannot be reached)."""
+        self._discard()
+        self._ensure()
+
+    def close(self) -> None:
+        self._discard()
+
+    # -- primitives -----------------------------------------------------------------------------
+
+    def run(
+        self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        """Run ``command`` with ``sh`` on the host (whatever the user's login shell is)."""
+        script = "sh -c " + shlex.quote(_shell.env_exports(env) + command)
+
+        def action(connection: fabric.Connection) -> CommandResult:
+            result = connection.run(script, warn=True, hide=True, timeout=timeout, in_stream=False)
+            return CommandResult(result.exited, result.stdout, result.stderr)
+
+        return self._call("a command", action)
+
+    def read_file(self, path: str) -> bytes:
+        def action(connection: fabric.Connection) -> bytes:
+            with self._sftp_lock, connection.sftp().open(path, "rb") as stream:
+                return stream.read()
+
+        return self._call(f"reading {path}", action)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        parent = str(PurePosixPath(path).parent)
+        temporary = f"{parent}/.{PurePosixPath(path).name}.{uuid.uuid4().hex[:8]}"
+        made = self.run(f"mkdir -p -- {shlex.quote(parent)}")
+        if not made.ok:
+            raise HostError(f"{self.name}: cannot create {parent} ({made.summary()})")
+
+        def action(connection: fabric.Connection) -> None:
+            with self._sftp_lock:
+                sftp = connection.sftp()
+                try:
+                    mode = sftp.stat(path).st_mode
+                except FileNotFoundError:
+                    mode = None
+                with sftp.open(temporary, "wb") as stream:
+                    stream.write(data)
+                if mode is not None:
+                    sftp.chmod(temporary, mode & 0o7777)
+                sftp.posix_rename(temporary, path)
+
+        self._call(f"writing {path}", action)
+
+    def fetch(self, remote_path: str, local_path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
+
+        def action(connection: fabric.Connection) -> None:
+            with self._sftp_lock:
+                connection.sftp().get(remote_path, local_path)
+
+        self._call(f"fetching {remote_path}", action)
+
+    def _read_range(self, path: str, offset: int, limit: int) -> bytes:
+        def action(connection: fabric.Connection) -> bytes:
+            with self._sftp_lock:
+                try:
+                    stream = connection.sftp().open(path, "rb")
+                except FileNotFoundError:
+                    return b""
+                with stream:
+                    stream.seek(offset)
+                    return stream.read(limit)
+
+        return self._call(f"reading {path}", action)
