@@ -1,0 +1,37 @@
+"""The streaming load generator: closed-loop levels against SGLang or OpenAI-compatible servers.
+
+``run_level(base_url, LevelSpec(...))`` measures one level and returns :class:`LevelMetrics` on
+the host's time scale; :func:`run_levels` runs several synchronously. :func:`complete` asks for
+one greedy completion (the correctness probe's tool). ``tuner.loadgen.bench_serving`` runs
+SGLang's own benchmark instead and reads its output into the same metrics.
+"""
+
+from __future__ import annotations
+
+from tuner.loadgen._level import run_level, run_levels
+from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, load_sharegpt, make_prompts
+from tuner.loadgen._server import (
+    complete,
+    complete_async,
+    complete_many,
+    fetch_time_scale,
+    fetch_time_scale_async,
+)
+from tuner.loadgen._spec import APIS, LevelSpec
+
+__all__ = [
+    "APIS",
+    "PROMPT_TOKEN_RANGE",
+    "LevelMetrics",
+    "LevelSpec",
+    "complete",
+    "complete_async",
+    "complete_many",
+    "fetch_time_scale",
+    "fetch_time_scale_async",
+    "load_sharegpt",
+    "make_prompts",
+    "run_level",
+    "run_levels",
+]

@@ -1,0 +1,109 @@
+"""From a level's :class:`RequestLog` to its :class:`LevelMetrics`, with numpy, after the level.
+
+Definitions follow ``sglang.bench_serving``: TTFT is the time to the first event with text;
+TPOT is ``(e2e - ttft) / (output_tokens - 1)`` over requests with more than one token; an
+event carrying n tokens contributes n inter-token latencies of ``gap / n`` each; throughputs
+divide by the level's wall time; ``max_output_tokens_per_s`` is the best one-second bin.
+Every figure is converted to host time here, through the level's :class:`TimeScale`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._stream import COMPLETED, FAILED, RequestLog
+from tuner.timescale import TimeScale
+
+__all__ = ["aggregate"]
+
+
+def _token_steps(counts: list[int | None], total: int) -> np.ndarray:
+    """Tokens carried by each event (float where the server gave no per-event count)."""
+    if counts and all(count is not None for count in counts):
+        steps = np.diff(np.asarray(counts, dtype=np.float64), prepend=0.0)
+        return np.maximum(steps, 0.0)
+    return np.full(len(counts), total / max(len(counts), 1))
+
+
+def _stats(values_s: np.ndarray, scale: TimeScale, prefix: str) -> dict[str, float | None]:
+    """mean/median/p90/p99 in host milliseconds of durations in server seconds."""
+    names = [f"{stat}_{prefix}_ms" for stat in ("mean", "median", "p90", "p99")]
+    if values_s.size == 0:
+        return dict.fromkeys(names)
+    figures = (
+        float(np.mean(values_s)),
+        float(np.median(values_s)),
+        float(np.percentile(values_s, 90)),
+        float(np.percentile(values_s, 99)),
+    )
+    return {name: scale.duration(value) * 1000.0 for name, value in zip(names, figures)}
+
+
+def aggregate(
+    log: RequestLog,
+    *,
+    concurrency: int,
+    started: float,
+    duration: float,
+    scale: TimeScale,
+    stop_reason: str | None,
+    errors: Sequence[str],
+) -> LevelMetrics:
+    """The metrics of a level that started at ``started`` and lasted ``duration`` server s."""
+    done = log.indices(COMPLETED)
+    ttfts, e2es, tpots, itl_parts, time_parts, token_parts = [], [], [], [], [], []
+    for i in done:
+        times = np.asarray(log.event_times[i])
+        total = log.output_tokens[i]
+        steps = _token_steps(log.event_counts[i], total)
+        ttft = times[0] - log.start[i]
+        e2e = log.end[i] - log.start[i]
+        ttfts.append(ttft)
+        e2es.append(e2e)
+        if total > 1:
+            tpots.append((e2e - ttft) / (total - 1))
+        if times.size > 1:
+            gaps, carried = np.diff(times), steps[1:]
+            keep = carried > 0
+            whole = np.maximum(np.rint(carried[keep]).astype(np.int64), 1)
+            itl_parts.append(np.repeat(gaps[keep] / carried[keep], whole))
+        time_parts.append(times)
+        token_parts.append(steps)
+
+    output_tokens = sum(log.output_tokens[i] for i in done)
+    input_tokens = sum(log.input_tokens[i] for i in done)
+    seconds = max(duration, 1e-9)
+    best_window = 0.0
+    if time_parts:
+        width = scale.to_server(1.0)  # one host second
+        offsets = (np.concatenate(time_parts) - started) / width
+        per_bin = np.bincount(
+            np.maximum(offsets, 0).astype(np.int64), weights=np.concatenate(token_parts)
+        )
+        best_window = scale.rate(float(per_bin.max()) / width)
+
+    empty = np.empty(0)
+    return LevelMetrics(
+        concurrency=concurrency,
+        num_requests=log.size,
+        completed=len(done),
+        failed=len(log.indices(FAILED)),
+        duration_s=scale.duration(duration),
+        input_tokens=int(input_tokens),
+        output_tokens=int(output_tokens),
+        output_throughput=scale.rate(output_tokens / seconds),
+        total_throughput=scale.rate((input_tokens + output_tokens) / seconds),
+        request_throughput=scale.rate(len(done) / seconds),
+        **_stats(np.asarray(ttfts), scale, "ttft"),
+        **_stats(np.asarray(tpots), scale, "tpot"),
+        **_stats(np.concatenate(itl_parts) if itl_parts else empty, scale, "itl"),
+        **_stats(np.asarray(e2es), scale, "e2e"),
+        max_output_tokens_per_s=best_window,
+        stop_reason=stop_reason,
+        emulated=scale.emulated,
+        time_scale=scale.factor,
+        errors=tuple(errors),
+    )

@@ -1,0 +1,160 @@
+"""Closed-loop load levels: :func:`run_level` and the synchronous :func:`run_levels`.
+
+A level keeps ``concurrency`` requests in flight (or starts them at Poisson arrival times when a
+request rate is set) until ``num_requests`` have been sent. It ends early, at once, when:
+
+- ``stop_check()`` returns a reason (polled about every 100 ms in a worker thread, so a slow
+  check never stalls the clock of the streams);
+- more requests failed than the error budget allows, or every request in flight lost its
+  connection (the server died);
+- the time limit passed.
+
+Then every request in flight is cancelled and the session closed: no socket is left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+
+import aiohttp
+import numpy as np
+
+from tuner.errors import TunerError
+from tuner.loadgen._aggregate import aggregate
+from tuner.loadgen._apis import ApiFormat, api_format
+from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._phase import Phase, run_phase
+from tuner.loadgen._prompts import make_prompts
+from tuner.loadgen._server import fetch_model, fetch_time_scale_async
+from tuner.loadgen._stream import RequestLog, send_time_trace
+from tuner.loadgen._spec import LevelSpec
+from tuner.timescale import TimeScale
+
+__all__ = ["run_level", "run_levels"]
+
+StopCheck = Callable[[], str | None]
+
+WARMUP_OUTPUT_LEN = 16
+CONNECT_TIMEOUT_S = 10.0
+READ_BUFFER_BYTES = 1 << 20
+
+
+def _bodies(fmt: ApiFormat, spec: LevelSpec, count: int, seed: list[int], output_len: int,
+            model: str | None) -> tuple[list[bytes], list[int]]:
+    prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
+    bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
+    lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
+    return bodies, lengths
+
+
+def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
+    return aggregate(
+        RequestLog(spec.num_requests), concurrency=spec.concurrency, started=0.0,
+        duration=0.0, scale=scale, stop_reason=reason, errors=(reason,),
+    )
+
+
+async def run_level(
+    base_url: str,
+    spec: LevelSpec,
+    *,
+    api: str = "sglang",
+    stop_check: StopCheck | None = None,
+    time_scale: TimeScale | None = None,
+) -> LevelMetrics:
+    """Run one level against the server at ``base_url`` and measure it.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:30000``.
+        spec: the level.
+        api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``.
+        stop_check: polled about every 100 ms; a returned string ends the level at once and
+            becomes its ``stop_reason``.
+        time_scale: the server's time scale; None reads it from ``/server_info``.
+
+    Returns:
+        The level's metrics in host time. A server that does not answer gives metrics with
+        nothing completed and the reason in ``stop_reason``; this function does not raise for
+        what the server does.
+    """
+    fmt = api_format(api)
+    base = base_url.rstrip("/")
+    scale = time_scale or TimeScale()
+    read_timeout = max(scale.to_server(spec.time_limit_s), 1.0)
+    timeout = aiohttp.ClientTimeout(
+        total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout
+    )
+    connector = aiohttp.TCPConnector(limit=spec.concurrency, enable_cleanup_closed=True)
+    async with aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        read_bufsize=READ_BUFFER_BYTES,
+        trace_configs=[send_time_trace()],
+    ) as session:
+        try:
+            if time_scale is None:
+                scale = await fetch_time_scale_async(session, base)
+            model = await fetch_model(session, base) if fmt.needs_model else None
+        except TunerError as exc:
+            return _empty_metrics(spec, scale, str(exc))
+        url = base + fmt.path
+        if spec.warmup:
+            warm_bodies, warm_lengths = _bodies(
+                fmt, spec, spec.warmup, [spec.seed, 1], min(WARMUP_OUTPUT_LEN, spec.output_len),
+                model,
+            )
+            warm = Phase(RequestLog(spec.warmup), min(spec.warmup, spec.concurrency),
+                         budget=spec.warmup - 1)
+            deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
+            await run_phase(session, url, fmt, warm, warm_bodies, warm_lengths, deadline,
+                            None, stop_check)
+            if warm.stop_reason:
+                return _empty_metrics(spec, scale, f"warm-up failed: {warm.stop_reason}")
+
+        bodies, lengths = _bodies(fmt, spec, spec.num_requests, [spec.seed, 0],
+                                  spec.output_len, model)
+        phase = Phase(RequestLog(spec.num_requests), spec.concurrency, budget=spec.error_budget)
+        started = time.perf_counter()
+        deadline = started + scale.to_server(spec.time_limit_s)
+        arrivals = None
+        if spec.request_rate is not None:
+            gaps = np.random.default_rng([spec.seed, 2]).exponential(
+                scale.to_server(1.0 / spec.request_rate), size=spec.num_requests
+            )
+            arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
+        ended = await run_phase(session, url, fmt, phase, bodies, lengths, deadline, arrivals,
+                                stop_check, time_limit_s=spec.time_limit_s)
+    return aggregate(
+        phase.log, concurrency=spec.concurrency, started=started, duration=ended - started,
+        scale=scale, stop_reason=phase.stop_reason, errors=phase.errors,
+    )
+
+
+def run_levels(
+    base_url: str,
+    specs: Sequence[LevelSpec],
+    *,
+    api: str = "sglang",
+    stop_check: StopCheck | None = None,
+    on_level: Callable[[LevelMetrics], bool | None] | None = None,
+    time_scale: TimeScale | None = None,
+) -> list[LevelMetrics]:
+    """Run levels one after another (synchronously), stopping after a level that was
+    stopped (``stop_reason`` set) or whose ``on_level`` callback returned False."""
+
+    async def _run() -> list[LevelMetrics]:
+        measured: list[LevelMetrics] = []
+        for spec in specs:
+            metrics = await run_level(
+                base_url, spec, api=api, stop_check=stop_check, time_scale=time_scale
+            )
+            measured.append(metrics)
+            verdict = on_level(metrics) if on_level is not None else None
+            if metrics.stop_reason is not None or verdict is False:
+                break
+        return measured
+
+    return asyncio.run(_run())

@@ -1,0 +1,102 @@
+"""The figures of one load level: :class:`LevelMetrics`, on the host's time scale.
+
+Field names follow ``sglang.bench_serving``'s output keys (``output_throughput``,
+``median_ttft_ms``, ...), so a level measured by this client and one read from bench_serving's
+output file compare key by key. A latency that was not measured (no request completed, or
+bench_serving does not report that percentile) is None.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any
+
+__all__ = ["LATENCY_KINDS", "LATENCY_STATS", "LevelMetrics"]
+
+LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
+LATENCY_STATS = ("mean", "median", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class LevelMetrics:
+    """What one level measured. Durations are host seconds/ms, rates per host second.
+
+    ``emulated`` is True when the server published a time scale K != 1 and every figure was
+    converted through :class:`tuner.timescale.TimeScale`; ``time_scale`` holds that K.
+    ``stop_reason`` is None when the level ran to its end, else why it ended early.
+    """
+
+    concurrency: int
+    num_requests: int
+    completed: int
+    failed: int
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    output_throughput: float
+    total_throughput: float
+    request_throughput: float
+    mean_ttft_ms: float | None = None
+    median_ttft_ms: float | None = None
+    p90_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    mean_tpot_ms: float | None = None
+    median_tpot_ms: float | None = None
+    p90_tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    p90_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    mean_e2e_ms: float | None = None
+    median_e2e_ms: float | None = None
+    p90_e2e_ms: float | None = None
+    p99_e2e_ms: float | None = None
+    max_output_tokens_per_s: float = 0.0
+    stop_reason: str | None = None
+    emulated: bool = False
+    time_scale: float = 1.0
+    errors: tuple[str, ...] = ()
+
+    @property
+    def failed_fraction(self) -> float:
+        """Failed requests as a fraction of the requests the level was to send."""
+        return self.failed / self.num_requests if self.num_requests else 0.0
+
+    def clean(self, max_failed_fraction: float = 0.01) -> bool:
+        """True when the level ran to its end and at most ``max_failed_fraction`` failed."""
+        return self.stop_reason is None and self.failed_fraction <= max_failed_fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict with one self-explaining key per field (``errors`` as a list)."""
+        document = asdict(self)
+        document["errors"] = list(self.errors)
+        return document
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> "LevelMetrics":
+        """Read back what :meth:`to_dict` wrote; unknown keys are ignored.
+
+        Raises:
+            ValueError: a required key is missing.
+        """
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in document.items() if key in known}
+        missing = sorted(
+            f.name
+            for f in fields(cls)
+            if f.name not in values and f.default is MISSING and f.default_factory is MISSING
+        )
+        if missing:
+            raise ValueError(f"level metrics lack {', '.join(missing)}")
+        values["errors"] = tuple(values.get("errors") or ())
+        for name in values:
+            if name.endswith("_ms") and values[name] is not None:
+                values[name] = _finite_or_none(values[name])
+        return cls(**values)
+
+
+def _finite_or_none(value: Any) -> float | None:
+    number = float(value)
+    return number if math.isfinite(number) else None

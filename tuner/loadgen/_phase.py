@@ -1,0 +1,158 @@
+"""Sending a list of requests with bounded concurrency, and deciding when to stop.
+
+:class:`Phase` holds the running count of a phase (warm-up or measured level) and the stop
+rules; :func:`run_phase` runs the workers and supervises them until they finish or a stop rule
+fires, then cancels what is still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+from tuner.loadgen._apis import ApiFormat
+from tuner.loadgen._stream import RequestLog, stream_request
+
+__all__ = ["Phase", "run_phase"]
+
+POLL_INTERVAL_S = 0.1
+MAX_DISTINCT_ERRORS = 5
+
+
+class Phase:
+    """The state of one phase: which request is next, failures, and why it stopped.
+
+    Args:
+        log: where requests are recorded; its size is the number of requests to send.
+        concurrency: requests in flight at most.
+        budget: failed requests tolerated; one more ends the phase.
+    """
+
+    def __init__(self, log: RequestLog, concurrency: int, budget: int) -> None:
+        self.log = log
+        self.concurrency = concurrency
+        self.budget = budget
+        self.next_index = 0
+        self.finished = 0
+        self.failed = 0
+        self.lost_in_a_row = 0
+        self.errors: list[str] = []
+        self.stop_reason: str | None = None
+        self.wake = asyncio.Event()
+
+    def stop(self, reason: str) -> None:
+        """End the phase with ``reason`` (the first reason given is kept)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.wake.set()
+
+    def record_failure(self, error: str, connection_lost: bool) -> None:
+        """Count a failed request and stop when the server is gone or the budget is spent."""
+        self.failed += 1
+        if error not in self.errors and len(self.errors) < MAX_DISTINCT_ERRORS:
+            self.errors.append(error)
+        self.lost_in_a_row = self.lost_in_a_row + 1 if connection_lost else 0
+        gone = connection_lost and self.lost_in_a_row >= min(self.concurrency, self.log.size)
+        if self.failed > self.budget or gone:
+            what = "server stopped answering" if connection_lost else "error budget passed"
+            self.stop(
+                f"{what}: {self.failed} of {self.log.size} requests failed "
+                f"(budget {self.budget}); last error: {error}"
+            )
+
+
+async def _worker(
+    session: aiohttp.ClientSession,
+    url: str,
+    fmt: ApiFormat,
+    phase: Phase,
+    bodies: list[bytes],
+    lengths: list[int],
+    arrivals: list[float] | None,
+) -> None:
+    log = phase.log
+    try:
+        while phase.stop_reason is None and phase.next_index < log.size:
+            index = phase.next_index
+            phase.next_index += 1
+            if arrivals is not None:
+                delay = arrivals[index] - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            ok, error, lost = await stream_request(
+                session, url, bodies[index], fmt, log, index, lengths[index]
+            )
+            if ok:
+                phase.lost_in_a_row = 0
+            else:
+                phase.record_failure(error or "failed", lost)
+    finally:
+        phase.finished += 1
+        if phase.finished == phase.concurrency:
+            phase.wake.set()
+
+
+async def _supervise(
+    phase: Phase,
+    deadline: float,
+    stop_check: Callable[[], str | None] | None,
+    time_limit_s: float | None,
+) -> None:
+    """Return when the workers are done or a stop rule fired (``phase.stop_reason``)."""
+    poll: asyncio.Future[str | None] | None = None
+    try:
+        while phase.stop_reason is None and phase.finished < phase.concurrency:
+            now = time.perf_counter()
+            if now >= deadline:
+                limit = f"{time_limit_s:g} s" if time_limit_s is not None else "its time"
+                finished = phase.log.size - phase.log.status.count(0)
+                phase.stop(f"time limit of {limit} reached with {finished} of "
+                           f"{phase.log.size} requests finished")
+                break
+            if stop_check is not None:
+                if poll is not None and poll.done():
+                    reason, poll = poll.result(), None
+                    if reason:
+                        phase.stop(reason)
+                        break
+                if poll is None:
+                    poll = asyncio.ensure_future(asyncio.to_thread(stop_check))
+            try:
+                await asyncio.wait_for(phase.wake.wait(), min(POLL_INTERVAL_S, deadline - now))
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        if poll is not None and not poll.done():
+            poll.cancel()
+
+
+async def run_phase(
+    session: aiohttp.ClientSession,
+    url: str,
+    fmt: ApiFormat,
+    phase: Phase,
+    bodies: list[bytes],
+    lengths: list[int],
+    deadline: float,
+    arrivals: list[float] | None,
+    stop_check: Callable[[], str | None] | None,
+    *,
+    time_limit_s: float | None = None,
+) -> float:
+    """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended."""
+    phase.concurrency = min(phase.concurrency, len(bodies))
+    workers = [
+        asyncio.ensure_future(_worker(session, url, fmt, phase, bodies, lengths, arrivals))
+        for _ in range(phase.concurrency)
+    ]
+    try:
+        await _supervise(phase, deadline, stop_check, time_limit_s)
+    finally:
+        ended = time.perf_counter()
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    return ended

@@ -1,0 +1,147 @@
+"""Small questions to a running server: its time scale, its model name, one greedy completion.
+
+Each call is bounded by ``timeout_s``. A server that does not answer raises a one-line
+:class:`TunerError`; a server without ``/server_info`` (vLLM answers 404) runs at K = 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from tuner.errors import TunerError
+from tuner.loadgen._apis import api_format
+from tuner.loadgen._prompts import Prompt
+from tuner.loadgen._stream import JSON_HEADERS
+from tuner.timescale import TimeScale
+
+GET_TIMEOUT_S = 5.0
+
+__all__ = [
+    "complete",
+    "complete_async",
+    "complete_many",
+    "fetch_model",
+    "fetch_time_scale",
+    "fetch_time_scale_async",
+]
+
+
+def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 10.0))
+
+
+def _unreachable(url: str, exc: BaseException) -> TunerError:
+    kind = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__
+    return TunerError(f"{url} does not answer ({kind}): start the server or fix the URL")
+
+
+async def _get_json(
+    session: aiohttp.ClientSession, url: str, timeout_s: float = GET_TIMEOUT_S
+) -> tuple[int, Any]:
+    """GET ``url``: ``(status, document or None)``; no answer at all raises TunerError."""
+    try:
+        async with session.get(url, timeout=_timeout(timeout_s)) as response:
+            if response.status != 200:
+                return response.status, None
+            return 200, json.loads(await response.read())
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise _unreachable(url, exc) from None
+    except ValueError:
+        return 200, None
+
+
+async def fetch_time_scale_async(
+    session: aiohttp.ClientSession, base_url: str, timeout_s: float = GET_TIMEOUT_S
+) -> TimeScale:
+    """Read ``emulator.time_scale`` from ``GET {base_url}/server_info`` (absent or 404: K=1)."""
+    url = f"{base_url.rstrip('/')}/server_info"
+    status, info = await _get_json(session, url, timeout_s)
+    if status != 200 or not isinstance(info, dict):
+        return TimeScale()
+    try:
+        return TimeScale.from_server_info(info)
+    except (TypeError, ValueError) as exc:
+        raise TunerError(f"{base_url}/server_info: emulator.time_scale is invalid: {exc}") from None
+
+
+def fetch_time_scale(base_url: str, timeout_s: float = 5) -> TimeScale:
+    """Synchronous :func:`fetch_time_scale_async` with its own session."""
+
+    async def _fetch() -> TimeScale:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+            return await fetch_time_scale_async(session, base_url, timeout_s)
+
+    return asyncio.run(_fetch())
+
+
+async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
+    """The served model name: ``data[0].id`` of ``GET {base_url}/v1/models``."""
+    url = f"{base_url.rstrip('/')}/v1/models"
+    status, document = await _get_json(session, url)
+    try:
+        return str(document["data"][0]["id"])
+    except (TypeError, KeyError, IndexError):
+        raise TunerError(f"{url} answered {status} without data[0].id: is this an OpenAI server?")
+
+
+async def complete_async(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    api: str,
+    prompt: Prompt,
+    max_tokens: int,
+    model: str | None = None,
+) -> str:
+    """One non-streamed greedy completion (temperature 0) on an open session: its text."""
+    fmt = api_format(api)
+    base = base_url.rstrip("/")
+    if fmt.needs_model and model is None:
+        model = await fetch_model(session, base)
+    body = json.dumps(fmt.body(prompt, max_tokens, model, False)).encode()
+    url = base + fmt.path
+    try:
+        async with session.post(url, data=body, headers=JSON_HEADERS) as response:
+            text = await response.text()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise _unreachable(url, exc) from None
+    if response.status != 200:
+        raise TunerError(f"{url} answered HTTP {response.status}: {' '.join(text.split())[:200]}")
+    try:
+        return fmt.read_text(json.loads(text))
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise TunerError(f"{url} answered without generated text: {text[:200]!r}") from None
+
+
+def complete_many(
+    base_url: str,
+    api: str,
+    prompts: Sequence[Prompt],
+    max_tokens: int,
+    timeout_s: float = 60,
+) -> list[str]:
+    """Greedy completions of several prompts, sent concurrently; texts in prompt order."""
+
+    async def _run() -> list[str]:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+            model = None
+            if api_format(api).needs_model:
+                model = await fetch_model(session, base_url)
+            jobs = [
+                complete_async(session, base_url, api, prompt, max_tokens, model)
+                for prompt in prompts
+            ]
+            return list(await asyncio.gather(*jobs))
+
+    return asyncio.run(_run())
+
+
+def complete(
+    base_url: str, api: str, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60
+) -> str:
+    """One greedy completion of ``prompt_ids`` (token ids, or text): the generated text."""
+    return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s)[0]

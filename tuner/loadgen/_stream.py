@@ -1,0 +1,161 @@
+"""One streamed request and the log it is recorded in: the hot path of the load generator.
+
+The loop does as little as it can per event: take the time, parse the JSON, read the server's
+token count, append to two lists. Everything else (checks, percentiles) happens once per request
+or once per level, after the fact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+from tuner.loadgen._apis import ApiFormat, RequestFailed
+
+__all__ = ["JSON_HEADERS", "RequestLog", "send_time_trace", "stream_request"]
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+# Status of a request in the log.
+NOT_RUN, COMPLETED, FAILED = 0, 1, -1
+
+# Errors meaning the server is gone (refused, reset, closed mid-stream), not merely unhappy.
+CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError)
+
+
+async def _on_body_sent(
+    session: aiohttp.ClientSession, context: object, params: aiohttp.TraceRequestChunkSentParams
+) -> None:
+    sent = getattr(context, "trace_request_ctx", None)
+    if sent is not None and not sent["at"]:
+        sent["at"] = time.perf_counter()
+
+
+def send_time_trace() -> aiohttp.TraceConfig:
+    """A trace that stamps when a request's body is handed to the socket.
+
+    aiohttp writes a body in a task of its own, scheduled after the call that sends the
+    request; in a burst of hundreds of requests that is milliseconds later. A request's clock
+    starts at this stamp, so the client's own queueing is not counted as the server's latency.
+    """
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_on_body_sent)
+    return trace
+
+
+class RequestLog:
+    """Per-request records of one level, in lists allocated before the level starts.
+
+    Times are ``time.perf_counter()`` seconds (the monotonic clock). ``event_counts[i][k]`` is
+    the server's cumulative output-token count at event ``k`` of request ``i``, or None where
+    the server sent text without a count.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.status = [NOT_RUN] * size
+        self.start = [0.0] * size
+        self.end = [0.0] * size
+        self.event_times: list[list[float]] = [[] for _ in range(size)]
+        self.event_counts: list[list[int | None]] = [[] for _ in range(size)]
+        self.output_tokens = [0] * size
+        self.input_tokens = [0] * size
+
+    def indices(self, status: int) -> list[int]:
+        """The requests with this status (``COMPLETED``, ``FAILED`` or ``NOT_RUN``)."""
+        return [i for i, value in enumerate(self.status) if value == status]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:240]
+
+
+def _prompt_tokens(event: dict[str, Any] | None) -> int | None:
+    if not event:
+        return None
+    holder = event.get("usage") or event.get("meta_info") or {}
+    value = holder.get("prompt_tokens")
+    return int(value) if value is not None else None
+
+
+async def stream_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    api: ApiFormat,
+    log: RequestLog,
+    index: int,
+    prompt_len: int,
+) -> tuple[bool, str | None, bool]:
+    """Send request ``index`` and record it in ``log``.
+
+    Returns:
+        ``(ok, error, connection_lost)``: ``error`` is a one-line message when the request
+        failed, and ``connection_lost`` tells that the connection was refused, reset or closed.
+    """
+    perf = time.perf_counter
+    loads = json.loads
+    read_event = api.read_event
+    times = log.event_times[index]
+    counts = log.event_counts[index]
+    server_count: int | None = None
+    previous: int | None = None
+    last_event: dict[str, Any] | None = None
+    done = False
+    sent = {"at": 0.0}
+    log.start[index] = perf()
+    try:
+        async with session.post(
+            url, data=body, headers=JSON_HEADERS, trace_request_ctx=sent
+        ) as response:
+            log.start[index] = sent["at"] or log.start[index]
+            if response.status != 200:
+                detail = (await response.content.read(400)).decode("utf-8", "replace")
+                raise RequestFailed(f"HTTP {response.status}: {' '.join(detail.split())[:200]}")
+            async for line in response.content:
+                if line[:5] != b"data:":
+                    continue
+                now = perf()
+                try:
+                    event = loads(line[5:])
+                except ValueError:
+                    if b"[DONE]" in line:
+                        done = True
+                        break
+                    raise RequestFailed(f"unreadable event: {line[:120]!r}") from None
+                content, count = read_event(event)
+                if count is not None:
+                    server_count = count
+                if content and (count is None or count != previous):
+                    times.append(now)
+                    counts.append(count)
+                    previous = count
+                last_event = event
+        log.end[index] = perf()
+        if not done:
+            raise RequestFailed("stream ended before [DONE]")
+        if not times:
+            raise RequestFailed("stream carried no generated text")
+        total = server_count if server_count is not None else len(times)
+        if total < len(times):
+            raise RequestFailed(
+                f"server counted {total} output tokens but streamed {len(times)} events of text"
+            )
+        log.output_tokens[index] = total
+        log.input_tokens[index] = _prompt_tokens(last_event) or prompt_len
+        log.status[index] = COMPLETED
+        return True, None, False
+    except RequestFailed as exc:
+        log.status[index] = FAILED
+        return False, str(exc), False
+    except CONNECTION_ERRORS as exc:
+        log.status[index] = FAILED
+        return False, _describe(exc), True
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as exc:
+        log.status[index] = FAILED
+        return False, _describe(exc), False
