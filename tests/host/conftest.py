@@ -1,0 +1,96 @@
+"""Fixtures of the host-layer tests: a host of each transport, a run root, a server tracker.
+
+``host`` is parametrized: every test that takes it runs on :class:`LocalHost` and on
+:class:`SshHost` against the session's real sshd on 127.0.0.1. ``servers`` stops, on every path,
+each server a test started (through the host, and by its process group if the host is broken).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.sshd import SshServer
+from tuner.host import Host, HostSpec, ServerHandle, open_host
+
+HERE = Path(__file__).parent
+FAKE_SERVER = str(HERE / "fake_server.py")
+FAKE_BIN = str(HERE / "bin")
+PYTHON = sys.executable
+
+
+def ssh_spec(sshd: SshServer, run_root: str, **overrides: object) -> HostSpec:
+    """A HostSpec for the test sshd."""
+    fields: dict[str, object] = dict(
+        address=sshd.host, port=sshd.port, user=sshd.user, key_path=sshd.key_path,
+        known_hosts=sshd.known_hosts_path, run_root=run_root, python=PYTHON,
+    )
+    fields.update(overrides)
+    return HostSpec(**fields)  # type: ignore[arg-type]
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) PIDs whose process group is ``pgid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+@pytest.fixture
+def run_root(tmp_path: Path) -> str:
+    return str(tmp_path / "runs")
+
+
+@pytest.fixture(params=["local", "ssh"])
+def host(request: pytest.FixtureRequest, run_root: str) -> Iterator[Host]:
+    """The host layer over each transport."""
+    if request.param == "local":
+        opened = open_host(HostSpec(run_root=run_root, python=PYTHON))
+    else:
+        opened = open_host(ssh_spec(request.getfixturevalue("sshd"), run_root))
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def servers(host: Host) -> Iterator[list[ServerHandle]]:
+    """Handles appended here are stopped after the test, whatever happened."""
+    started: list[ServerHandle] = []
+    yield started
+    for handle in started:
+        try:
+            host.stop_server(handle, grace_s=1.0, wait_gpu_s=0.0, port_wait_s=5.0)
+        except Exception:  # noqa: BLE001 - the host may be the thing that broke: kill directly
+            for pid in group_members(handle.pgid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def fake_server_argv(*extra: str) -> list[str]:
+    return [PYTHON, FAKE_SERVER, *extra]

@@ -1,0 +1,261 @@
+"""Preflight checks (``tuner doctor``): is the host ready for a study, and if not, what to do.
+
+Each check is a function of explicit values that returns a :class:`Check` (pass or fail, what was
+found, and the fix). None raises for a problem it checks: an unreachable host or a missing tool is
+a failed check. :func:`format_checks` renders them for the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.markup import escape
+
+from tuner.errors import TunerError
+from tuner.host import Host
+from tuner.patches import PatchManager, PatchSpec
+from tuner.telemetry import parse_gpu_csv
+
+__all__ = [
+    "Check",
+    "check_reachable",
+    "check_python",
+    "check_engine_version",
+    "check_gpus",
+    "check_gpus_idle",
+    "check_flags_known",
+    "check_port_free",
+    "check_disk",
+    "check_patches",
+    "format_checks",
+]
+
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z0-9][A-Za-z0-9_-]*")
+_GPU_FIELDS = ("index", "name", "memory.total", "compute_cap")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check's verdict: ``fix`` says what to do when ``ok`` is False."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _failed_run(name: str, what: str, error: TunerError) -> Check:
+    return Check(name, False, f"{what}: {error}", "make the host reachable, then run doctor again")
+
+
+def check_reachable(host: Host) -> Check:
+    """The host answers a trivial command (over SSH: connects with the configured key)."""
+    started = time.monotonic()
+    try:
+        result = host.run("echo ok", timeout=30.0)
+    except TunerError as error:
+        return Check("reachable", False, str(error),
+                     "check host.address/port/user/key_path (or ~/.ssh/config) and known_hosts")
+    if not result.ok or result.stdout.strip() != "ok":
+        return Check("reachable", False, f"`echo ok` gave {result.summary()}",
+                     "check the login shell of the user on the host")
+    return Check("reachable", True, f"{host.name} answers ({time.monotonic() - started:.2f} s)")
+
+
+def check_python(host: Host, python: str, env: Mapping[str, str]) -> Check:
+    """The host's Python runs; its version is reported (3.10 or newer is needed by SGLang)."""
+    code = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+    try:
+        result = host.run(f"{shlex.quote(python)} -c {shlex.quote(code)}", env=env, timeout=60.0)
+    except TunerError as error:
+        return _failed_run("python", python, error)
+    if not result.ok:
+        return Check("python", False, f"{python} does not run ({result.summary()})",
+                     "set host.python to the interpreter SGLang is installed in")
+    version = result.stdout.strip()
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if (major, minor) < (3, 10):
+        return Check("python", False, f"{python} is Python {version}",
+                     "use a Python 3.10+ environment on the host (host.python)")
+    return Check("python", True, f"{python} is Python {version}")
+
+
+def check_engine_version(
+    host: Host, python: str, env: Mapping[str, str], version_code: str, expected: str | None
+) -> Check:
+    """The engine imports and has the expected version (``0.5.9``, or a prefix like ``0.5``)."""
+    try:
+        result = host.run(f"{shlex.quote(python)} -c {shlex.quote(version_code)}", env=env,
+                          timeout=120.0)
+    except TunerError as error:
+        return _failed_run("engine version", "importing the engine", error)
+    if not result.ok or not result.stdout.strip():
+        return Check("engine version", False, f"the engine does not import ({result.summary()})",
+                     "install the engine into host.python's environment")
+    version = result.stdout.strip().splitlines()[-1].strip()
+    if expected and not (version == expected or version.startswith(expected.rstrip(".") + ".")):
+        return Check("engine version", False, f"installed {version}, the search space expects "
+                     f"{expected}", f"install {expected} on the host, or set engine_version: "
+                     f"{version} after checking the flags and patches")
+    return Check("engine version", True, f"installed {version}")
+
+
+def _query_gpus(host: Host, query: str, env: Mapping[str, str] | None) -> tuple[bool, str]:
+    """(nvidia-smi exists, its output); a failing nvidia-smi raises TunerError."""
+    result = host.run(f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {query}",
+                      env=env, timeout=60.0)
+    if result.exit_code == 127:
+        return False, ""
+    if not result.ok:
+        raise TunerError(f"nvidia-smi failed ({result.summary()})")
+    return True, result.stdout
+
+
+def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None = None) -> Check:
+    """The GPUs ``nvidia-smi`` lists: name, memory and compute capability; at least ``min_count``."""
+    query = f"--query-gpu={','.join(_GPU_FIELDS)} --format=csv,noheader,nounits"
+    try:
+        present, output = _query_gpus(host, query, env)
+        gpus = parse_gpu_csv(output, _GPU_FIELDS) if present else []
+    except (TunerError, ValueError) as error:
+        return Check("gpus", False, str(error), "check the NVIDIA driver on the host (nvidia-smi)")
+    if not present:
+        if min_count:
+            return Check("gpus", False, "nvidia-smi not found on the host",
+                         "install the NVIDIA driver, or add its bin folder to PATH")
+        return Check("gpus", True, "no nvidia-smi: a CPU host, GPU checks skipped")
+    kinds = sorted({f"{g.values.get('name', '?')} ({g.memory_total_mib or 0:.0f} MiB, "
+                    f"compute_cap {g.values.get('compute_cap', '?')})" for g in gpus})
+    detail = f"{len(gpus)} GPU(s): {'; '.join(kinds)}"
+    if min_count and len(gpus) < min_count:
+        return Check("gpus", False, detail, f"the configuration needs {min_count} GPUs: "
+                     f"lower --tp-size or use a host with more GPUs")
+    return Check("gpus", True, detail)
+
+
+def check_gpus_idle(
+    host: Host, own_pids: Iterable[int] = (), env: Mapping[str, str] | None = None
+) -> Check:
+    """No GPU runs another user's process (a shared host must not be disturbed)."""
+    query = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits"
+    try:
+        present, output = _query_gpus(host, query, env)
+    except TunerError as error:
+        return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
+    if not present:
+        return Check("gpus idle", True, "no nvidia-smi: nothing to check")
+    own = {int(pid) for pid in own_pids}
+    foreign = []
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if cells and cells[0].isdigit() and int(cells[0]) not in own:
+            name = cells[1] if len(cells) > 1 else "?"
+            memory = f", {cells[2]} MiB" if len(cells) > 2 else ""
+            foreign.append(f"PID {cells[0]} {name}{memory}")
+    if foreign:
+        return Check("gpus idle", False, f"busy with other processes: {'; '.join(foreign)}",
+                     "wait until they end or ask their owner; the tuner never stops them")
+    return Check("gpus idle", True, "no other process on the GPUs")
+
+
+def check_flags_known(
+    host: Host, help_command: str, env: Mapping[str, str], flags: Sequence[str],
+    version: str | None = None,
+) -> Check:
+    """Every flag of the search space appears in the installed engine's ``--help``.
+
+    Names change between versions. A unique prefix of one flag is accepted (argparse does), an
+    ambiguous one is not (0.5.21 rejects ``--cuda-graph-max-bs`` that way).
+    """
+    try:
+        result = host.run(help_command, env=env, timeout=180.0)
+    except TunerError as error:
+        return _failed_run("flags known", help_command, error)
+    known = set(_FLAG.findall(result.stdout + "\n" + result.stderr))
+    if not result.ok or not known:
+        return Check("flags known", False, f"`{help_command}` gave {result.summary()}",
+                     "check that the engine is installed for host.python")
+    installed = f"the installed version ({version})" if version else "the installed version"
+    problems = []
+    for flag in flags:
+        name = "--" + flag.split("=", 1)[0].lstrip("-")
+        if name in known:
+            continue
+        matches = sorted(k for k in known if k.startswith(name))
+        if len(matches) > 1:
+            problems.append(f"{name} is ambiguous ({', '.join(matches[:4])})")
+        elif not matches:
+            problems.append(f"{name} is unknown")
+    if problems:
+        return Check("flags known", False, f"{'; '.join(problems)} in {installed}",
+                     f"rename or drop these dimensions for {installed}, or install the version "
+                     f"the search space was written for")
+    return Check("flags known", True, f"{len(flags)} flag(s) known to {installed}")
+
+
+def check_port_free(host: Host, port: int) -> Check:
+    """Nothing listens on the server's port yet."""
+    try:
+        free = host.port_free(port)
+    except TunerError as error:
+        return _failed_run("port free", f"port {port}", error)
+    if not free:
+        return Check("port free", False, f"port {port} is in use on {host.name}",
+                     "stop what listens there (`ss -ltnp`) or choose another server.port")
+    return Check("port free", True, f"port {port} is free")
+
+
+def check_disk(host: Host, path: str, min_free_gb: float = 1.0) -> Check:
+    """The folder for run folders (or its nearest existing parent) has room for logs."""
+    script = (f"p={shlex.quote(path)}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do "
+              f"p=$(dirname \"$p\"); done; df -Pk \"$p\" | tail -n 1")
+    try:
+        result = host.run(script, timeout=30.0)
+    except TunerError as error:
+        return _failed_run("disk", path, error)
+    fields = result.stdout.split()
+    if not result.ok or len(fields) < 4 or not fields[3].isdigit():
+        return Check("disk", False, f"df on {path} gave {result.summary()}", "check host.run_root")
+    free_gb = int(fields[3]) / 1024 / 1024
+    if free_gb < min_free_gb:
+        return Check("disk", False, f"{free_gb:.2f} GB free for {path}",
+                     f"free at least {min_free_gb:g} GB or move host.run_root")
+    return Check("disk", True, f"{free_gb:.1f} GB free for {path}")
+
+
+def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[Check]:
+    """Each patch's file holds the text to find exactly once (so it applies and reverts)."""
+    checks = []
+    for patch in patches:
+        name = f"patch {patch.name}"
+        try:
+            path = manager.locate(patch)
+            state = manager.status(patch)
+        except TunerError as error:
+            checks.append(Check(name, False, str(error), "drop or pin the dimension"))
+            continue
+        if state == "clean":
+            checks.append(Check(name, True, f"applies to {path}"))
+        elif state == "applied":
+            checks.append(Check(name, False, f"{path} already holds the replacement (patched "
+                                "upstream or by hand): the dimension has no effect",
+                                "pin the dimension to the patched value, or drop it"))
+        else:
+            checks.append(Check(name, False, manager.mismatch_message(patch, path),
+                                "drop or pin the dimension"))
+    return checks
+
+
+def format_checks(checks: Sequence[Check]) -> str:
+    """One line per check (``PASS``/``FAIL`` and the detail), the fix under a failure. Rich markup."""
+    lines = []
+    for check in checks:
+        mark = "[green]PASS[/green]" if check.ok else "[red]FAIL[/red]"
+        lines.append(f"{mark} {escape(check.name)}: {escape(check.detail)}")
+        if not check.ok and check.fix:
+            lines.append(f"     fix: {escape(check.fix)}")
+    return "\n".join(lines)

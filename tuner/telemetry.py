@@ -1,0 +1,222 @@
+"""GPU telemetry: ``nvidia-smi`` CSV parsing and a sampler that runs during a benchmark level.
+
+:class:`GpuSampler` starts ONE long-running ``nvidia-smi --query-gpu=... -lms N`` on the host, as a
+detached process with its own output file, and summarises what it wrote when the level ends:
+mean and max power, the power limit, utilisation and memory. A host without ``nvidia-smi``
+gives no summary and no error. :func:`under_utilised` flags a level whose GPUs stayed under half
+their power limit (the seeds' 250 W of 600 W).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import fmean
+from typing import Any
+
+from tuner.errors import HostError
+from tuner.host import Host, ServerHandle
+
+__all__ = [
+    "SAMPLER_FIELDS",
+    "GpuSample",
+    "GpuSummary",
+    "GpuSampler",
+    "parse_gpu_csv",
+    "summarise",
+    "under_utilised",
+]
+
+SAMPLER_FIELDS = (
+    "index", "power.draw", "power.limit", "utilization.gpu", "memory.used", "memory.total",
+)
+_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")  # " [W]" after a header name
+_VALUE_UNIT = re.compile(r"^(-?[0-9.]+)\s*(W|%|MiB|MHz|GiB|C)$")
+_MISSING = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]"}
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU's reading at one moment (None where nvidia-smi gave no number).
+
+    ``values`` holds every field as printed, units stripped, keyed by the query name.
+    """
+
+    index: int | None
+    power_draw_w: float | None
+    power_limit_w: float | None
+    utilization_pct: float | None
+    memory_used_mib: float | None
+    memory_total_mib: float | None
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """Per-GPU power, utilisation and memory over one benchmark level."""
+
+    mean_power_w: float
+    max_power_w: float
+    power_limit_w: float
+    mean_util_pct: float
+    max_util_pct: float
+    max_memory_used_mib: float
+    samples: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as stored on a trial."""
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def _strip_unit(text: str) -> str:
+    value = text.strip()
+    match = _VALUE_UNIT.match(value)
+    return match.group(1) if match else value
+
+
+def _number(values: Mapping[str, str], name: str) -> float | None:
+    text = values.get(name, "")
+    if text in _MISSING:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_gpu_csv(
+    text: str, fields: Sequence[str] | None = None, *, strict: bool = True
+) -> list[GpuSample]:
+    """Parse ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output.
+
+    A header line (``index, power.draw [W], ...``), when present, names the columns (repeated
+    headers are skipped); otherwise ``fields`` does. Units (``128.11 W``, ``0 %``, ``143771 MiB``)
+    and ``[N/A]`` are handled. With ``strict=False`` a row with the wrong number of columns (the
+    last line of a sampler stopped mid-write) is skipped instead.
+
+    Raises:
+        ValueError: no header and no ``fields``, or a row with another number of columns.
+    """
+    names = list(fields) if fields else None
+    samples = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = [cell.strip() for cell in line.split(",")]
+        if cells and cells[0] in ("index", "timestamp") or (names is None and "[" in line):
+            names = [_UNIT.sub("", cell) for cell in cells]
+            continue
+        if names is None:
+            raise ValueError("nvidia-smi CSV without a header line: pass the queried fields")
+        if len(cells) != len(names):
+            if not strict:
+                continue
+            raise ValueError(f"nvidia-smi CSV row has {len(cells)} columns, expected "
+                             f"{len(names)}: {line.strip()!r}")
+        values = {name: _strip_unit(cell) for name, cell in zip(names, cells)}
+        index = _number(values, "index")
+        samples.append(GpuSample(
+            index=int(index) if index is not None else None,
+            power_draw_w=_number(values, "power.draw"),
+            power_limit_w=_number(values, "power.limit"),
+            utilization_pct=_number(values, "utilization.gpu"),
+            memory_used_mib=_number(values, "memory.used"),
+            memory_total_mib=_number(values, "memory.total"),
+            values=values,
+        ))
+    return samples
+
+
+def summarise(samples: Sequence[GpuSample]) -> GpuSummary | None:
+    """Mean and max over all GPUs' samples (per GPU, not summed); None without power readings."""
+    power = [s.power_draw_w for s in samples if s.power_draw_w is not None]
+    if not power:
+        return None
+    util = [s.utilization_pct for s in samples if s.utilization_pct is not None]
+    limits = [s.power_limit_w for s in samples if s.power_limit_w is not None]
+    memory = [s.memory_used_mib for s in samples if s.memory_used_mib is not None]
+    return GpuSummary(
+        mean_power_w=fmean(power),
+        max_power_w=max(power),
+        power_limit_w=max(limits) if limits else 0.0,
+        mean_util_pct=fmean(util) if util else 0.0,
+        max_util_pct=max(util) if util else 0.0,
+        max_memory_used_mib=max(memory) if memory else 0.0,
+        samples=len(samples),
+    )
+
+
+def under_utilised(summary: GpuSummary | Mapping[str, Any] | None) -> bool:
+    """True if the level's mean GPU power stayed under half the power limit.
+
+    The mean, not the peak, decides: a brief spike does not make a level well used. Accepts the
+    summary or its :meth:`GpuSummary.to_dict` form; no summary or no known limit gives False.
+    """
+    if summary is None:
+        return False
+    data = summary.to_dict() if isinstance(summary, GpuSummary) else summary
+    limit = float(data.get("power_limit_w") or 0.0)
+    return limit > 0 and float(data.get("mean_power_w") or 0.0) < 0.5 * limit
+
+
+class GpuSampler:
+    """Samples ``nvidia-smi`` on the host while the ``with`` block runs.
+
+    After the block, :attr:`summary` holds the :class:`GpuSummary` (None without nvidia-smi or
+    without samples). Errors of the sampler never hide the block's own outcome.
+
+    Args:
+        host: the GPU host.
+        interval_ms: sampling period passed to ``nvidia-smi -lms``.
+        env: environment on the host (a PATH holding the emulator's stand-in nvidia-smi).
+        run_dir: folder for the sampler's output (default: a fresh one under the run root).
+    """
+
+    def __init__(
+        self, host: Host, interval_ms: int = 250, *, env: Mapping[str, str] | None = None,
+        run_dir: str | None = None,
+    ) -> None:
+        self.host = host
+        self.interval_ms = int(interval_ms)
+        self.env = dict(env or {})
+        self.run_dir = run_dir or f"{host.run_root.rstrip('/')}/.telemetry/{uuid.uuid4().hex[:12]}"
+        self.summary: GpuSummary | None = None
+        self.samples: list[GpuSample] = []
+        self._handle: ServerHandle | None = None
+
+    def __enter__(self) -> "GpuSampler":
+        try:
+            found = self.host.run("command -v nvidia-smi && command -v stdbuf || true",
+                                  env=self.env, timeout=30.0).stdout.split()
+        except HostError:
+            return self
+        if not found:
+            return self
+        query = ",".join(SAMPLER_FIELDS)
+        argv = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                "-lms", str(self.interval_ms)]
+        if len(found) > 1:  # line-buffer the output: a SIGTERM must not lose the last samples
+            argv = ["stdbuf", "-oL", *argv]
+        self._handle = self.host.start_server(argv, env=self.env, run_dir=self.run_dir,
+                                              log_name="gpu.csv", port=None)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            self.host.stop_server(handle, grace_s=2.0, port=None, wait_gpu_s=0.0, env=self.env)
+            text = self.host.read_file(handle.log_path).decode("utf-8", errors="replace")
+            self.samples = parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
+            self.summary = summarise(self.samples)
+        except (HostError, ValueError):
+            self.summary = None
+        finally:
+            try:
+                self.host.run(f"rm -rf -- {shlex.quote(self.run_dir)}", timeout=30.0)
+            except HostError:
+                pass
