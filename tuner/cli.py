@@ -184,6 +184,32 @@ def doctor(
         raise TunerError(f"{sum(not c.ok for c in checks)} check(s) failed")
 
 
+@app.command()
+def enqueue(
+    space_path: SpaceArg,
+    assignments: Annotated[list[str], typer.Option("--set", help="name=value (YAML scalar; null = unset)")],
+    storage: StorageOpt = None,
+    study_name: StudyOpt = None,
+    emulate: EmulateOpt = False,
+) -> None:
+    """Queue a configuration by hand: the baseline with --set changes; runs before sampled ones."""
+    from tuner.study.enqueue import configuration_with, enqueue_configuration, parse_assignments
+    from tuner.study.optimize import ensure_baseline_queued
+    from tuner.study.pruner import BaselinePruner
+    from tuner.study.storage import create_or_resume, make_sampler, open_storage
+
+    space = _load(space_path)
+    config = configuration_with(space, parse_assignments(assignments))
+    url, name = _storage_and_name(space, storage, study_name, emulate)
+    study = create_or_resume(
+        open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
+        pruner=BaselinePruner(space.objective.prune_margin), allow_changed=False, attrs={},
+    )
+    ensure_baseline_queued(study, space)  # the baseline always runs first
+    enqueue_configuration(study, space, config)
+    Console().print(f"queued in {name}: {config.describe()}", highlight=False)
+
+
 def _register_optional() -> None:
     """Commands written in their own modules (registered when present)."""
     try:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import optuna
 
-from tuner.errors import ServerFailure
+from tuner.errors import ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.patches import PatchManager
@@ -121,15 +121,20 @@ class TrialRunner:
         self.on_phase("correctness probe")
         session.phase = "probe"
         reference = None if trial.user_attrs.get(BASELINE_ATTR) else self.study.user_attrs.get(PROBE_REFERENCE_ATTR)
-        result = run_probe(
-            session.base_url,
-            self._api(),
-            list(probe.prompts),
-            probe.max_tokens,
-            self.target.time_scale.to_server(self.space.timeouts.probe_s),
-            reference=reference,
-            required=probe.min_matching_prompts,
-        )
+        try:
+            result = run_probe(
+                session.base_url,
+                self._api(),
+                list(probe.prompts),
+                probe.max_tokens,
+                self.target.time_scale.to_server(self.space.timeouts.probe_s),
+                reference=reference,
+                required=probe.min_matching_prompts,
+            )
+        except TunerError as error:
+            raise session.failure() or ServerFailure(
+                "wrong-output", f"probe request failed: {error}", session.log_excerpt()
+            ) from None
         attrs.set(trial, "probe_outputs", list(result.outputs))
         if trial.user_attrs.get(BASELINE_ATTR):
             self.study.set_user_attr(PROBE_REFERENCE_ATTR, list(result.outputs))

@@ -25,10 +25,10 @@ from tuner.study.objective import TrialRunner
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BASELINE_ATTR
 
-__all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "MAX_IDLE_ASKS"]
+__all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
 
 # How many configurations in a row may be skipped or reused before the space counts as exhausted.
-MAX_IDLE_ASKS = 200
+MAX_IDLE_ASKS = 30
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
+def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
     for trial in study.get_trials(deepcopy=False):
         if trial.user_attrs.get(BASELINE_ATTR) and trial.state in (
             TrialState.COMPLETE,
@@ -125,7 +125,7 @@ def optimize_study(
 ) -> OptimizeSummary:
     """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run)."""
     summary = OptimizeSummary()
-    _ensure_baseline_queued(study, space)
+    ensure_baseline_queued(study, space)
     finished = _finished_by_key(study)
     idle = 0
     progress.run_started(n_trials, study)

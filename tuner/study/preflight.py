@@ -8,18 +8,7 @@ from tuner import doctor
 from tuner.patches import PatchManager
 from tuner.study.target import Target
 
-__all__ = ["preflight_checks", "space_flags"]
-
-
-def space_flags(space: Any) -> list[str]:
-    """Every flag the search space may pass: fixed flags and each parameter's flags."""
-    flags = [f for f in space.server.flags if f.startswith("-")]
-    for parameter in space.parameters.values():
-        for name in ("flag", "negative_flag"):
-            value = getattr(parameter, name, None)
-            if value:
-                flags.append(value)
-    return sorted(set(flags))
+__all__ = ["preflight_checks"]
 
 
 def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[doctor.Check]:
@@ -33,7 +22,7 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
         doctor.check_gpus(host, None),
         doctor.check_gpus_idle(host),
-        doctor.check_flags_known(host, f"{target.command} --help", env, space_flags(space)),
+        doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
         doctor.check_port_free(host, target.port),
         doctor.check_disk(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.engines import EngineProfile, load_profile
@@ -93,15 +93,12 @@ def build_target(
 ) -> Target:
     """Open the host and work out the command and environment for this run."""
     spec = _host_spec(getattr(space, "host", None), host_override, emulate)
-    if key_path or known_hosts or accept_new_host_key:
-        spec = HostSpec(
-            **{
-                **spec.__dict__,
-                **({"key_path": key_path} if key_path else {}),
-                **({"known_hosts": known_hosts} if known_hosts else {}),
-                **({"accept_new_host_key": True} if accept_new_host_key else {}),
-            }
-        )
+    if key_path:
+        spec = replace(spec, key_path=key_path)
+    if known_hosts:
+        spec = replace(spec, known_hosts=known_hosts)
+    if accept_new_host_key:
+        spec = replace(spec, accept_new_host_key=True)
     profile = load_profile(space.engine)
     env: dict[str, str] = {}
     command = space.server.command or profile.command
@@ -116,6 +113,8 @@ def build_target(
         env.update(prepare_host_root(root.resolve()))
         python = sys.executable
         command = f"{shlex.quote(sys.executable)} -m tuner.emulator --time-scale {time_scale.factor:g}"
+        if not host_override or host_override == "local" or spec.run_root == HostSpec().run_root:
+            spec = replace(spec, run_root=str(root.resolve() / "runs"))
     host = open_host(spec)
     return Target(
         host=host,

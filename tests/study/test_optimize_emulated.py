@@ -1,0 +1,199 @@
+"""Whole studies on the emulated GLM-5 host, through the `tuner` command as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.study.conftest import N_OFF, N_ON
+
+SMALL = {"levels": [64, 256, 512], "output_len": 32, "requests_per_level": {"per_concurrency": 1, "min": 64},
+         "time_scale": 200}
+
+
+def _trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False)
+
+
+def test_baseline_first_and_the_seeds_winner_completes(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue(N_ON)
+    run.optimize(2)
+    trials = _trials(run.study())
+    assert trials[0].user_attrs["is_baseline"] is True
+    assert trials[0].state == TrialState.COMPLETE
+    assert trials[1].user_attrs["config"]["moe_runner_backend"] == "flashinfer_cutlass"
+    # N-on is slower than the baseline at 64 concurrent requests, much faster later: never pruned.
+    assert trials[1].state == TrialState.COMPLETE, trials[1].user_attrs
+    assert trials[1].value > 1.5 * trials[0].value
+    levels = {lv["concurrency"]: lv for lv in trials[1].user_attrs["levels"]}
+    assert set(levels) == {64, 256, 512}
+    assert all(lv["emulated"] for lv in levels.values())
+    for key in ("command_line", "env", "engine_version", "ready_s", "host_seconds"):
+        assert key in trials[1].user_attrs, key
+    assert "--moe-runner-backend flashinfer_cutlass" in trials[1].user_attrs["command_line"]
+
+
+def test_identical_configuration_is_reused_not_rerun(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue(N_ON)
+    run.enqueue(N_ON)
+    result = run.optimize(2)
+    trials = _trials(run.study())
+    assert [t.user_attrs.get("reused_from") for t in trials[:3]] == [None, None, 1]
+    assert trials[2].state == TrialState.COMPLETE and trials[2].value == trials[1].value
+    assert "reused" in result.stderr
+    # Only two servers were started: two run folders.
+    runs = run.dir / "studies" / "glm5t-emulated.host" / "runs" / "glm5t"
+    assert sorted(p.name for p in runs.iterdir()) == ["trial-0000", "trial-0001"]
+
+
+def _crash_seconds(trial: optuna.trial.FrozenTrial) -> float:
+    """Seconds between the server's last log write (its crash) and the tuner noticing it."""
+    log = Path(trial.user_attrs["log_file"])
+    assert log.is_file()
+    return trial.user_attrs["failure_noticed_at"] - trial.user_attrs["server_log_mtime"]
+
+
+def test_crash_during_the_third_level_fails_with_its_reason(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue(N_OFF)
+    run.optimize(2)
+    trial = _trials(run.study())[1]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["failure_reason"] == "unstable-at-512"
+    assert "PrefillMetadata" in trial.user_attrs["failure_excerpt"]
+    kept = [lv["concurrency"] for lv in trial.user_attrs["levels"]]
+    assert kept[:2] == [64, 256]  # partial measurements are kept
+    assert _crash_seconds(trial) < 2.0
+
+
+def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL, constraints=[])
+    run.enqueue({"mem_fraction_static": 0.96})
+    started = time.monotonic()
+    run.optimize(2)
+    trial = _trials(run.study())[1]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["failure_reason"] == "oom-at-start"
+    assert "out of memory" in trial.user_attrs["failure_excerpt"].lower()
+    assert "levels" not in trial.user_attrs or trial.user_attrs["levels"] == []
+    assert _crash_seconds(trial) < 2.0
+    assert time.monotonic() - started < 120
+
+
+def test_constraint_skips_without_host_time(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue({"mem_fraction_static": 0.96})
+    run.optimize(1)
+    trials = _trials(run.study())
+    skipped = trials[1]
+    assert skipped.state == TrialState.PRUNED
+    assert skipped.user_attrs["pruned_reason"].startswith("constraint: out of memory at start")
+    assert "run_dir" not in skipped.user_attrs  # no server was started for it
+
+
+def test_wrong_output_is_caught_by_the_probe(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue({"attention_backend": "fa3"})
+    run.optimize(2)
+    trial = _trials(run.study())[1]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["failure_reason"] == "wrong-output"
+    assert trial.user_attrs["probe_outputs"] != _trials(run.study())[0].user_attrs["probe_outputs"]
+
+
+def test_changed_search_space_is_refused_on_resume(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.optimize(1)
+    text = run.path.read_text().replace("input_len: 256", "input_len: 512")
+    assert text != run.path.read_text()
+    run.path.write_text(text)
+    refused = run.optimize(1, check=False)
+    assert refused.returncode == 2
+    assert "changed since it was created" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    resumed = run.optimize(1, "--allow-changed", check=False)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_secret_never_reaches_the_database_or_the_export(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL,
+                         server__env={"PYTHONUNBUFFERED": "1", "HF_TOKEN": "${HF_TOKEN}"})
+    secret = "hf_s3cr3t-value-never-stored"
+    run.optimize(1, env={"HF_TOKEN": secret})
+    assert secret.encode() not in run.db.read_bytes()
+    script = run.dir / "launch.sh"
+    run.run("export", str(run.path), "--emulate", "--out", str(script))
+    text = script.read_text()
+    assert secret not in text
+    assert "${HF_TOKEN:?" in text
+
+
+def _emulator_pids(port: int) -> list[int]:
+    """PIDs of emulators serving this test's port (read-only scan, never a kill by pattern)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"tuner.emulator" in argv and str(port).encode() in argv and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_leaves_no_server_and_the_study_resumes(emulated_study) -> None:
+    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20})
+    command = [sys.executable, "-m", "tuner", "optimize", str(run.path), "--trials", "3",
+               "--emulate", "--port", str(run.port), "--seed", "7"]
+    tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _emulator_pids(run.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _emulator_pids(run.port), "the emulator never started"
+        time.sleep(1.0)
+        tuner.send_signal(signal.SIGINT)
+        output, _ = tuner.communicate(timeout=60)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    assert tuner.returncode == 130, output
+    assert _emulator_pids(run.port) == []
+    trials = _trials(run.study())
+    assert trials[-1].state == TrialState.FAIL
+    assert trials[-1].user_attrs["failure_reason"] == "interrupted"
+    run.optimize(1, "--skip-doctor")
+    after = _trials(run.study())
+    assert any(t.state == TrialState.COMPLETE and t.user_attrs.get("is_baseline") for t in after)
+
+
+def test_export_starts_the_emulator_until_ready(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.enqueue(N_ON)
+    run.optimize(2)
+    script = run.dir / "launch.sh"
+    run.run("export", str(run.path), "--emulate", "--out", str(script))
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash")
+    assert "set -euo pipefail" in text and "EMULATED" in text
+    assert "--moe-runner-backend flashinfer_cutlass" in text
+    done = subprocess.run(["bash", str(script)], cwd=run.dir, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHON": sys.executable, "TUNER_EXIT_WHEN_READY": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "server ready" in done.stdout
+    assert "patch autotune_gate: applied" in done.stdout
+    assert _emulator_pids(run.space_port if hasattr(run, "space_port") else 30000) == []
