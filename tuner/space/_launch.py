@@ -1,0 +1,134 @@
+"""The launch of one configuration: argv, environment, patches, and how secrets are kept out.
+
+Variables whose name matches TOKEN, KEY, SECRET or PASSWORD (or whose value references such a
+variable) are secrets: :meth:`LaunchSpec.masked_env` shows them as ``***`` (for storage) and
+:meth:`LaunchSpec.shell_exports` writes them as ``${NAME:?}`` references (for scripts), never as
+values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.space._param_base import value_text
+from tuner.space._strict import ENV_REFERENCE
+
+__all__ = ["LaunchSpec", "MASK", "is_secret_name", "fixed_flag_args", "resolve_env",
+           "MissingVariable"]
+
+MASK = "***"
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable of this name holds a secret (TOKEN, KEY, SECRET, PASSWORD in it)."""
+    return bool(_SECRET.search(name))
+
+
+class MissingVariable(KeyError):
+    """A ``${NAME}`` reference to a variable the tuner's environment does not have."""
+
+    def __init__(self, variable: str, name: str) -> None:
+        super().__init__(variable)
+        self.variable = variable
+        self.name = name
+
+
+def resolve_env(template: Mapping[str, str], environ: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """Replace every ``${NAME}`` in the values by the tuner's environment (``os.environ``)."""
+    source = os.environ if environ is None else environ
+    resolved: dict[str, str] = {}
+    for name, text in template.items():
+        def substitute(match: re.Match[str], name: str = name) -> str:
+            if match.group(1) not in source:
+                raise MissingVariable(match.group(1), name)
+            return source[match.group(1)]
+        resolved[name] = ENV_REFERENCE.sub(substitute, text)
+    return resolved
+
+
+def fixed_flag_args(flags: Mapping[str, Any]) -> list[str]:
+    """The fixed flags as arguments: ``true`` bare, ``false``/``null`` left out, lists spread."""
+    args: list[str] = []
+    for flag, value in flags.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, list):
+            args += [flag, *(value_text(item) for item in value)]
+        else:
+            args += [flag, value_text(value)]
+    return args
+
+
+def _double_quoted(template: str) -> str:
+    """``template`` inside double quotes, its ``${NAME}`` references as ``${NAME:?}``."""
+    parts, last = [], 0
+    for match in ENV_REFERENCE.finditer(template):
+        parts.append(re.sub(r'([\\$`"])', r"\\\1", template[last:match.start()]))
+        parts.append(f"${{{match.group(1)}:?}}")
+        last = match.end()
+    parts.append(re.sub(r'([\\$`"])', r"\\\1", template[last:]))
+    return '"' + "".join(parts) + '"'
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one configuration's server.
+
+    Attributes:
+        argv: the command (split with shlex), ``--host``/``--port``, the fixed flags, then the
+            active parameters' flags: a flag only when set, store_true flags bare.
+        env: fixed environment plus environment parameters, ``${NAME}`` references resolved.
+        patches: names of the source patches this configuration applies.
+        warnings: reasons of the ``warn`` constraints that hold for this configuration.
+        env_template: the environment as written (references unresolved), for scripts.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    patches: frozenset[str] = frozenset()
+    warnings: list[str] = field(default_factory=list)
+    env_template: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command_line(self) -> str:
+        """The command line with every value shell-quoted (safe to paste into a shell)."""
+        return shlex.join(self.argv)
+
+    def secret_names(self) -> set[str]:
+        """Variables that are secrets by name, or whose value references one."""
+        secret = set()
+        for name in self.env:
+            references = ENV_REFERENCE.findall(self.env_template.get(name, ""))
+            if is_secret_name(name) or any(is_secret_name(ref) for ref in references):
+                secret.add(name)
+        return secret
+
+    def masked_env(self) -> dict[str, str]:
+        """The environment with secret values replaced by ``***`` (what may be stored)."""
+        secret = self.secret_names()
+        return {name: MASK if name in secret else value for name, value in self.env.items()}
+
+    def shell_exports(self) -> list[str]:
+        """``export NAME=value`` lines for a bash script; secrets and references as
+        ``${NAME:?}`` (the script stops if the variable is not set), never their values."""
+        lines = []
+        secret = self.secret_names()
+        for name, value in self.env.items():
+            template = self.env_template.get(name, value)
+            if ENV_REFERENCE.search(template):
+                expression = _double_quoted(template)
+            elif name in secret:
+                expression = f'"${{{name}:?}}"'
+            else:
+                expression = shlex.quote(value)
+            lines.append(f"export {name}={expression}")
+        return lines

@@ -1,0 +1,266 @@
+"""The search space: loading, Optuna suggestion, constraints, rendering and fingerprint.
+
+:func:`load_space` validates the YAML once; everything after that works on the frozen
+:class:`SearchSpace`, whose methods are the contract the study loop calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import optuna
+from pydantic import ValidationError
+
+from tuner.engines import EngineProfile, load_profile
+from tuner.errors import ConfigError
+from tuner.space._checks import check_space, resolve_values
+from tuner.space._conditions import Condition
+from tuner.space._config import Config, build_config
+from tuner.space._launch import LaunchSpec, MissingVariable, fixed_flag_args, resolve_env
+from tuner.space._model import SpaceFile
+from tuner.space._param_base import Rendered
+from tuner.space._params import KINDS, Parameter
+from tuner.space._patchspec import PatchSpec
+from tuner.space._problems import FieldPath, FieldProblem, describe_pydantic_error, problem_message
+from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
+from tuner.space._workload import Objective, Probe, Workload, WorkloadSection
+from tuner.space._yaml import YamlDocument, read_yaml
+
+__all__ = ["SearchSpace", "Violation", "load_space"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A constraint that holds for a configuration: ``skip`` it, or only ``warn``."""
+
+    reason: str
+    action: Literal["skip", "warn"]
+
+
+@dataclass(frozen=True, eq=False)
+class SearchSpace:
+    """A validated search space (see ``docs/search-space.md`` for the YAML format)."""
+
+    model: SpaceFile
+    path: Path
+    profile: EngineProfile
+    conditions: Mapping[str, Condition] = field(repr=False)
+    baseline: Config
+    document: YamlDocument = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        """The study name: ``name:``, or the file's stem."""
+        return self.model.name or self.path.stem
+
+    @property
+    def engine(self) -> str:
+        """The engine profile's name (``sglang``)."""
+        return self.model.engine
+
+    @property
+    def engine_version(self) -> str | None:
+        """The engine version expected on the host, if given."""
+        return self.model.engine_version
+
+    @property
+    def host(self) -> HostSection | None:
+        """The ``host:`` section (None: not given; the CLI decides)."""
+        return self.model.host
+
+    @property
+    def server(self) -> ServerSection:
+        """The ``server:`` section."""
+        return self.model.server
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The ``timeouts:`` section (host seconds)."""
+        return self.model.timeouts
+
+    @property
+    def workload(self) -> WorkloadSection:
+        """The ``workload:`` section as written (see :meth:`workload_for`)."""
+        return self.model.workload
+
+    @property
+    def objective(self) -> Objective:
+        """The ``objective:`` section."""
+        return self.model.objective
+
+    @property
+    def probe(self) -> Probe:
+        """The ``probe:`` section."""
+        return self.model.probe
+
+    @property
+    def parameters(self) -> dict[str, Parameter]:
+        """The parameter specifications, in declaration order."""
+        return dict(self.model.parameters)
+
+    @property
+    def constraints(self) -> list[ConstraintSection]:
+        """The constraints, in file order."""
+        return list(self.model.constraints)
+
+    @property
+    def patches(self) -> dict[str, PatchSpec]:
+        """The declared source patches (package defaulting to the engine's)."""
+        return {
+            name: PatchSpec(name=name, package=patch.package or self.profile.package,
+                            file=patch.file, find=patch.find, replace=patch.replace,
+                            description=patch.description)
+            for name, patch in self.model.patches.items()
+        }
+
+    @property
+    def command(self) -> str:
+        """The server command: ``server.command``, or the engine profile's default."""
+        return self.model.server.command or self.profile.command
+
+    def flags(self) -> list[str]:
+        """Every flag this space can put on a command line (for checks against ``--help``)."""
+        names = [self.profile.host_flag, self.profile.port_flag, *self.model.server.flags]
+        for param in self.model.parameters.values():
+            names += param.flags()
+        return list(dict.fromkeys(names))
+
+    def _error(self, path: FieldPath, reason: str, fix: str) -> ConfigError:
+        line = self.document.line_of(path) if path else None
+        return ConfigError(problem_message(self.document.file, line, path, reason, fix))
+
+    def suggest(self, trial: optuna.Trial) -> Config:
+        """Sample a configuration through ``trial`` (define-by-run; inactive ones not sampled)."""
+        params = self.model.parameters
+        return build_config(list(params), self.conditions,
+                            lambda name: params[name].suggest(trial, name))
+
+    def config(self, values: Mapping[str, Any]) -> Config:
+        """A configuration written as ``parameter: value`` (missing ones take their ``default:``),
+        checked like the baseline; a mistake is a :class:`ConfigError`."""
+        try:
+            return Config(resolve_values(self.model, dict(self.conditions), values, ("config",)))
+        except FieldProblem as problem:
+            raise ConfigError(problem_message(self.document.file, None, problem.at,
+                                              problem.reason, problem.fix)) from None
+
+    def config_from_params(self, params: Mapping[str, Any]) -> Config:
+        """The configuration a trial with these ``trial.params`` ran (the inverse of suggest)."""
+        specs = self.model.parameters
+        try:
+            return build_config(list(specs), self.conditions,
+                                lambda name: specs[name].decode(name, dict(params)))
+        except FieldProblem as problem:
+            raise ConfigError(f"{self.document.file}: trial params {dict(params)!r}: "
+                              f"{problem.reason}; fix: {problem.fix}") from None
+
+    def params_for_enqueue(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The Optuna params that make :meth:`suggest` return ``config`` (``enqueue_trial``)."""
+        params: dict[str, Any] = {}
+        for name, value in config.items():
+            params.update(self.model.parameters[name].encode(name, value))
+        return params
+
+    def constraint_violations(self, config: Mapping[str, Any]) -> list[Violation]:
+        """The constraints that hold for ``config`` (the caller exempts the baseline)."""
+        return [Violation(c.reason, c.action) for c in self.model.constraints
+                if c.condition.holds(config)]
+
+    def is_baseline(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` is the baseline configuration."""
+        return Config(config) == self.baseline
+
+    def render(self, config: Mapping[str, Any], *, command: str | None = None,
+               port: int | None = None, resolve: bool = True) -> LaunchSpec:
+        """The launch of ``config``.
+
+        Args:
+            config: a configuration of this space.
+            command: replaces the server command (e.g. the emulator's), split with shlex.
+            port: replaces ``server.port``.
+            resolve: resolve ``${NAME}`` references from the tuner's environment; a missing
+                variable is a :class:`ConfigError`. False keeps them as written (dry runs).
+        """
+        server = self.model.server
+        argv = shlex.split(command or self.command)
+        argv += [self.profile.host_flag, server.bind, self.profile.port_flag,
+                 str(port or server.port)]
+        argv += fixed_flag_args(server.flags)
+        rendered = Rendered()
+        for name, value in config.items():
+            self.model.parameters[name].render(value, rendered)
+        template = {**server.env, **rendered.env}
+        try:
+            env = resolve_env(template) if resolve else dict(template)
+        except MissingVariable as missing:
+            raise self._error(("server", "env", missing.name),
+                              f"${{{missing.variable}}} is not set in the tuner's environment",
+                              f"export {missing.variable}=... before running tuner") from None
+        warnings = [v.reason for v in self.constraint_violations(config) if v.action == "warn"]
+        return LaunchSpec(argv=argv + rendered.args, env=env,
+                          patches=frozenset(rendered.patches), warnings=warnings,
+                          env_template=template)
+
+    def fingerprint(self) -> str:
+        """SHA-256 over what makes results comparable: engine, server command, fixed flags and
+        environment, patches, parameters, constraints, baseline, workload and objective (not the
+        host, timeouts, probe, name or descriptions). Key order in the file does not matter."""
+        model = self.model
+        payload = {
+            "engine": model.engine,
+            "command": shlex.split(self.command),
+            "flags": model.server.flags,
+            "env": model.server.env,
+            "patches": {n: p.model_dump(exclude={"description"}) for n, p in model.patches.items()},
+            "parameters": {n: p.model_dump(exclude={"description"})
+                           for n, p in model.parameters.items()},
+            "constraints": [c.model_dump() for c in model.constraints],
+            "baseline": self.baseline.to_dict(),
+            "workload": model.workload.model_dump(),
+            "objective": model.objective.model_dump(),
+        }
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def workload_for(self, emulate: bool) -> Workload:
+        """The workload of a real run, or with ``workload.emulated`` applied (``--emulate``);
+        ``api`` defaults to the engine profile's."""
+        workload = self.model.workload.resolve(emulate)
+        return workload.model_copy(update={"api": workload.api or self.profile.api})
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Read and validate a search-space YAML file.
+
+    Raises:
+        ConfigError: one line naming the file (and line), the field, the reason and the fix.
+    """
+    shown = str(path)
+    document = read_yaml(Path(path), shown)
+    if not isinstance(document.data, dict):
+        raise ConfigError(problem_message(
+            shown, None, (), "is empty" if document.data is None else "is not a mapping",
+            "write `key: value` sections (start from search_spaces/glm5.yaml)"))
+    try:
+        model = SpaceFile.model_validate(document.data)
+    except ValidationError as invalid:
+        errors = invalid.errors()
+        where, reason, fix = describe_pydantic_error(errors[0], KINDS)
+        if len(errors) > 1:
+            fix += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after this)"
+        raise ConfigError(problem_message(shown, document.line_of(where), where, reason, fix)
+                          ) from None
+    profile = load_profile(model.engine)
+    try:
+        conditions, baseline = check_space(model, profile)
+    except FieldProblem as problem:
+        raise ConfigError(problem_message(shown, document.line_of(problem.at), problem.at,
+                                          problem.reason, problem.fix)) from None
+    return SearchSpace(model=model, path=Path(path), profile=profile, conditions=conditions,
+                       baseline=Config(baseline), document=document)

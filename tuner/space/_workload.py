@@ -1,0 +1,165 @@
+"""What each trial is measured with (workload), what counts (objective), and the probe.
+
+``workload.emulated`` holds overrides used with ``--emulate`` (a smaller workload and the
+emulator's time scale); :meth:`WorkloadSection.resolve` applies them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from tuner.space._problems import FieldProblem
+from tuner.space._strict import StrictModel
+
+__all__ = ["RequestsPerLevel", "Workload", "WorkloadSection", "EmulatedWorkload", "Objective",
+           "Slo", "Probe"]
+
+Api = Literal["sglang", "openai", "openai-chat"]
+
+
+class RequestsPerLevel(StrictModel):
+    """Requests sent at one level: a fixed ``count``, or ``per_concurrency`` x c (at least ``min``)."""
+
+    count: int | None = Field(default=None, gt=0)
+    per_concurrency: float | None = Field(default=None, gt=0)
+    min: int = Field(default=1, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_count(cls, data: Any) -> Any:
+        return {"count": data} if isinstance(data, int) and not isinstance(data, bool) else data
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> RequestsPerLevel:
+        if (self.count is None) == (self.per_concurrency is None):
+            raise FieldProblem("needs a count or per_concurrency (not both)",
+                               "write e.g. `requests_per_level: 512` or "
+                               "`{per_concurrency: 2, min: 128}`")
+        return self
+
+    def at(self, concurrency: int) -> int:
+        """The number of requests at ``concurrency``."""
+        if self.count is not None:
+            return self.count
+        return max(self.min, math.ceil((self.per_concurrency or 0) * concurrency))
+
+
+def _check_levels(levels: list[int] | None) -> list[int] | None:
+    if levels is None:
+        return None
+    if not levels:
+        raise FieldProblem("no levels", "list concurrency levels, e.g. [64, 256, 512, 1024]")
+    for index, level in enumerate(levels):
+        if level < 1:
+            raise FieldProblem(f"{level} is not a positive concurrency", "use 1 or more",
+                               at=(index,))
+        if index and level <= levels[index - 1]:
+            raise FieldProblem(f"{level} is not above the level before it ({levels[index - 1]})",
+                               "list levels in increasing order, each once", at=(index,))
+    return levels
+
+
+class _WorkloadFields(StrictModel):
+    """The fields the real workload and the resolved one share."""
+
+    api: Api | None = None
+    levels: list[int] = [64, 256, 512, 1024]
+    input_len: int = Field(default=256, gt=0)
+    output_len: int = Field(default=256, gt=0)
+    requests_per_level: RequestsPerLevel = RequestsPerLevel(per_concurrency=2, min=128)
+    warmup: int = Field(default=8, ge=0)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, value: list[int]) -> list[int]:
+        return _check_levels(value) or []
+
+    def requests_for(self, concurrency: int) -> int:
+        """The number of requests sent at ``concurrency``."""
+        return self.requests_per_level.at(concurrency)
+
+
+class Workload(_WorkloadFields):
+    """The load of every trial, resolved: the emulated overrides applied when emulating.
+
+    ``time_scale`` is the emulator's K (1 for a real run): the emulator is started with it.
+    """
+
+    time_scale: float = Field(default=1.0, gt=0)
+
+
+class EmulatedWorkload(StrictModel):
+    """Overrides used with ``--emulate``; fields left out keep the real workload's value."""
+
+    levels: list[int] | None = None
+    input_len: int | None = Field(default=None, gt=0)
+    output_len: int | None = Field(default=None, gt=0)
+    requests_per_level: RequestsPerLevel | None = None
+    warmup: int | None = Field(default=None, ge=0)
+    time_scale: float = Field(default=200.0, gt=0)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, value: list[int] | None) -> list[int] | None:
+        return _check_levels(value)
+
+
+class WorkloadSection(_WorkloadFields):
+    """The ``workload:`` section as written: the real workload plus its emulated overrides."""
+
+    emulated: EmulatedWorkload = EmulatedWorkload()
+
+    def resolve(self, emulate: bool) -> Workload:
+        """The workload of a real run, or of an emulated one (overrides and time scale applied)."""
+        fields = dict(self)
+        del fields["emulated"]
+        if emulate:
+            fields.update({k: v for k, v in self.emulated if v is not None})
+        return Workload(**fields)
+
+
+class Slo(StrictModel):
+    """Optional service-level limits a level must meet to count (host-time milliseconds)."""
+
+    p99_ttft_ms: float | None = Field(default=None, gt=0)
+    median_tpot_ms: float | None = Field(default=None, gt=0)
+
+
+class Objective(StrictModel):
+    """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
+
+    metric: Literal["output_throughput", "total_throughput", "request_throughput"] = (
+        "output_throughput"
+    )
+    max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)
+    slo: Slo = Slo()
+    prune_margin: float = Field(default=0.10, ge=0, lt=1)
+
+
+class Probe(StrictModel):
+    """The correctness probe: greedy prompts whose outputs must match the baseline's."""
+
+    prompts: list[str] = ["The capital of France is", "def fibonacci(n):", "1, 2, 3, 4,"]
+    max_tokens: int = Field(default=16, gt=0)
+    min_matching_prompts: int = Field(default=2, ge=1)
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise FieldProblem("no prompts", "give at least one prompt")
+        for index, prompt in enumerate(value):
+            if not prompt.strip():
+                raise FieldProblem("empty prompt", "remove it or write a prompt", at=(index,))
+        return value
+
+    @model_validator(mode="after")
+    def _enough_prompts(self) -> Probe:
+        if self.min_matching_prompts > len(self.prompts):
+            raise FieldProblem(
+                f"{self.min_matching_prompts} is more than the {len(self.prompts)} prompts",
+                f"use at most {len(self.prompts)}, or add prompts", at=("min_matching_prompts",))
+        return self
