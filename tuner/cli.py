@@ -146,6 +146,7 @@ def export(
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
     trial: Annotated[Optional[int], typer.Option("--trial", help="export this trial instead of the best")] = None,
+    port: PortOpt = None,
 ) -> None:
     """Write a runnable bash script for the best stable trial."""
     from tuner.export import write_launch_script
@@ -154,7 +155,7 @@ def export(
     space = _load(space_path)
     url, name = _storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
-    path = write_launch_script(space, study, out, trial_number=trial)
+    path = write_launch_script(space, study, out, trial_number=trial, port=port)
     Console().print(f"wrote {path}")
 
 

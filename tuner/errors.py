@@ -6,6 +6,8 @@ Bad input (exit 2) is a :class:`ConfigError`; a failure while running (exit 1) i
 
 from __future__ import annotations
 
+import time
+
 __all__ = ["TunerError", "ConfigError", "HostError", "ServerFailure", "FAILURE_CLASSES"]
 
 # The reason classes a FAIL trial carries in its ``failure_reason`` user attribute.
@@ -44,10 +46,12 @@ class ServerFailure(TunerError):
     Attributes:
         reason: one of :data:`FAILURE_CLASSES` (``unstable-at-512`` for a crash at level 512).
         excerpt: the log lines that show the failure (may be empty).
+        noticed_at: when the tuner noticed it (epoch seconds).
     """
 
     def __init__(self, reason: str, detail: str = "", excerpt: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.noticed_at = time.time()
         self.reason = reason
         self.detail = detail
         self.excerpt = excerpt

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ from typing import Any
 import optuna
 
 from tuner.engines import load_profile
+from tuner.space import is_secret_name
 from tuner.errors import ConfigError
 from tuner.study.results import TrialRecord, best_stable, records
 
-__all__ = ["render_launch_script", "write_launch_script", "SECRET_NAME"]
+__all__ = ["render_launch_script", "write_launch_script"]
 
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 
 _PATCH_PY = r'''
 import hashlib, importlib.util, json, os, sys
@@ -69,7 +68,7 @@ def _env_lines(env: dict[str, str]) -> list[str]:
     for name, value in sorted(env.items()):
         if name in ("PYTHONPATH", "PATH") and "emulated.host" in value:
             continue  # the emulated host's own environment is set up below
-        if SECRET_NAME.search(name):
+        if is_secret_name(name):
             lines.append(f'export {name}="${{{name}:?set {name} in the environment}}"')
         else:
             lines.append(f"export {name}={shlex.quote(value)}")
@@ -101,7 +100,9 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
     return lines
 
 
-def render_launch_script(space: Any, study: optuna.Study, trial_number: int | None = None) -> str:
+def render_launch_script(
+    space: Any, study: optuna.Study, trial_number: int | None = None, port: int | None = None
+) -> str:
     """The bash script for ``trial_number`` (default: the best stable, validated first)."""
     if trial_number is None:
         record = best_stable(study)
@@ -114,8 +115,8 @@ def render_launch_script(space: Any, study: optuna.Study, trial_number: int | No
     config = space.config_from_params(record.params)
     profile = load_profile(space.engine)
     placeholder = "tuner-emulator"
-    launch = space.render(config, command=placeholder if emulated else None)
-    port = space.server.port
+    port = port or space.server.port
+    launch = space.render(config, command=placeholder if emulated else None, port=port)
     lines = _header(study, record, emulated)
     lines += ["set -euo pipefail", 'PYTHON="${PYTHON:-python3}"', ""]
     lines += _env_lines(launch.env)
@@ -155,9 +156,11 @@ def render_launch_script(space: Any, study: optuna.Study, trial_number: int | No
     return "\n".join(lines)
 
 
-def write_launch_script(space: Any, study: optuna.Study, out: Path, trial_number: int | None = None) -> Path:
+def write_launch_script(
+    space: Any, study: optuna.Study, out: Path, trial_number: int | None = None, port: int | None = None
+) -> Path:
     """Write the script (executable) and return its path."""
-    text = render_launch_script(space, study, trial_number)
+    text = render_launch_script(space, study, trial_number, port)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     out.chmod(0o755)

@@ -8,10 +8,9 @@ the baseline's text as a common prefix.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
-from tuner.loadgen import complete
+from tuner.loadgen import complete_many
 
 __all__ = ["ProbeResult", "run_probe", "compare_outputs", "MATCH_PREFIX_FRACTION"]
 
@@ -63,14 +62,7 @@ def run_probe(
     required: int = 1,
 ) -> ProbeResult:
     """Send each prompt once (greedy) and compare with ``reference`` when there is one."""
-
-    async def _all() -> list[str]:
-        return [
-            await complete(base_url, api, prompt, max_tokens=max_tokens, timeout_s=timeout_s)
-            for prompt in prompts
-        ]
-
-    outputs = asyncio.run(_all())
+    outputs = complete_many(base_url, api, prompts, max_tokens, timeout_s)
     if reference is None:
         return ProbeResult(tuple(outputs))
     return compare_outputs(outputs, reference, required)

@@ -46,14 +46,15 @@ def test_identical_configuration_is_reused_not_rerun(emulated_study) -> None:
     run = emulated_study(workload__emulated=SMALL)
     run.enqueue(N_ON)
     run.enqueue(N_ON)
-    result = run.optimize(2)
+    result = run.optimize(3)
     trials = _trials(run.study())
     assert [t.user_attrs.get("reused_from") for t in trials[:3]] == [None, None, 1]
     assert trials[2].state == TrialState.COMPLETE and trials[2].value == trials[1].value
     assert "reused" in result.stderr
-    # Only two servers were started: two run folders.
+    # No server was started for the reused trial, and it did not use the budget of 3.
     runs = run.dir / "studies" / "glm5t-emulated.host" / "runs" / "glm5t"
-    assert sorted(p.name for p in runs.iterdir()) == ["trial-0000", "trial-0001"]
+    started = sorted(p.name for p in runs.iterdir())
+    assert "trial-0002" not in started and len(started) == 3
 
 
 def _crash_seconds(trial: optuna.trial.FrozenTrial) -> float:
@@ -186,7 +187,7 @@ def test_export_starts_the_emulator_until_ready(emulated_study) -> None:
     run.enqueue(N_ON)
     run.optimize(2)
     script = run.dir / "launch.sh"
-    run.run("export", str(run.path), "--emulate", "--out", str(script))
+    run.run("export", str(run.path), "--emulate", "--out", str(script), "--port", str(run.port))
     text = script.read_text()
     assert text.startswith("#!/usr/bin/env bash")
     assert "set -euo pipefail" in text and "EMULATED" in text
@@ -196,4 +197,4 @@ def test_export_starts_the_emulator_until_ready(emulated_study) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "server ready" in done.stdout
     assert "patch autotune_gate: applied" in done.stdout
-    assert _emulator_pids(run.space_port if hasattr(run, "space_port") else 30000) == []
+    assert _emulator_pids(run.port) == []

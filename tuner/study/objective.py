@@ -10,6 +10,7 @@ measurements and a killed tuner loses no completed level.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,7 @@ class TrialRunner:
     study: optuna.Study
     local_runs_dir: Path
     emulate: bool = False
+    engine_version: str | None = None
     on_phase: Callable[[str], None] = lambda text: None
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
 
@@ -112,6 +114,7 @@ class TrialRunner:
             attrs.set(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
             attrs.set(trial, "log_excerpt", session.log_excerpt())
             self._fetch_log(session, trial)
+            attrs.set(trial, "engine_version", self.engine_version)
             self.patches.set_active(set())
 
     def _probe(self, trial: optuna.Trial, session: ServerSession) -> None:
@@ -208,6 +211,11 @@ class TrialRunner:
             )
         return value
 
+    def _mtime(self, path: str) -> float | None:
+        code = "import os, sys; print(os.stat(sys.argv[1]).st_mtime)"
+        result = self.target.host.run(f"{shlex.quote(self.target.python)} -c {shlex.quote(code)} {shlex.quote(path)}")
+        return float(result.stdout.strip()) if result.ok else None
+
     def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:
         if session.handle is None:
             return
@@ -216,6 +224,7 @@ class TrialRunner:
             local.parent.mkdir(parents=True, exist_ok=True)
             self.target.host.fetch(session.handle.log_path, str(local))
             attrs.set(trial, "log_file", str(local))
+            attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass
 

@@ -203,6 +203,7 @@ def _run_one(
         attrs.set(trial, "failure_reason", failure.reason)
         attrs.set(trial, "failure_detail", failure.detail)
         attrs.set(trial, "failure_excerpt", failure.excerpt)
+        attrs.set(trial, "failure_noticed_at", failure.noticed_at)
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
         return TrialState.FAIL

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from tuner import doctor
 from tuner.patches import PatchManager
 from tuner.study.target import Target
 
-__all__ = ["preflight_checks"]
+__all__ = ["preflight_checks", "read_engine_version"]
 
 
 def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[doctor.Check]:
@@ -20,11 +21,19 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
     checks += [
         doctor.check_python(host, target.python, env),
         doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
-        doctor.check_gpus(host, None),
-        doctor.check_gpus_idle(host),
+        doctor.check_gpus(host, None, env),
+        doctor.check_gpus_idle(host, env=env),
         doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
         doctor.check_port_free(host, target.port),
         doctor.check_disk(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
     return checks
+
+
+def read_engine_version(target: Target) -> str | None:
+    """The engine's version on the host (``sglang.__version__``), or None if it does not import."""
+    command = f"{shlex.quote(target.python)} -c {shlex.quote(target.profile.version_code)}"
+    result = target.host.run(command, env=target.env, timeout=120.0)
+    lines = result.stdout.strip().splitlines()
+    return lines[-1].strip() if result.ok and lines else None

@@ -8,9 +8,7 @@ a tuner that was killed.
 from __future__ import annotations
 
 import signal
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -20,7 +18,7 @@ from tuner.errors import TunerError
 from tuner.patches import PatchManager
 from tuner.study.objective import TrialRunner
 from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
-from tuner.study.preflight import preflight_checks
+from tuner.study.preflight import preflight_checks, read_engine_version
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, make_sampler, open_storage
@@ -51,6 +49,7 @@ def patch_manager(space: Any, target: Target) -> PatchManager:
         python=target.python,
         env=target.env,
         journal_dir=f"{target.run_root.rstrip('/')}/patch-journal",
+        patches=space.patches.values(),
     )
 
 
@@ -102,6 +101,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             study=study,
             local_runs_dir=local_runs_dir(options.storage, options.study_name),
             emulate=options.emulate,
+            engine_version=read_engine_version(target),
         )
         return optimize_study(study, space, runner, options.trials, progress)
     finally:
@@ -112,14 +112,3 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             signal.signal(signal.SIGTERM, previous)
             target.host.cleanup_run_dirs()
 
-
-def default_study_name(space: Any) -> str:
-    return space.name
-
-
-def emulated_root_for(space_path: Path) -> Path:
-    return Path("studies") / f"{space_path.stem}-emulated.host"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use `tuner optimize`")
