@@ -1,0 +1,28 @@
+"""Reading a study: the self-contained HTML report and the trials table.
+
+``build_report(study)`` returns one HTML page (plotly, inline, no network) with the optimisation
+history, throughput against concurrency, latency against throughput with the Pareto front,
+parameter importances, parallel coordinates, failures by reason and by parameter value, and GPU
+power and utilisation; ``write_report(study, path)`` writes it. ``trials_frame(study)`` is the
+trials table as a pandas DataFrame; ``trials_text(study, "csv"|"json")`` its text.
+"""
+
+from __future__ import annotations
+
+from tuner.report._fig_levels import pareto_front
+from tuner.report._page import FIGURE_COUNT, build_report, report_title, write_report
+from tuner.report._table import TABLE_FORMATS, trials_frame, trials_text
+from tuner.report._view import StudyView, read_study
+
+__all__ = [
+    "FIGURE_COUNT",
+    "TABLE_FORMATS",
+    "StudyView",
+    "build_report",
+    "pareto_front",
+    "read_study",
+    "report_title",
+    "trials_frame",
+    "trials_text",
+    "write_report",
+]
