@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import pytest
 
@@ -19,7 +20,7 @@ def glm5():
 
 
 def _pairs(argv):
-    return list(zip(argv, argv[1:]))
+    return list(pairwise(argv))
 
 
 def _section(number: int) -> str:
@@ -79,7 +80,8 @@ def test_every_flag_is_one_sglang_0_5_9_accepts(glm5):
 
 
 def test_choices_are_sglang_choices(glm5):
-    rows = {line.split("|")[1]: line for line in _section(1).splitlines() if line.startswith("| `--")}
+    rows = {line.split("|")[1]: line for line in _section(1).splitlines()
+            if line.startswith("| `--")}
 
     def row(flag):
         return next(text for key, text in rows.items() if f"`{flag}`" in key)

@@ -52,7 +52,8 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str, str]] = [
      "refers to 'radix_cache', which is not declared before it",
      "conditions read earlier parameters only: move 'radix_cache' above this one"),
     ("condition value that is not a choice",
-     lambda d: _params(d)["autotune_gate"].update(when={"moe_runner_backend": "flashinfer_cutass"}),
+     lambda d: _params(d)["autotune_gate"].update(
+         when={"moe_runner_backend": "flashinfer_cutass"}),
      "parameters.autotune_gate.when.moe_runner_backend",
      "'flashinfer_cutass' is not a value of this parameter "
      "('auto', 'triton', 'flashinfer_cutlass', 'flashinfer_trtllm')",

@@ -30,7 +30,8 @@ def _expected_active(config: Config) -> set[str]:
 
 
 def test_suggest_gives_only_valid_active_sets(glm5):
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=3))
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=3))
     seen_unset, seen_gate, seen_values = set(), 0, set()
     for _ in range(300):
         trial = study.ask()

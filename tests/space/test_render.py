@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from itertools import pairwise
 
 import pytest
 
@@ -12,7 +13,7 @@ from tuner.space import MASK, load_space
 
 
 def _pairs(argv: list[str]) -> list[tuple[str, str]]:
-    return list(zip(argv, argv[1:]))
+    return list(pairwise(argv))
 
 
 @pytest.fixture
@@ -188,8 +189,8 @@ def test_missing_variable_is_a_config_error(write_space, monkeypatch):
 
 
 def test_env_parameters_merge_with_fixed_env(write_space):
-    data = small_space({"mode": {"kind": "categorical", "env": "SGLANG_MODE", "choices": ["a", "b"]}},
-                       {"mode": "b"})
+    mode = {"kind": "categorical", "env": "SGLANG_MODE", "choices": ["a", "b"]}
+    data = small_space({"mode": mode}, {"mode": "b"})
     data["server"]["env"] = {"PYTHONUNBUFFERED": "1"}
     space = load_space(write_space(data))
     spec = space.render(space.baseline)

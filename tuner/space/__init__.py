@@ -7,6 +7,7 @@ baseline, checks constraints and renders a :class:`LaunchSpec` for each :class:`
 The YAML format is described in ``docs/search-space.md``.
 """
 
+from tuner.patches import PatchSpec
 from tuner.space._config import Config
 from tuner.space._launch import MASK, LaunchSpec, is_secret_name
 from tuner.space._params import (
@@ -18,7 +19,6 @@ from tuner.space._params import (
     PatchParam,
     StoreTrueParam,
 )
-from tuner.space._patchspec import PatchSpec
 from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
 from tuner.space._space import SearchSpace, Violation, load_space
 from tuner.space._workload import Objective, Probe, Workload, WorkloadSection

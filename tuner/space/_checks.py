@@ -28,9 +28,9 @@ def _closest(name: str, options: list[str]) -> str:
 def _check_clause(model: SpaceFile, clause: Clause, earlier: list[str], at: FieldPath) -> None:
     names = list(model.parameters)
     if clause.param not in model.parameters:
+        allowed = ", ".join(earlier) or "(none)"
         raise FieldProblem(f"{clause.param!r} is not a declared parameter",
-                           f"{_closest(clause.param, names)}use one of {', '.join(earlier) or '(none)'}",
-                           at=at)
+                           f"{_closest(clause.param, names)}use one of {allowed}", at=at)
     if clause.param not in earlier:
         raise FieldProblem(f"refers to {clause.param!r}, which is not declared before it",
                            "conditions read earlier parameters only: move "
@@ -79,12 +79,14 @@ def _check_duplicates(model: SpaceFile, profile: EngineProfile) -> None:
         if isinstance(param, TargetedParam) and param.env:
             if param.env in env_owners:
                 raise FieldProblem(f"{param.env} is also set by {env_owners[param.env]}",
-                                   "set each variable in one place", at=("parameters", name, "env"))
+                                   "set each variable in one place",
+                                   at=("parameters", name, "env"))
             env_owners[param.env] = f"parameters.{name}"
 
 
 def resolve_values(model: SpaceFile, conditions: dict[str, Condition],
-                   given: Mapping[str, Any], where: FieldPath) -> dict[str, Any]:
+                   given: Mapping[str, Any], where: FieldPath, *, drop_inactive: bool = False
+                   ) -> dict[str, Any]:
     """Complete and check a configuration written as ``parameter: value`` (like the baseline).
 
     Active parameters take the given value or their ``default:``; inactive ones must be absent.
@@ -94,6 +96,7 @@ def resolve_values(model: SpaceFile, conditions: dict[str, Condition],
         conditions: each parameter's parsed ``when:``.
         given: the values as written (``None`` = unset).
         where: the path of ``given`` in the file, for messages (``("baseline",)``).
+        drop_inactive: leave out given values of inactive parameters instead of refusing them.
     """
     names = list(model.parameters)
     for key in given:
@@ -104,7 +107,7 @@ def resolve_values(model: SpaceFile, conditions: dict[str, Condition],
     values: dict[str, Any] = {}
     for name, param in model.parameters.items():
         if not conditions[name].holds(values):
-            if name in given:
+            if name in given and not drop_inactive:
                 raise FieldProblem(f"is inactive here ({conditions[name]} is false)",
                                    "leave it out, or change the values so that its when: holds",
                                    at=(*where, name))
@@ -124,7 +127,8 @@ def resolve_values(model: SpaceFile, conditions: dict[str, Condition],
     return values
 
 
-def check_space(model: SpaceFile, profile: EngineProfile) -> tuple[dict[str, Condition], dict[str, Any]]:
+def check_space(model: SpaceFile, profile: EngineProfile
+                ) -> tuple[dict[str, Condition], dict[str, Any]]:
     """Check the cross-references of ``model``.
 
     Returns:

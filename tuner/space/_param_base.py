@@ -126,7 +126,7 @@ class Param(StrictModel):
 
 
 class TargetedParam(Param):
-    """A value given as ``--flag value`` or as an environment variable; ``unset`` may leave it out."""
+    """A value given as ``--flag value`` or as a variable; ``unset`` may leave it out."""
 
     flag: str | None = None
     env: str | None = None
@@ -145,7 +145,8 @@ class TargetedParam(Param):
     def _check_spec(self) -> None:
         if (self.flag is None) == (self.env is None):
             raise FieldProblem("needs exactly one of flag: or env:",
-                               "give `flag: --name` for a server flag or `env: NAME` for a variable")
+                               "give `flag: --name` for a server flag or `env: NAME` for a "
+                               "variable")
 
     def flags(self) -> list[str]:
         return [self.flag] if self.flag else []

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -136,8 +136,8 @@ class PatchParam(Param):
 
 
 Parameter = Annotated[
-    Union[CategoricalParam, IntParam, FloatParam, StoreTrueParam, BoolParam, PairedParam,
-          PatchParam],
+    CategoricalParam | IntParam | FloatParam | StoreTrueParam | BoolParam | PairedParam
+    | PatchParam,
     Field(discriminator="kind"),
 ]
 KINDS = frozenset({"categorical", "int", "float", "store_true", "bool", "paired", "patch"})

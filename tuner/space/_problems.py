@@ -67,7 +67,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]) -> tuple[FieldPath, str, str]:
+def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]
+                            ) -> tuple[FieldPath, str, str]:
     """The field path, reason and fix of one error from ``ValidationError.errors()``.
 
     Args:
@@ -93,7 +94,8 @@ def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]) -> tup
         tags = ", ".join(sorted(kinds))
         return loc, "no `kind:` given", f"add `kind:` with one of {tags}"
     if kind == "literal_error":
-        return loc, f"{_shown(error.get('input'))} is not allowed", f"use one of {ctx.get('expected')}"
+        return (loc, f"{_shown(error.get('input'))} is not allowed",
+                f"use one of {ctx.get('expected')}")
     if kind == "missing":
         return loc, "required but missing", f"add `{loc[-1] if loc else 'it'}:`"
     fix = _FIXES.get(kind, "correct the value")

@@ -27,7 +27,10 @@ class _Ranged(TargetedParam):
                                at=("low",))
 
     def options_text(self) -> str:
-        grid = f" step {self.step:g}" if self.step not in (None, 1) else (" (log)" if self.log else "")
+        if self.step not in (None, 1):
+            grid = f" step {self.step:g}"
+        else:
+            grid = " (log)" if self.log else ""
         return f"{self.low:g}..{self.high:g}{grid}" + (" or null (unset)" if self.unset else "")
 
     def _sample(self, trial: optuna.Trial, name: str) -> Any:
@@ -120,7 +123,8 @@ class FloatParam(_Ranged):
             raise FieldProblem(f"log: true needs low > 0 (got {self.low})",
                                "raise low above 0, or set log: false", at=("low",))
         if self.step is not None and not self.grid.divides():
-            raise FieldProblem(f"{self.step} does not divide high - low ({self.high - self.low:g})",
+            span = self.high - self.low
+            raise FieldProblem(f"{self.step} does not divide high - low ({span:g})",
                                "choose low, high and step so that (high - low) / step is whole",
                                at=("step",))
 

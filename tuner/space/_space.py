@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
+from tuner.patches import PatchSpec
 from tuner.space._checks import check_space, resolve_values
 from tuner.space._conditions import Condition
 from tuner.space._config import Config, build_config
@@ -26,7 +27,6 @@ from tuner.space._launch import LaunchSpec, MissingVariable, fixed_flag_args, re
 from tuner.space._model import SpaceFile
 from tuner.space._param_base import Rendered
 from tuner.space._params import KINDS, Parameter
-from tuner.space._patchspec import PatchSpec
 from tuner.space._problems import FieldPath, FieldProblem, describe_pydantic_error, problem_message
 from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
 from tuner.space._workload import Objective, Probe, Workload, WorkloadSection
@@ -141,11 +141,20 @@ class SearchSpace:
         return build_config(list(params), self.conditions,
                             lambda name: params[name].suggest(trial, name))
 
-    def config(self, values: Mapping[str, Any]) -> Config:
-        """A configuration written as ``parameter: value`` (missing ones take their ``default:``),
-        checked like the baseline; a mistake is a :class:`ConfigError`."""
+    def config(self, values: Mapping[str, Any], *, drop_inactive: bool = False) -> Config:
+        """A configuration written as ``parameter: value``, checked like the baseline.
+
+        Args:
+            values: the values (``None`` = unset); missing active ones take their ``default:``.
+            drop_inactive: leave out values of parameters the others make inactive (e.g. the
+                baseline's values with one parameter changed) instead of refusing them.
+
+        Raises:
+            ConfigError: a value not allowed, an active parameter missing, an unknown name.
+        """
         try:
-            return Config(resolve_values(self.model, dict(self.conditions), values, ("config",)))
+            return Config(resolve_values(self.model, dict(self.conditions), values, ("config",),
+                                         drop_inactive=drop_inactive))
         except FieldProblem as problem:
             raise ConfigError(problem_message(self.document.file, None, problem.at,
                                               problem.reason, problem.fix)) from None
@@ -217,7 +226,8 @@ class SearchSpace:
             "command": shlex.split(self.command),
             "flags": model.server.flags,
             "env": model.server.env,
-            "patches": {n: p.model_dump(exclude={"description"}) for n, p in model.patches.items()},
+            "patches": {n: p.model_dump(exclude={"description"})
+                        for n, p in model.patches.items()},
             "parameters": {n: p.model_dump(exclude={"description"})
                            for n, p in model.parameters.items()},
             "constraints": [c.model_dump() for c in model.constraints],

@@ -21,7 +21,7 @@ Api = Literal["sglang", "openai", "openai-chat"]
 
 
 class RequestsPerLevel(StrictModel):
-    """Requests sent at one level: a fixed ``count``, or ``per_concurrency`` x c (at least ``min``)."""
+    """Requests at one level: a fixed ``count``, or ``per_concurrency`` x c (at least ``min``)."""
 
     count: int | None = Field(default=None, gt=0)
     per_concurrency: float | None = Field(default=None, gt=0)
