@@ -218,6 +218,10 @@ def _register_optional() -> None:
     except ImportError:  # pragma: no cover - during development only
         return
     app.command("bench")(bench)
+    from tuner.cli_report import report, trials
+
+    app.command("report")(report)
+    app.command("trials")(trials)
 
 
 _register_optional()

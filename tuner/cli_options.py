@@ -1,0 +1,28 @@
+"""Command-line arguments shared by the commands that read a study (typer ``Annotated`` types).
+
+They say the same as the ones in :mod:`tuner.cli`, so that command modules of their own
+(``tuner/cli_report.py``) need not import the app module, which imports them in turn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = ["SpaceArg", "StorageOpt", "StudyOpt", "EmulateOpt", "storage_and_name"]
+
+SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
+StorageOpt = Annotated[
+    Optional[str], typer.Option("--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)")
+]
+StudyOpt = Annotated[Optional[str], typer.Option("--study-name", help="study name (default: the YAML's name)")]
+EmulateOpt = Annotated[bool, typer.Option("--emulate", help="the study run against the emulated GLM-5 host")]
+
+
+def storage_and_name(space: Any, storage: str | None, study_name: str | None, emulate: bool) -> tuple[str, str]:
+    """The storage URL and study name a command reads: given ones, else the space's defaults."""
+    from tuner.study.storage import default_storage_url
+
+    return storage or default_storage_url(space.path, emulate), study_name or space.name
