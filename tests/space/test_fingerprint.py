@@ -54,8 +54,9 @@ def test_is_a_sha256(reference):
     lambda d: d["server"]["flags"].update({"--tp-size": 4}),
     lambda d: d["server"].update(command="/opt/venv/bin/python -m sglang.launch_server"),
     lambda d: d["patches"]["autotune_gate"].update(replace='            "flashinfer_cutlass",\n'),
+    lambda d: d["probe"].update(prompts=["Once upon a time"], min_matching_prompts=1),
 ], ids=["levels", "output_len", "emulated", "prune_margin", "baseline", "choices", "range",
-        "constraints", "fixed flag", "command", "patch"])
+        "constraints", "fixed flag", "command", "patch", "probe prompts"])
 def test_changed_by_what_changes_results(glm5_data, write_space, reference, change):
     change(glm5_data)
     assert load_space(write_space(glm5_data)).fingerprint() != reference
@@ -65,11 +66,10 @@ def test_changed_by_what_changes_results(glm5_data, write_space, reference, chan
     lambda d: d["host"].update(address="other-gpu-host", port=2222),
     lambda d: d["timeouts"].update(ready_s=1200),
     lambda d: d.update(name="glm5-second-try"),
-    lambda d: d["probe"].update(max_tokens=8),
     lambda d: d["parameters"]["moe_runner_backend"].update(description="the MoE kernels"),
     lambda d: d["parameters"]["mem_fraction_static"].update(log=False),   # a default, written
     lambda d: d["server"].update(port=31000),
-], ids=["host", "timeouts", "name", "probe", "description", "explicit default", "port"])
+], ids=["host", "timeouts", "name", "description", "explicit default", "port"])
 def test_unchanged_by_what_does_not(glm5_data, write_space, reference, change):
     change(glm5_data)
     assert load_space(write_space(glm5_data)).fingerprint() == reference

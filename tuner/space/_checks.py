@@ -72,9 +72,11 @@ def _check_duplicates(model: SpaceFile, profile: EngineProfile) -> None:
     for name, param in model.parameters.items():
         for flag in param.flags():
             if flag in owners:
+                fixed = owners[flag].startswith("server.")
                 raise FieldProblem(f"{flag} is also given by {owners[flag]}",
-                                   "give each flag in one place (a searched flag cannot also be "
-                                   "fixed)", at=("parameters", name, "flag"))
+                                   "give each flag in one place"
+                                   + (" (a searched flag cannot also be fixed)" if fixed else ""),
+                                   at=("parameters", name, "flag"))
             owners[flag] = f"parameters.{name}"
         if isinstance(param, TargetedParam) and param.env:
             if param.env in env_owners:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.space._problems import FieldProblem
+from tuner.space._problems import FieldProblem, shown
 
 __all__ = ["Clause", "Condition", "OPERATORS", "same_value", "parse_condition"]
 
@@ -66,8 +66,11 @@ class Clause:
         return tuple(self.value) if self.op in ("in", "not_in") else (self.value,)
 
     def __str__(self) -> str:
-        shown = list(self.value) if isinstance(self.value, tuple) else self.value
-        return f"{self.param} {_SYMBOLS[self.op]} {shown!r}"
+        if isinstance(self.value, tuple):
+            text = "[" + ", ".join(shown(v) for v in self.value) + "]"
+        else:
+            text = shown(self.value)
+        return f"{self.param} {_SYMBOLS[self.op]} {text}"
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,10 @@ def _parse_test(param: str, test: Any) -> list[Clause]:
             value = tuple(value)
         elif op in _ORDERING:
             if not _is_number(value):
-                raise FieldProblem(f"{op} needs a number (got {value!r})", f"write {op}: 0.9",
-                                   at=(param, op))
+                raise FieldProblem(f"{op} needs a number (got {shown(value)})",
+                                   f"write {op}: 0.9", at=(param, op))
         elif not _scalar(value):
-            raise FieldProblem(f"{op} needs a single value (got {value!r})",
+            raise FieldProblem(f"{op} needs a single value (got {shown(value)})",
                                "compare with one value, or use in: [a, b]", at=(param, op))
         clauses.append(Clause(param, op, value))
     if not clauses:

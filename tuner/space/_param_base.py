@@ -16,7 +16,7 @@ from pydantic import field_validator, model_validator
 
 from tuner.space._conditions import Clause, Condition, parse_condition, same_value
 from tuner.space._numbers import is_number
-from tuner.space._problems import FieldProblem
+from tuner.space._problems import FieldProblem, shown
 from tuner.space._strict import StrictModel, check_env_name, check_flag
 
 __all__ = ["Param", "TargetedParam", "Rendered", "SET_SUFFIX", "value_text"]
@@ -84,11 +84,11 @@ class Param(StrictModel):
         """The value, normalised; a value this parameter cannot take raises FieldProblem."""
         if any(same_value(value, option) for option in self.options()):
             return value
-        raise FieldProblem(f"{value!r} is not allowed", f"use one of {self.options_text()}")
+        raise FieldProblem(f"{shown(value)} is not allowed", f"use one of {self.options_text()}")
 
     def options_text(self) -> str:
         """The allowed values, for messages."""
-        return ", ".join("null (unset)" if o is None else repr(o) for o in self.options())
+        return ", ".join("null (unset)" if o is None else shown(o) for o in self.options())
 
     def suggest(self, trial: optuna.Trial, name: str) -> Any:
         """Sample a value through Optuna (define-by-run)."""
@@ -114,7 +114,7 @@ class Param(StrictModel):
             return None
         for value in clause.values():
             if not any(same_value(value, o) for o in self.options()):
-                return f"{value!r} is not a value of this parameter ({self.options_text()})"
+                return f"{shown(value)} is not a value of this parameter ({self.options_text()})"
         return None
 
     def flags(self) -> list[str]:

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from tuner.space._conditions import same_value
 from tuner.space._param_base import Param, Rendered, TargetedParam
-from tuner.space._problems import FieldProblem
+from tuner.space._problems import FieldProblem, shown
 from tuner.space._ranges import FloatParam, IntParam
 from tuner.space._strict import check_flag
 
@@ -36,10 +36,10 @@ class CategoricalParam(TargetedParam):
                 raise FieldProblem("null is not a choice", "remove it and add `unset: true`",
                                    at=("choices", index))
             if not isinstance(choice, (str, int, float, bool)):
-                raise FieldProblem(f"{choice!r} is not a single value",
+                raise FieldProblem(f"{shown(choice)} is not a single value",
                                    "use strings, numbers or true/false", at=("choices", index))
             if any(same_value(choice, other) for other in self.choices[:index]):
-                raise FieldProblem(f"{choice!r} is listed twice", "list each value once",
+                raise FieldProblem(f"{shown(choice)} is listed twice", "list each value once",
                                    at=("choices", index))
 
     def options(self) -> list[Any]:
@@ -52,7 +52,7 @@ class CategoricalParam(TargetedParam):
         for choice in self.choices:
             if same_value(value, choice):
                 return choice
-        raise FieldProblem(f"{value!r} is not one of the choices",
+        raise FieldProblem(f"{shown(value)} is not one of the choices",
                            f"use one of {self.options_text()}")
 
 

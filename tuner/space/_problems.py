@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FieldProblem", "FieldPath", "describe_pydantic_error", "dotted", "problem_message"]
+__all__ = ["FieldPath", "FieldProblem", "describe_pydantic_error", "dotted", "problem_message",
+           "shown"]
 
 FieldPath = tuple[str | int, ...]
 
@@ -62,8 +63,11 @@ def dotted(path: FieldPath) -> str:
     return text
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
+def shown(value: Any) -> str:
+    """A value as YAML spells it (``true``, ``null``, ``'text'``), cut at 60 characters."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = "null" if value is None else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -94,7 +98,7 @@ def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]
         tags = ", ".join(sorted(kinds))
         return loc, "no `kind:` given", f"add `kind:` with one of {tags}"
     if kind == "literal_error":
-        return (loc, f"{_shown(error.get('input'))} is not allowed",
+        return (loc, f"{shown(error.get('input'))} is not allowed",
                 f"use one of {ctx.get('expected')}")
     if kind == "missing":
         return loc, "required but missing", f"add `{loc[-1] if loc else 'it'}:`"
@@ -104,7 +108,7 @@ def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]
         if "e" in error["input"].lower():
             fix += " (YAML 1.1 reads 1e-3 as text: write 1.0e-3)"
     if "input" in error and kind not in ("missing",):
-        reason = f"{reason} (got {_shown(error['input'])})"
+        reason = f"{reason} (got {shown(error['input'])})"
     return loc, reason, fix
 
 

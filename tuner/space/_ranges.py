@@ -9,7 +9,7 @@ import optuna
 from tuner.space._conditions import Clause
 from tuner.space._numbers import FloatGrid, is_number
 from tuner.space._param_base import SET_SUFFIX, TargetedParam
-from tuner.space._problems import FieldProblem
+from tuner.space._problems import FieldProblem, shown
 
 __all__ = ["IntParam", "FloatParam"]
 
@@ -55,7 +55,7 @@ class _Ranged(TargetedParam):
     def check_test(self, clause: Clause) -> str | None:
         for value in clause.values():
             if not (is_number(value) or (value is None and self.unset)):
-                return f"{value!r} is not a number (this parameter is {self.options_text()})"
+                return f"{shown(value)} is not a number (this parameter is {self.options_text()})"
         return None
 
 
@@ -88,7 +88,8 @@ class IntParam(_Ranged):
             self._unset_value()
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise FieldProblem(f"{value!r} is not a whole number", f"use {self.options_text()}")
+            raise FieldProblem(f"{shown(value)} is not a whole number",
+                               f"use {self.options_text()}")
         if not self.low <= value <= self.high or (value - self.low) % self.step:
             raise FieldProblem(f"{value} is outside {self.options_text()}",
                                f"use a value in {self.options_text()}")
@@ -133,9 +134,9 @@ class FloatParam(_Ranged):
             self._unset_value()
             return None
         if not is_number(value):
-            raise FieldProblem(f"{value!r} is not a number", f"use {self.options_text()}")
+            raise FieldProblem(f"{shown(value)} is not a number", f"use {self.options_text()}")
         if not self.grid.contains(value):
-            raise FieldProblem(f"{value!r} is outside {self.options_text()}",
+            raise FieldProblem(f"{shown(value)} is outside {self.options_text()}",
                                f"use a value in {self.options_text()}")
         return self.grid.normalize(value)
 

@@ -218,8 +218,9 @@ class SearchSpace:
 
     def fingerprint(self) -> str:
         """SHA-256 over what makes results comparable: engine, server command, fixed flags and
-        environment, patches, parameters, constraints, baseline, workload and objective (not the
-        host, timeouts, probe, name or descriptions). Key order in the file does not matter."""
+        environment, patches, parameters, constraints, baseline, workload, objective and probe
+        (whose reference outputs come from the baseline's run). Not the host, port, timeouts,
+        name or descriptions; key order in the file does not matter."""
         model = self.model
         payload = {
             "engine": model.engine,
@@ -234,6 +235,7 @@ class SearchSpace:
             "baseline": self.baseline.to_dict(),
             "workload": model.workload.model_dump(),
             "objective": model.objective.model_dump(),
+            "probe": model.probe.model_dump(),
         }
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
