@@ -11,7 +11,14 @@ from typing import Any
 
 import optuna
 
-__all__ = ["set", "REUSABLE_FAILURES", "reusable_failure"]
+__all__ = [
+    "set",
+    "set_level_figures",
+    "level_figures",
+    "LEVEL_FIGURES",
+    "REUSABLE_FAILURES",
+    "reusable_failure",
+]
 
 # Failure classes that belong to the configuration (running it again would fail again). Others
 # (interrupted, host-error, worker-died) belong to the run: such a configuration may run again.
@@ -26,3 +33,24 @@ def reusable_failure(reason: str | None) -> bool:
 def set(trial: optuna.Trial, key: str, value: Any) -> None:  # noqa: A001 (module-level verb)
     """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists)."""
     trial.set_user_attr(key, json.loads(json.dumps(value, default=str)))
+
+
+# Each level's headline figures are also stored flat (``tps@256``, ``p99_ttft_ms@256``, ...):
+# optuna-dashboard cuts a JSON attribute such as ``levels`` at 1,024 characters, so that list
+# alone is unreadable there; flat numbers are shown in full and sort the dashboard's trial table.
+LEVEL_FIGURES = (
+    ("tps", "output_throughput"),
+    ("p99_ttft_ms", "p99_ttft_ms"),
+    ("median_tpot_ms", "median_tpot_ms"),
+)
+
+
+def level_figures(level: dict[str, Any]) -> dict[str, Any]:
+    """``{"tps@<c>": ..., "p99_ttft_ms@<c>": ..., "median_tpot_ms@<c>": ...}`` of one level."""
+    return {f"{name}@{level['concurrency']}": level.get(key) for name, key in LEVEL_FIGURES}
+
+
+def set_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
+    """Store one level's headline figures as flat attributes (see :data:`LEVEL_FIGURES`)."""
+    for key, value in level_figures(level).items():
+        set(trial, key, value)

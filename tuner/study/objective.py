@@ -187,6 +187,7 @@ class TrialRunner:
                 level["gpu"] = sampler.summary.to_dict()
             levels.append(level)
             attrs.set(trial, "levels", levels)
+            attrs.set_level_figures(trial, level)
             attrs.set(trial, "telemetry", telemetry)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:

@@ -107,6 +107,8 @@ def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.Froze
     for key in ("levels", "failure_reason", "failure_detail", "pruned_reason", "pruned_by", "stable"):
         if key in earlier.user_attrs:
             attrs.set(trial, key, earlier.user_attrs[key])
+    for level in earlier.user_attrs.get("levels", []):
+        attrs.set_level_figures(trial, level)
     attrs.set(trial, "reused_from", earlier.number)
     for step, value in earlier.intermediate_values.items():
         trial.report(value, step)
