@@ -277,8 +277,8 @@ class PatchManager:
         if _sha256(self.host.read_file(path)) != _sha256(data):
             raise TunerError(f"{path}: the written file does not verify: check the disk")
         source = PurePosixPath(path)
-        if source.suffix == ".py":  # a stale bytecode cache must not outlive the change
-            cache = source.parent / "__pycache__"
+        cache = source.parent / "__pycache__"
+        if source.suffix == ".py" and self.host.exists(str(cache)):  # no stale bytecode
             self.host.run(f"rm -f -- {shlex.quote(str(cache))}/{shlex.quote(source.stem)}.*.pyc",
                           timeout=30.0)
 

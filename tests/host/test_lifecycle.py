@@ -243,8 +243,11 @@ def test_cleanup_removes_only_old_run_folders(
         folder.mkdir(parents=True)
         (folder / "server.log").write_text("log")
         os.utime(folder, (old + number, old + number))
-    (root / ".patch-journal").mkdir()
-    os.utime(root / ".patch-journal", (old, old))
+    (root / ".telemetry").mkdir()
+    (root / "patch-journal").mkdir()
+    (root / "patch-journal" / "patch-journal.json").write_text("{}")
+    for kept in (".telemetry", "patch-journal"):
+        os.utime(root / kept, (old, old))
     handle = host.start_server(fake_server_argv(), env={}, run_dir=f"{run_root}/run-0/trial-0000")
     servers.append(handle)
     os.utime(root / "run-0", (old, old))
@@ -253,5 +256,5 @@ def test_cleanup_removes_only_old_run_folders(
     removed = host.cleanup_run_dirs(keep=3)
 
     assert sorted(Path(p).name for p in removed) == ["run-1", "run-2"]
-    assert sorted(p.name for p in root.iterdir()) == [".patch-journal", "fresh", "run-0", "run-3",
-                                                      "run-4"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        ".telemetry", "fresh", "patch-journal", "run-0", "run-3", "run-4"]

@@ -84,6 +84,9 @@ class LocalHost(Host):
         except OSError as error:
             raise HostError(f"local: cannot write {path}: {error.strerror or error}") from None
 
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
     def fetch(self, remote_path: str, local_path: str) -> None:
         try:
             Path(local_path).parent.mkdir(parents=True, exist_ok=True)

@@ -220,8 +220,12 @@ done
 
 
 def run_dir_scan_script(run_root: str) -> str:
-    """One line ``MTIME<TAB>PATH`` per folder directly under ``run_root`` (hidden ones left out)."""
+    """One line ``MTIME<TAB>PATH`` per folder directly under ``run_root`` that may be removed.
+
+    Hidden folders and folders holding a patch journal (``patch-journal.json``, see
+    :mod:`tuner.patches`) are left out: they outlive runs.
+    """
     return (
         f"find {shlex.quote(run_root)} -mindepth 1 -maxdepth 1 -type d ! -name '.*' "
-        "-printf '%T@\\t%p\\n' 2>/dev/null\n"
+        "! -exec test -e '{}/patch-journal.json' ';' -printf '%T@\\t%p\\n' 2>/dev/null\n"
     )

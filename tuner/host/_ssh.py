@@ -236,6 +236,17 @@ class SshHost(Host):
 
         self._call(f"writing {path}", action)
 
+    def exists(self, path: str) -> bool:
+        def action(connection: fabric.Connection) -> bool:
+            with self._sftp_lock:
+                try:
+                    connection.sftp().lstat(path)
+                except FileNotFoundError:
+                    return False
+                return True
+
+        return self._call(f"looking for {path}", action)
+
     def fetch(self, remote_path: str, local_path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
 
