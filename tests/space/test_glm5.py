@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
+import optuna
 import pytest
 
 from tests.space.helpers import GLM5, REPO, SHARED_REFERENCE
@@ -128,3 +129,16 @@ def test_objective_and_probe(glm5):
     assert glm5.objective.metric == "output_throughput"
     assert (glm5.objective.max_failed_fraction, glm5.objective.prune_margin) == (0.01, 0.10)
     assert len(glm5.probe.prompts) == 3 and glm5.probe.min_matching_prompts == 2
+
+
+def test_every_configuration_parses_as_sglang_0_5_9_arguments(glm5):
+    """The emulator's parser mirrors launch_server's flags and choices (argparse, exit 2)."""
+    cli_args = pytest.importorskip("tuner.emulator.cli_args")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=11))
+    for _ in range(60):
+        trial = study.ask()
+        argv = glm5.render(glm5.suggest(trial)).argv
+        assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+        parsed = cli_args.parse_server_args(argv[3:])    # SystemExit(2) on an unknown flag
+        assert parsed["tp_size"] == 8 and parsed["port"] == 30000
+        study.tell(trial, 0.0)
