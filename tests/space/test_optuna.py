@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import optuna
 import pytest
 
@@ -131,6 +134,7 @@ def test_equal_configurations_share_one_key(glm5):
     assert other != a and other.key() != a.key()
     with pytest.raises(AttributeError):
         a.x = 1
+    assert pickle.loads(pickle.dumps(a)) == a and copy.deepcopy(a).key() == a.key()
 
 
 def test_params_of_another_space_are_refused(glm5):

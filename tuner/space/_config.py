@@ -50,6 +50,9 @@ class Config(Mapping[str, Any]):
             return self._key == Config(other)._key
         return NotImplemented
 
+    def __reduce__(self) -> tuple[type[Config], tuple[dict[str, Any]]]:
+        return (Config, (self._values,))
+
     def __repr__(self) -> str:
         return f"Config({self._values!r})"
 

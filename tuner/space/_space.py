@@ -203,6 +203,10 @@ class SearchSpace:
         argv += fixed_flag_args(server.flags)
         rendered = Rendered()
         for name, value in config.items():
+            if name not in self.model.parameters:
+                raise ConfigError(f"{self.document.file}: configuration: {name!r} is not a "
+                                  "parameter of this space; fix: build configurations with "
+                                  "suggest(), config() or config_from_params()")
             self.model.parameters[name].render(value, rendered)
         template = {**server.env, **rendered.env}
         try:
