@@ -1,0 +1,182 @@
+"""The request and response formats the emulated server speaks (SGLang native and OpenAI).
+
+:func:`parse_request` turns the JSON body of ``/generate``, ``/v1/completions`` or
+``/v1/chat/completions`` into a :class:`GenerationRequest`; the ``*_event`` functions build the
+streamed chunks and the ``*_reply`` functions the non-streamed answers, in the shapes of
+``sglang.md`` §3-4 and of the OpenAI API (``stream_options.include_usage`` adds a final usage
+chunk, ``continuous_usage_stats`` a usage in every chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.emulator.outputs import Completion, text_to_ids
+
+__all__ = [
+    "GenerationRequest", "RequestError", "StreamCursor", "event", "parse_request", "reply",
+    "usage_chunk",
+]
+
+SGLANG_DEFAULT_MAX_NEW = 128
+OPENAI_DEFAULT_MAX_TOKENS = 16
+
+
+class RequestError(ValueError):
+    """A request the server answers with HTTP 400."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation request, whatever API it came through."""
+
+    api: str  # generate | completions | chat
+    prompt_ids: list[int]
+    max_new_tokens: int
+    ignore_eos: bool
+    temperature: float
+    stream: bool
+    include_usage: bool = False
+    continuous_usage: bool = False
+    incremental: bool = False  # SGLang --stream-output: disjoint segments
+    rid: str = ""
+
+
+def _prompt_ids(prompt: Any, field: str) -> list[int]:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (list, str)):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        return text_to_ids(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return list(prompt)
+    raise RequestError(f"{field} must be a string or a non-empty list of token ids")
+
+
+def _chat_ids(messages: Any) -> list[int]:
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages must be a non-empty list")
+    parts = []
+    for message in messages:
+        content = message.get("content", "") if isinstance(message, dict) else ""
+        if isinstance(content, list):  # content parts
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        parts.append(f"<|{message.get('role', 'user')}|> {content}")
+    return text_to_ids(" ".join(parts) + " <|assistant|>")
+
+
+def _positive_int(value: Any, field: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise RequestError(f"{field} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def parse_request(api: str, body: Any, incremental: bool = False) -> GenerationRequest:
+    """Read a request body of ``api`` (``generate``, ``completions`` or ``chat``).
+
+    Raises:
+        RequestError: the body is malformed.
+    """
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    if api == "generate":
+        prompt = body.get("input_ids", body.get("text"))
+        params = body.get("sampling_params") or {}
+        ids = _prompt_ids(prompt, "text/input_ids")
+        max_new = params.get("max_new_tokens", SGLANG_DEFAULT_MAX_NEW)
+        temperature = params.get("temperature", 1.0)
+        ignore_eos = bool(params.get("ignore_eos", False))
+    else:
+        ids = _chat_ids(body.get("messages")) if api == "chat" else _prompt_ids(
+            body.get("prompt"), "prompt")
+        max_new = body.get("max_completion_tokens") or body.get(
+            "max_tokens", OPENAI_DEFAULT_MAX_TOKENS)
+        temperature = body.get("temperature", 1.0)
+        ignore_eos = bool(body.get("ignore_eos", False))
+    options = body.get("stream_options") or {}
+    return GenerationRequest(
+        api=api,
+        prompt_ids=ids,
+        max_new_tokens=_positive_int(max_new, "max_new_tokens/max_tokens"),
+        ignore_eos=ignore_eos,
+        temperature=float(temperature if temperature is not None else 1.0),
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(options.get("include_usage", False)),
+        continuous_usage=bool(options.get("continuous_usage_stats", False)),
+        incremental=incremental,
+        rid=str(body.get("rid") or ""),
+    )
+
+
+@dataclass
+class StreamCursor:
+    """What a stream has sent so far (for deltas)."""
+
+    sent_tokens: int = 0
+
+
+def _usage(request: GenerationRequest, count: int) -> dict[str, int]:
+    prompt = len(request.prompt_ids)
+    return {"prompt_tokens": prompt, "completion_tokens": count, "total_tokens": prompt + count}
+
+
+def _finish(request: GenerationRequest, count: int, total: int, done: bool) -> str | None:
+    if not done:
+        return None
+    return "length" if count >= request.max_new_tokens else "stop"
+
+
+def event(request: GenerationRequest, rid: str, output: Completion, count: int, done: bool,
+          cursor: StreamCursor, meta: dict[str, Any], model: str) -> dict[str, Any]:
+    """The streamed chunk after ``count`` tokens (``done``: the last one)."""
+    start = cursor.sent_tokens
+    cursor.sent_tokens = count
+    reason = _finish(request, count, len(output.ids), done)
+    if request.api == "generate":
+        first = start if request.incremental else 0
+        info = {"id": rid, "finish_reason": None, "prompt_tokens": len(request.prompt_ids),
+                "completion_tokens": count, **meta}
+        if reason is not None:
+            info["finish_reason"] = ({"type": "length", "length": count} if reason == "length"
+                                     else {"type": "stop", "matched": 151336})
+        text = output.text[output.offsets[first]: output.offsets[count]]
+        return {"text": text, "output_ids": list(output.ids[first:count]), "meta_info": info}
+    delta_text = output.text[output.offsets[start]: output.offsets[count]]
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
+    if request.api == "chat":
+        choice["delta"] = {"role": "assistant", "content": delta_text} if start == 0 else {
+            "content": delta_text}
+    else:
+        choice["text"] = delta_text
+    chunk = {"id": rid, "object": "chat.completion.chunk" if request.api == "chat"
+             else "text_completion", "created": int(time.time()), "model": model,
+             "choices": [choice]}
+    if request.continuous_usage:
+        chunk["usage"] = _usage(request, count)
+    return chunk
+
+
+def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str) -> dict[str, Any]:
+    """The final ``choices: []`` chunk that ``stream_options.include_usage`` asks for."""
+    kind = "chat.completion.chunk" if request.api == "chat" else "text_completion"
+    return {"id": rid, "object": kind, "created": int(time.time()), "model": model,
+            "choices": [], "usage": _usage(request, count)}
+
+
+def reply(request: GenerationRequest, rid: str, output: Completion, count: int,
+          meta: dict[str, Any], model: str) -> dict[str, Any]:
+    """The non-streamed answer."""
+    if request.api == "generate":
+        return event(request, rid, output, count, True, StreamCursor(), meta, model)
+    reason = _finish(request, count, len(output.ids), True)
+    text = output.text_of(count)
+    if request.api == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                  "logprobs": None, "finish_reason": reason}
+        kind = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+        kind = "text_completion"
+    return {"id": rid, "object": kind, "created": int(time.time()), "model": model,
+            "choices": [choice], "usage": _usage(request, count)}

@@ -1,0 +1,147 @@
+"""Runs the batch scheduler on the wall clock, K times faster than the emulated host.
+
+:class:`Scheduler` owns a :class:`~tuner.emulator.batch_core.BatchCore` whose durations are
+already divided by the time scale. Its loop takes one action at a time and sleeps until the
+action's end on an absolute clock, so sleep jitter does not accumulate: when the loop wakes
+late it runs the following actions without sleeping until it has caught up (at most
+``MAX_LAG_S`` behind; beyond that the lost time is dropped). Each request's progress goes to
+its :class:`Stream`, whose HTTP handler sends the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
+from tuner.emulator.sglang_log import SglangLog
+
+__all__ = ["Scheduler", "Stream"]
+
+MAX_LAG_S = 0.25
+YIELD_EVERY = 16  # actions run back to back before the loop lets the HTTP handlers in
+
+
+@dataclass(eq=False)
+class Stream:
+    """The progress of one request, as its handler reads it."""
+
+    request: CoreRequest
+    generated: int = 0
+    finished: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Scheduler:
+    """Paces an emulated engine's batches in real time.
+
+    Args:
+        core: the batch core (durations in real seconds).
+        log: where the Prefill/Decode batch lines go.
+        decode_log_interval: a ``Decode batch`` line every this many decode steps.
+        cuda_graph: what the decode lines say about CUDA graphs.
+        on_failure: called with ``crash`` or ``oom`` when the engine fails; it must not return.
+    """
+
+    def __init__(
+        self,
+        core: BatchCore,
+        log: SglangLog,
+        decode_log_interval: int,
+        cuda_graph: Callable[[int], bool],
+        on_failure: Callable[[str], None],
+    ) -> None:
+        self.core = core
+        self.log = log
+        self.decode_log_interval = max(1, decode_log_interval)
+        self.cuda_graph = cuda_graph
+        self.on_failure = on_failure
+        self.streams: dict[CoreRequest, Stream] = {}
+        self.tokens_out = 0  # output tokens produced since start
+        self._wake = asyncio.Event()
+        self._last_log = (time.monotonic(), 0)
+
+    def submit(self, request: CoreRequest) -> Stream:
+        """Queue a request; its :class:`Stream` shows its progress."""
+        stream = Stream(request)
+        self.streams[request] = stream
+        self.core.submit(request)
+        self._wake.set()
+        return stream
+
+    def cancel(self, stream: Stream) -> None:
+        """The client went away: drop its request and free its KV tokens."""
+        if self.streams.pop(stream.request, None) is not None and not stream.finished:
+            self.core.cancel(stream.request)
+
+    async def run(self) -> None:
+        """The scheduler loop (runs until cancelled, or until the engine fails)."""
+        clock = time.monotonic
+        deadline = clock()
+        back_to_back = 0
+        while True:
+            action = self.core.plan()
+            if action is None:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = clock()
+                continue
+            if action.kind in ("crash", "oom"):
+                self.on_failure(action.kind)
+                return
+            deadline = max(deadline, clock() - MAX_LAG_S) + action.duration
+            delay = deadline - clock()
+            if delay > 0:
+                back_to_back = 0
+                await asyncio.sleep(delay)
+            else:
+                back_to_back += 1
+                if back_to_back >= YIELD_EVERY:
+                    back_to_back = 0
+                    await asyncio.sleep(0)
+            self._finish(action)
+
+    def _finish(self, action: Action) -> None:
+        running_before = len(self.core.running)
+        progress = self.core.apply(action)
+        if action.kind == "prefill":
+            self.tokens_out += len(action.batch)
+            self._log_prefill(action)
+        elif action.kind == "decode":
+            self.tokens_out += running_before
+            if self.core.steps % self.decode_log_interval == 0:
+                self._log_decode(running_before)
+        for item in progress:
+            stream = self.streams.get(item.request)
+            if stream is None:
+                continue
+            stream.generated = item.generated
+            if item.finished:
+                stream.finished = True
+                del self.streams[item.request]
+            stream.changed.set()
+
+    def _usage(self) -> str:
+        return f"{self.core.kv_used / max(1, self.core.timing.kv_tokens):.2f}"
+
+    def _log_prefill(self, action: Action) -> None:
+        cached = sum(r.cached_len for r in action.batch)
+        self.log.tp(
+            f"Prefill batch, #new-seq: {len(action.batch)}, #new-token: {action.tokens}, "
+            f"#cached-token: {cached}, token usage: {self._usage()}, "
+            f"#running-req: {len(self.core.running) - len(action.batch)}, "
+            f"#queue-req: {len(self.core.waiting)}, "
+        )
+
+    def _log_decode(self, batch: int) -> None:
+        now, tokens = time.monotonic(), self.tokens_out
+        then, before = self._last_log
+        rate = (tokens - before) / max(now - then, 1e-9)
+        self._last_log = (now, tokens)
+        self.log.tp(
+            f"Decode batch, #running-req: {batch}, #token: {self.core.kv_used}, "
+            f"token usage: {self._usage()}, cuda graph: {self.cuda_graph(batch)}, "
+            f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(self.core.waiting)}, "
+        )

@@ -1,0 +1,8 @@
+"""Stand-in ``sglang`` package of the tuner's EMULATED GLM-5 host (not SGLang).
+
+It sits only on the emulated server's ``PYTHONPATH`` (``tuner.emulator.host_root``), so the
+tuner's patch step finds its source files by asking that Python where ``sglang`` lives, as on a
+real host. ``python -m sglang.launch_server`` starts ``tuner.emulator``.
+"""
+
+__version__ = "0.5.9"
