@@ -1,0 +1,152 @@
+"""``tuner bench URL``: benchmark a server that is already running, with the study's own client.
+
+The lead's typer app registers it with ``app.command("bench")(bench)``. A table by default;
+``--json`` prints one document ``{"url", "emulated", "time_scale", "levels": [...]}`` whose
+levels hold :meth:`LevelMetrics.to_dict` keys (``output_throughput``, ``median_ttft_ms``, ...).
+Errors are one line on stderr and a non-zero exit (2 for a bad option, 1 for a server that does
+not answer or fails); whatever was measured before is still printed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tuner.errors import ConfigError, TunerError
+from tuner.loadgen import APIS, LevelMetrics, LevelSpec, fetch_time_scale, run_levels
+
+__all__ = ["bench", "parse_concurrency"]
+
+
+def parse_concurrency(text: str) -> list[int]:
+    """``"64,256,1024"`` -> ``[64, 256, 1024]``; anything else is a ``typer.BadParameter``."""
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise typer.BadParameter(
+            f"{text!r} is not a list of positive integers: use e.g. 64,256,1024",
+            param_hint="'--concurrency'",
+        )
+    return levels
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _table(url: str, levels: list[LevelMetrics]) -> Table:
+    emulated = any(level.emulated for level in levels)
+    title = f"tuner bench {url}"
+    if emulated:
+        title += f" (emulated, host time: K={levels[0].time_scale:g})"
+    table = Table(title=title)
+    for header in ("concurrency", "done", "failed", "output tok/s", "total tok/s", "req/s",
+                   "median TTFT ms", "p99 TTFT ms", "median TPOT ms", "median ITL ms",
+                   "median e2e ms", "best 1 s tok/s", "stopped"):
+        table.add_column(header, justify="left" if header == "stopped" else "right")
+    for level in levels:
+        table.add_row(
+            str(level.concurrency), str(level.completed), str(level.failed),
+            f"{level.output_throughput:,.1f}", f"{level.total_throughput:,.1f}",
+            f"{level.request_throughput:,.2f}", _ms(level.median_ttft_ms),
+            _ms(level.p99_ttft_ms), _ms(level.median_tpot_ms), _ms(level.median_itl_ms),
+            _ms(level.median_e2e_ms), f"{level.max_output_tokens_per_s:,.0f}",
+            level.stop_reason or "",
+        )
+    return table
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def bench(
+    url: Annotated[str, typer.Argument(help="The running server, e.g. http://127.0.0.1:30000")],
+    concurrency: Annotated[
+        str, typer.Option(help="Comma-separated concurrency levels, run in order.")
+    ] = "64,256,1024",
+    num_prompts: Annotated[
+        int | None,
+        typer.Option(min=1, help="Requests per level (default: 2 x concurrency, at least 128)."),
+    ] = None,
+    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens per request.")] = 256,
+    output_len: Annotated[int, typer.Option(min=1, help="Output tokens per request.")] = 256,
+    api: Annotated[str, typer.Option(help="Request format: " + ", ".join(APIS) + ".")] = "sglang",
+    request_rate: Annotated[
+        float | None, typer.Option(help="Requests/s (Poisson); default: closed loop.")
+    ] = None,
+    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests before each level.")] = 1,
+    time_limit: Annotated[
+        float, typer.Option(help="Seconds a level may last at most.")
+    ] = 600.0,
+    dataset: Annotated[
+        str | None, typer.Option(help="ShareGPT-style JSON file to take prompts from.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of prompts and arrival times.")] = 0,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document instead of a table.")
+    ] = False,
+) -> None:
+    """Benchmark a running server at several concurrency levels (same client as the study)."""
+    levels = parse_concurrency(concurrency)
+    if api not in APIS:
+        raise typer.BadParameter(f"{api!r} is not one of {', '.join(APIS)}", param_hint="'--api'")
+    try:
+        specs = [
+            LevelSpec(
+                concurrency=level,
+                num_requests=num_prompts or max(2 * level, 128),
+                input_len=input_len,
+                output_len=output_len,
+                time_limit_s=time_limit,
+                request_rate=request_rate,
+                warmup=warmup,
+                seed=seed,
+                dataset=dataset,
+            )
+            for level in levels
+        ]
+        if dataset is not None:
+            from tuner.loadgen import load_sharegpt
+
+            load_sharegpt(dataset)
+    except ConfigError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    try:
+        scale = fetch_time_scale(url)
+    except TunerError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+
+    console = Console(stderr=True)
+
+    def report(level: LevelMetrics) -> None:
+        if not json_output:
+            console.print(
+                f"concurrency {level.concurrency}: {level.output_throughput:,.1f} output tok/s, "
+                f"{level.completed} done, {level.failed} failed"
+            )
+
+    measured = run_levels(url, specs, api=api, on_level=report, time_scale=scale)
+    stopped = next((level for level in measured if level.stop_reason), None)
+    error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None
+    if json_output:
+        document = {
+            "url": url,
+            "emulated": scale.emulated,
+            "time_scale": scale.factor,
+            "levels": [level.to_dict() for level in measured],
+        }
+        if error:
+            document["error"] = error
+        typer.echo(json.dumps(document, indent=2))
+    else:
+        Console().print(_table(url, measured))
+    if error:
+        raise _fail(error, 1)
