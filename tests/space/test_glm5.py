@@ -142,3 +142,15 @@ def test_every_configuration_parses_as_sglang_0_5_9_arguments(glm5):
         parsed = cli_args.parse_server_args(argv[3:])    # SystemExit(2) on an unknown flag
         assert parsed["tp_size"] == 8 and parsed["port"] == 30000
         study.tell(trial, 0.0)
+
+
+def test_bind_address_follows_where_the_server_runs(glm5, glm5_data, write_space):
+    def bound(spec):
+        return spec.argv[spec.argv.index("--host") + 1]
+
+    assert bound(glm5.render(glm5.baseline)) == "0.0.0.0"              # gpu-host is remote
+    assert bound(glm5.render(glm5.baseline, local=True)) == "127.0.0.1"  # --emulate, --host local
+    glm5_data["server"]["bind"] = "127.0.0.1"
+    explicit = load_space(write_space(glm5_data))
+    assert bound(explicit.render(explicit.baseline)) == "127.0.0.1"
+    assert explicit.fingerprint() == glm5.fingerprint()

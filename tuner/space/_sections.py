@@ -71,7 +71,7 @@ class ServerSection(StrictModel):
 
     command: str | None = None
     stop_command: str | None = None
-    bind: str = "127.0.0.1"
+    bind: str | None = None
     port: int = Field(default=30000, ge=1, le=65535)
     flags: dict[str, Any] = {}
     env: dict[str, Any] = {}

@@ -185,20 +185,36 @@ class SearchSpace:
         """Whether ``config`` is the baseline configuration."""
         return Config(config) == self.baseline
 
+    def bind_address(self, local: bool | None = None) -> str:
+        """The server's ``--host``: ``server.bind``, else 127.0.0.1 on a local host and 0.0.0.0
+        on a remote one (the tuner connects to ``host.address``).
+
+        Args:
+            local: whether the server runs on this machine (None: as the ``host:`` section says).
+        """
+        if self.model.server.bind:
+            return self.model.server.bind
+        if local is None:
+            local = self.model.host is None or self.model.host.is_local
+        return "127.0.0.1" if local else "0.0.0.0"
+
     def render(self, config: Mapping[str, Any], *, command: str | None = None,
-               port: int | None = None, resolve: bool = True) -> LaunchSpec:
+               port: int | None = None, local: bool | None = None, resolve: bool = True
+               ) -> LaunchSpec:
         """The launch of ``config``.
 
         Args:
             config: a configuration of this space.
             command: replaces the server command (e.g. the emulator's), split with shlex.
             port: replaces ``server.port``.
+            local: whether the server runs on this machine, for the default bind address
+                (see :meth:`bind_address`; pass True with ``--emulate`` or ``--host local``).
             resolve: resolve ``${NAME}`` references from the tuner's environment; a missing
                 variable is a :class:`ConfigError`. False keeps them as written (dry runs).
         """
         server = self.model.server
         argv = shlex.split(command or self.command)
-        argv += [self.profile.host_flag, server.bind, self.profile.port_flag,
+        argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]
         argv += fixed_flag_args(server.flags)
         rendered = Rendered()
