@@ -17,8 +17,11 @@ from tests.support.sshd import SSHD_BINARY, SshServer
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
-    """A running sshd on 127.0.0.1 with ``host``, ``port``, ``user``, ``key_path``,
-    ``known_hosts_path``, ``host_key_path``, ``stop()``, ``restart()`` and ``drop_connections()``."""
+    """A running sshd on 127.0.0.1.
+
+    It has ``host``, ``port``, ``user``, ``key_path``, ``known_hosts_path``, ``host_key_path``,
+    ``stop()``, ``restart(new_host_key=False)`` and ``drop_connections()``.
+    """
     if not os.access(SSHD_BINARY, os.X_OK):
         pytest.skip(f"{SSHD_BINARY} is missing: apt-get install -y openssh-server")
     server = SshServer(tmp_path_factory.mktemp("sshd"))

@@ -22,15 +22,15 @@ from tuner.telemetry import parse_gpu_csv
 
 __all__ = [
     "Check",
-    "check_reachable",
-    "check_python",
+    "check_disk",
     "check_engine_version",
+    "check_flags_known",
     "check_gpus",
     "check_gpus_idle",
-    "check_flags_known",
-    "check_port_free",
-    "check_disk",
     "check_patches",
+    "check_port_free",
+    "check_python",
+    "check_reachable",
     "format_checks",
 ]
 
@@ -58,11 +58,19 @@ def check_reachable(host: Host) -> Check:
     try:
         result = host.run("echo ok", timeout=30.0)
     except TunerError as error:
-        return Check("reachable", False, str(error),
-                     "check host.address/port/user/key_path (or ~/.ssh/config) and known_hosts")
+        return Check(
+            "reachable",
+            False,
+            str(error),
+            "check host.address/port/user/key_path (or ~/.ssh/config) and known_hosts",
+        )
     if not result.ok or result.stdout.strip() != "ok":
-        return Check("reachable", False, f"`echo ok` gave {result.summary()}",
-                     "check the login shell of the user on the host")
+        return Check(
+            "reachable",
+            False,
+            f"`echo ok` gave {result.summary()}",
+            "check the login shell of the user on the host",
+        )
     return Check("reachable", True, f"{host.name} answers ({time.monotonic() - started:.2f} s)")
 
 
@@ -74,13 +82,21 @@ def check_python(host: Host, python: str, env: Mapping[str, str]) -> Check:
     except TunerError as error:
         return _failed_run("python", python, error)
     if not result.ok:
-        return Check("python", False, f"{python} does not run ({result.summary()})",
-                     "set host.python to the interpreter SGLang is installed in")
+        return Check(
+            "python",
+            False,
+            f"{python} does not run ({result.summary()})",
+            "set host.python to the interpreter SGLang is installed in",
+        )
     version = result.stdout.strip()
     major, minor = (int(part) for part in version.split(".")[:2])
     if (major, minor) < (3, 10):
-        return Check("python", False, f"{python} is Python {version}",
-                     "use a Python 3.10+ environment on the host (host.python)")
+        return Check(
+            "python",
+            False,
+            f"{python} is Python {version}",
+            "use a Python 3.10+ environment on the host (host.python)",
+        )
     return Check("python", True, f"{python} is Python {version}")
 
 
@@ -89,25 +105,35 @@ def check_engine_version(
 ) -> Check:
     """The engine imports and has the expected version (``0.5.9``, or a prefix like ``0.5``)."""
     try:
-        result = host.run(f"{shlex.quote(python)} -c {shlex.quote(version_code)}", env=env,
-                          timeout=120.0)
+        result = host.run(
+            f"{shlex.quote(python)} -c {shlex.quote(version_code)}", env=env, timeout=120.0
+        )
     except TunerError as error:
         return _failed_run("engine version", "importing the engine", error)
     if not result.ok or not result.stdout.strip():
-        return Check("engine version", False, f"the engine does not import ({result.summary()})",
-                     "install the engine into host.python's environment")
+        return Check(
+            "engine version",
+            False,
+            f"the engine does not import ({result.summary()})",
+            "install the engine into host.python's environment",
+        )
     version = result.stdout.strip().splitlines()[-1].strip()
     if expected and not (version == expected or version.startswith(expected.rstrip(".") + ".")):
-        return Check("engine version", False, f"installed {version}, the search space expects "
-                     f"{expected}", f"install {expected} on the host, or set engine_version: "
-                     f"{version} after checking the flags and patches")
+        return Check(
+            "engine version",
+            False,
+            f"installed {version}, the search space expects {expected}",
+            f"install {expected} on the host, or set engine_version: "
+            f"{version} after checking the flags and patches",
+        )
     return Check("engine version", True, f"installed {version}")
 
 
 def _query_gpus(host: Host, query: str, env: Mapping[str, str] | None) -> tuple[bool, str]:
     """(nvidia-smi exists, its output); a failing nvidia-smi raises TunerError."""
-    result = host.run(f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {query}",
-                      env=env, timeout=60.0)
+    result = host.run(
+        f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {query}", env=env, timeout=60.0
+    )
     if result.exit_code == 127:
         return False, ""
     if not result.ok:
@@ -116,7 +142,7 @@ def _query_gpus(host: Host, query: str, env: Mapping[str, str] | None) -> tuple[
 
 
 def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None = None) -> Check:
-    """The GPUs ``nvidia-smi`` lists: name, memory and compute capability; at least ``min_count``."""
+    """The GPUs ``nvidia-smi`` lists (name, memory, compute capability): ``min_count`` or more."""
     query = f"--query-gpu={','.join(_GPU_FIELDS)} --format=csv,noheader,nounits"
     try:
         present, output = _query_gpus(host, query, env)
@@ -125,15 +151,29 @@ def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None 
         return Check("gpus", False, str(error), "check the NVIDIA driver on the host (nvidia-smi)")
     if not present:
         if min_count:
-            return Check("gpus", False, "nvidia-smi not found on the host",
-                         "install the NVIDIA driver, or add its bin folder to PATH")
+            return Check(
+                "gpus",
+                False,
+                "nvidia-smi not found on the host",
+                "install the NVIDIA driver, or add its bin folder to PATH",
+            )
         return Check("gpus", True, "no nvidia-smi: a CPU host, GPU checks skipped")
-    kinds = sorted({f"{g.values.get('name', '?')} ({g.memory_total_mib or 0:.0f} MiB, "
-                    f"compute_cap {g.values.get('compute_cap', '?')})" for g in gpus})
+    kinds = sorted(
+        {
+            f"{g.values.get('name', '?')} ({g.memory_total_mib or 0:.0f} MiB, "
+            f"compute_cap {g.values.get('compute_cap', '?')})"
+            for g in gpus
+        }
+    )
     detail = f"{len(gpus)} GPU(s): {'; '.join(kinds)}"
     if min_count and len(gpus) < min_count:
-        return Check("gpus", False, detail, f"the configuration needs {min_count} GPUs: "
-                     f"lower --tp-size or use a host with more GPUs")
+        return Check(
+            "gpus",
+            False,
+            detail,
+            f"the configuration needs {min_count} GPUs: "
+            f"lower --tp-size or use a host with more GPUs",
+        )
     return Check("gpus", True, detail)
 
 
@@ -157,13 +197,20 @@ def check_gpus_idle(
             memory = f", {cells[2]} MiB" if len(cells) > 2 else ""
             foreign.append(f"PID {cells[0]} {name}{memory}")
     if foreign:
-        return Check("gpus idle", False, f"busy with other processes: {'; '.join(foreign)}",
-                     "wait until they end or ask their owner; the tuner never stops them")
+        return Check(
+            "gpus idle",
+            False,
+            f"busy with other processes: {'; '.join(foreign)}",
+            "wait until they end or ask their owner; the tuner never stops them",
+        )
     return Check("gpus idle", True, "no other process on the GPUs")
 
 
 def check_flags_known(
-    host: Host, help_command: str, env: Mapping[str, str], flags: Sequence[str],
+    host: Host,
+    help_command: str,
+    env: Mapping[str, str],
+    flags: Sequence[str],
     version: str | None = None,
 ) -> Check:
     """Every flag of the search space appears in the installed engine's ``--help``.
@@ -177,8 +224,12 @@ def check_flags_known(
         return _failed_run("flags known", help_command, error)
     known = set(_FLAG.findall(result.stdout + "\n" + result.stderr))
     if not result.ok or not known:
-        return Check("flags known", False, f"`{help_command}` gave {result.summary()}",
-                     "check that the engine is installed for host.python")
+        return Check(
+            "flags known",
+            False,
+            f"`{help_command}` gave {result.summary()}",
+            "check that the engine is installed for host.python",
+        )
     installed = f"the installed version ({version})" if version else "the installed version"
     problems = []
     for flag in flags:
@@ -191,9 +242,13 @@ def check_flags_known(
         elif not matches:
             problems.append(f"{name} is unknown")
     if problems:
-        return Check("flags known", False, f"{'; '.join(problems)} in {installed}",
-                     f"rename or drop these dimensions for {installed}, or install the version "
-                     f"the search space was written for")
+        return Check(
+            "flags known",
+            False,
+            f"{'; '.join(problems)} in {installed}",
+            f"rename or drop these dimensions for {installed}, or install the version "
+            f"the search space was written for",
+        )
     return Check("flags known", True, f"{len(flags)} flag(s) known to {installed}")
 
 
@@ -204,15 +259,21 @@ def check_port_free(host: Host, port: int) -> Check:
     except TunerError as error:
         return _failed_run("port free", f"port {port}", error)
     if not free:
-        return Check("port free", False, f"port {port} is in use on {host.name}",
-                     "stop what listens there (`ss -ltnp`) or choose another server.port")
+        return Check(
+            "port free",
+            False,
+            f"port {port} is in use on {host.name}",
+            "stop what listens there (`ss -ltnp`) or choose another server.port",
+        )
     return Check("port free", True, f"port {port} is free")
 
 
 def check_disk(host: Host, path: str, min_free_gb: float = 1.0) -> Check:
     """The folder for run folders (or its nearest existing parent) has room for logs."""
-    script = (f"p={shlex.quote(path)}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do "
-              f"p=$(dirname \"$p\"); done; df -Pk \"$p\" | tail -n 1")
+    script = (
+        f'p={shlex.quote(path)}; while [ ! -e "$p" ] && [ "$p" != / ]; do '
+        f'p=$(dirname "$p"); done; df -Pk "$p" | tail -n 1'
+    )
     try:
         result = host.run(script, timeout=30.0)
     except TunerError as error:
@@ -222,8 +283,12 @@ def check_disk(host: Host, path: str, min_free_gb: float = 1.0) -> Check:
         return Check("disk", False, f"df on {path} gave {result.summary()}", "check host.run_root")
     free_gb = int(fields[3]) / 1024 / 1024
     if free_gb < min_free_gb:
-        return Check("disk", False, f"{free_gb:.2f} GB free for {path}",
-                     f"free at least {min_free_gb:g} GB or move host.run_root")
+        return Check(
+            "disk",
+            False,
+            f"{free_gb:.2f} GB free for {path}",
+            f"free at least {min_free_gb:g} GB or move host.run_root",
+        )
     return Check("disk", True, f"{free_gb:.1f} GB free for {path}")
 
 
@@ -241,17 +306,26 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
         if state == "clean":
             checks.append(Check(name, True, f"applies to {path}"))
         elif state == "applied":
-            checks.append(Check(name, False, f"{path} already holds the replacement (patched "
-                                "upstream or by hand): the dimension has no effect",
-                                "pin the dimension to the patched value, or drop it"))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"{path} already holds the replacement (patched "
+                    "upstream or by hand): the dimension has no effect",
+                    "pin the dimension to the patched value, or drop it",
+                )
+            )
         else:
-            checks.append(Check(name, False, manager.mismatch_message(patch, path),
-                                "drop or pin the dimension"))
+            checks.append(
+                Check(
+                    name, False, manager.mismatch_message(patch, path), "drop or pin the dimension"
+                )
+            )
     return checks
 
 
 def format_checks(checks: Sequence[Check]) -> str:
-    """One line per check (``PASS``/``FAIL`` and the detail), the fix under a failure. Rich markup."""
+    """One line per check (``PASS``/``FAIL``, the detail), the fix under a failure; rich markup."""
     lines = []
     for check in checks:
         mark = "[green]PASS[/green]" if check.ok else "[red]FAIL[/red]"

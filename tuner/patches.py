@@ -22,7 +22,7 @@ from typing import Any, Literal
 from tuner.errors import ConfigError, HostError, TunerError
 from tuner.host import Host
 
-__all__ = ["PatchSpec", "PatchManager", "PatchStatus", "JOURNAL_NAME"]
+__all__ = ["JOURNAL_NAME", "PatchManager", "PatchSpec", "PatchStatus"]
 
 JOURNAL_NAME = "patch-journal.json"
 PatchStatus = Literal["clean", "applied", "mismatch"]
@@ -74,7 +74,12 @@ class PatchManager:
     """
 
     def __init__(
-        self, host: Host, *, python: str, env: dict[str, str], journal_dir: str,
+        self,
+        host: Host,
+        *,
+        python: str,
+        env: dict[str, str],
+        journal_dir: str,
         patches: Iterable[PatchSpec] = (),
     ) -> None:
         self.host = host
@@ -101,7 +106,9 @@ class PatchManager:
                 f"patch {patch.name}: file {patch.file!r} must be a path inside package "
                 f"{patch.package!r} (relative, without ..)"
             )
-        command = f"{shlex.quote(self.python)} -c {shlex.quote(_LOCATE)} {shlex.quote(patch.package)}"
+        command = (
+            f"{shlex.quote(self.python)} -c {shlex.quote(_LOCATE)} {shlex.quote(patch.package)}"
+        )
         result = self.host.run(command, env=self.env, timeout=120.0)
         if not result.ok or not result.stdout.strip():
             raise ConfigError(
@@ -122,8 +129,13 @@ class PatchManager:
     def checksums(self) -> dict[str, dict[str, str]]:
         """For each applied patch: its file and the file's sha256 before and after patching."""
         return {
-            name: {"file": path, "sha256_before": entry["original"], "sha256_after": entry["current"]}
-            for path, entry in self._load().items() for name in entry["applied"]
+            name: {
+                "file": path,
+                "sha256_before": entry["original"],
+                "sha256_after": entry["current"],
+            }
+            for path, entry in self._load().items()
+            for name in entry["applied"]
         }
 
     # -- apply and revert -----------------------------------------------------------------------
@@ -262,8 +274,14 @@ class PatchManager:
         if _sha256(self.host.read_file(backup)) != _sha256(content):
             raise TunerError(f"{backup}: the backup of {path} does not verify: check the disk")
         digest = _sha256(content)
-        return {"backup": backup, "original": digest, "current": digest, "expected": [digest],
-                "applied": [], "steps": {}}
+        return {
+            "backup": backup,
+            "original": digest,
+            "current": digest,
+            "expected": [digest],
+            "applied": [],
+            "steps": {},
+        }
 
     def _check_ours(self, path: str, entry: dict[str, Any], digest: str) -> None:
         if digest not in entry["expected"]:
@@ -279,8 +297,10 @@ class PatchManager:
         source = PurePosixPath(path)
         cache = source.parent / "__pycache__"
         if source.suffix == ".py" and self.host.exists(str(cache)):  # no stale bytecode
-            self.host.run(f"rm -f -- {shlex.quote(str(cache))}/{shlex.quote(source.stem)}.*.pyc",
-                          timeout=30.0)
+            self.host.run(
+                f"rm -f -- {shlex.quote(str(cache))}/{shlex.quote(source.stem)}.*.pyc",
+                timeout=30.0,
+            )
 
     def _restore(self, path: str, entry: dict[str, Any], journal: dict[str, Any]) -> None:
         try:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Any, Self
 
 from tuner.errors import HostError
 from tuner.host import Host, ServerHandle
@@ -23,15 +23,20 @@ from tuner.host import Host, ServerHandle
 __all__ = [
     "SAMPLER_FIELDS",
     "GpuSample",
-    "GpuSummary",
     "GpuSampler",
+    "GpuSummary",
     "parse_gpu_csv",
     "summarise",
     "under_utilised",
 ]
 
 SAMPLER_FIELDS = (
-    "index", "power.draw", "power.limit", "utilization.gpu", "memory.used", "memory.total",
+    "index",
+    "power.draw",
+    "power.limit",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
 )
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")  # " [W]" after a header name
 _VALUE_UNIT = re.compile(r"^(-?[0-9.]+)\s*(W|%|MiB|MHz|GiB|C)$")
@@ -114,19 +119,23 @@ def parse_gpu_csv(
         if len(cells) != len(names):
             if not strict:
                 continue
-            raise ValueError(f"nvidia-smi CSV row has {len(cells)} columns, expected "
-                             f"{len(names)}: {line.strip()!r}")
+            raise ValueError(
+                f"nvidia-smi CSV row has {len(cells)} columns, expected "
+                f"{len(names)}: {line.strip()!r}"
+            )
         values = {name: _strip_unit(cell) for name, cell in zip(names, cells)}
         index = _number(values, "index")
-        samples.append(GpuSample(
-            index=int(index) if index is not None else None,
-            power_draw_w=_number(values, "power.draw"),
-            power_limit_w=_number(values, "power.limit"),
-            utilization_pct=_number(values, "utilization.gpu"),
-            memory_used_mib=_number(values, "memory.used"),
-            memory_total_mib=_number(values, "memory.total"),
-            values=values,
-        ))
+        samples.append(
+            GpuSample(
+                index=int(index) if index is not None else None,
+                power_draw_w=_number(values, "power.draw"),
+                power_limit_w=_number(values, "power.limit"),
+                utilization_pct=_number(values, "utilization.gpu"),
+                memory_used_mib=_number(values, "memory.used"),
+                memory_total_mib=_number(values, "memory.total"),
+                values=values,
+            )
+        )
     return samples
 
 
@@ -176,7 +185,11 @@ class GpuSampler:
     """
 
     def __init__(
-        self, host: Host, interval_ms: int = 250, *, env: Mapping[str, str] | None = None,
+        self,
+        host: Host,
+        interval_ms: int = 250,
+        *,
+        env: Mapping[str, str] | None = None,
         run_dir: str | None = None,
     ) -> None:
         self.host = host
@@ -187,21 +200,28 @@ class GpuSampler:
         self.samples: list[GpuSample] = []
         self._handle: ServerHandle | None = None
 
-    def __enter__(self) -> "GpuSampler":
+    def __enter__(self) -> Self:
         try:
-            found = self.host.run("command -v nvidia-smi && command -v stdbuf || true",
-                                  env=self.env, timeout=30.0).stdout.split()
+            found = self.host.run(
+                "command -v nvidia-smi && command -v stdbuf || true", env=self.env, timeout=30.0
+            ).stdout.split()
         except HostError:
             return self
         if not found:
             return self
         query = ",".join(SAMPLER_FIELDS)
-        argv = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
-                "-lms", str(self.interval_ms)]
+        argv = [
+            "nvidia-smi",
+            f"--query-gpu={query}",
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(self.interval_ms),
+        ]
         if len(found) > 1:  # line-buffer the output: a SIGTERM must not lose the last samples
             argv = ["stdbuf", "-oL", *argv]
-        self._handle = self.host.start_server(argv, env=self.env, run_dir=self.run_dir,
-                                              log_name="gpu.csv", port=None)
+        self._handle = self.host.start_server(
+            argv, env=self.env, run_dir=self.run_dir, log_name="gpu.csv", port=None
+        )
         return self
 
     def __exit__(self, *exc_info: object) -> None:

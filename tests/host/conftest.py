@@ -27,10 +27,15 @@ PYTHON = sys.executable
 
 def ssh_spec(sshd: SshServer, run_root: str, **overrides: object) -> HostSpec:
     """A HostSpec for the test sshd."""
-    fields: dict[str, object] = dict(
-        address=sshd.host, port=sshd.port, user=sshd.user, key_path=sshd.key_path,
-        known_hosts=sshd.known_hosts_path, run_root=run_root, python=PYTHON,
-    )
+    fields: dict[str, object] = {
+        "address": sshd.host,
+        "port": sshd.port,
+        "user": sshd.user,
+        "key_path": sshd.key_path,
+        "known_hosts": sshd.known_hosts_path,
+        "run_root": run_root,
+        "python": PYTHON,
+    }
     fields.update(overrides)
     return HostSpec(**fields)  # type: ignore[arg-type]
 

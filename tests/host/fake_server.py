@@ -32,8 +32,9 @@ def main() -> None:
     if args.record:
         env = {name: os.environ.get(name) for name in args.env_names.split(",") if name}
         with open(args.record + ".tmp", "w") as stream:
-            json.dump({"argv": sys.argv, "env": env, "pid": os.getpid(),
-                       "pgid": os.getpgid(0)}, stream)
+            json.dump(
+                {"argv": sys.argv, "env": env, "pid": os.getpid(), "pgid": os.getpgid(0)}, stream
+            )
         os.replace(args.record + ".tmp", args.record)
     listener = None
     if args.port:

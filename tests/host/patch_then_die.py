@@ -21,8 +21,9 @@ def main() -> None:
     moment = sys.argv[2]
     host = open_host(HostSpec(**spec["host"]))
     patch = PatchSpec(**spec["patch"])
-    manager = PatchManager(host, python=spec["python"], env=spec["env"],
-                           journal_dir=spec["journal_dir"])
+    manager = PatchManager(
+        host, python=spec["python"], env=spec["env"], journal_dir=spec["journal_dir"]
+    )
     target = manager.locate(patch)
     write_file = host.write_file
 

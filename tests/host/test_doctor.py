@@ -16,7 +16,7 @@ from tuner.host import Host, open_host
 from tuner.patches import PatchManager
 
 # argparse help of a stand-in launch_server with a few 0.5.21-style names.
-LAUNCH_SERVER = '''\
+LAUNCH_SERVER = """\
 import argparse
 parser = argparse.ArgumentParser(prog="launch_server")
 for flag in ["--model-path", "--tp-size", "--moe-runner-backend", "--attention-backend",
@@ -24,7 +24,7 @@ for flag in ["--model-path", "--tp-size", "--moe-runner-backend", "--attention-b
     parser.add_argument(flag)
 parser.add_argument("--disable-cuda-graph", action="store_true")
 parser.parse_args()
-'''
+"""
 
 
 @pytest.fixture
@@ -41,13 +41,23 @@ def help_command(tmp_path: Path) -> str:
 
 def test_a_flag_the_installed_version_lacks_is_caught(host: Host, help_command: str) -> None:
     check = doctor.check_flags_known(
-        host, help_command, {}, ["--tp-size", "--moe-runner-backend=flashinfer_cutlass",
-                                 "--disable-cuda-graph", "--enable-dp-attention"],
-        version="0.5.21")
+        host,
+        help_command,
+        {},
+        [
+            "--tp-size",
+            "--moe-runner-backend=flashinfer_cutlass",
+            "--disable-cuda-graph",
+            "--enable-dp-attention",
+        ],
+        version="0.5.21",
+    )
     assert not check.ok
     assert "--enable-dp-attention is unknown" in check.detail and "0.5.21" in check.detail
     assert "0.5.21" in check.fix
-    assert doctor.check_flags_known(host, help_command, {}, ["--tp-size", "--disable-cuda-graph"]).ok
+    assert doctor.check_flags_known(
+        host, help_command, {}, ["--tp-size", "--disable-cuda-graph"]
+    ).ok
 
 
 def test_prefixes_are_judged_as_argparse_judges_them(host: Host, help_command: str) -> None:
@@ -60,8 +70,9 @@ def test_a_gpu_busy_with_a_foreign_process_is_caught(host: Host, smi_env: dict[s
     assert doctor.check_gpus_idle(host, env=smi_env).ok
     busy = doctor.check_gpus_idle(host, env={**smi_env, "FAKE_SMI_FOREIGN": "1"})
     assert not busy.ok and "PID 4242" in busy.detail and "never stops them" in busy.fix
-    assert doctor.check_gpus_idle(host, own_pids=[4242],
-                                  env={**smi_env, "FAKE_SMI_FOREIGN": "1"}).ok
+    assert doctor.check_gpus_idle(
+        host, own_pids=[4242], env={**smi_env, "FAKE_SMI_FOREIGN": "1"}
+    ).ok
 
 
 def test_gpus_are_listed_with_memory_and_compute_capability(
@@ -108,8 +119,12 @@ def test_patches_that_do_not_apply_are_caught_before_any_trial(host: Host, tmp_p
     source = tmp_path / "site" / "sglang" / "srt" / "model_executor" / "model_runner.py"
     source.parent.mkdir(parents=True)
     (tmp_path / "site" / "sglang" / "__init__.py").write_text("")
-    manager = PatchManager(host, python=PYTHON, env={"PYTHONPATH": str(tmp_path / "site")},
-                           journal_dir=str(tmp_path / "journal"))
+    manager = PatchManager(
+        host,
+        python=PYTHON,
+        env={"PYTHONPATH": str(tmp_path / "site")},
+        journal_dir=str(tmp_path / "journal"),
+    )
     source.write_text(GATE_0_5_9)
     assert [c.ok for c in doctor.check_patches(manager, [GATE])] == [True]
     source.write_text(GATE_0_5_13)
@@ -129,10 +144,12 @@ def test_an_unreachable_host_fails_the_first_check(sshd: SshServer, tmp_path: Pa
 
 
 def test_format_shows_pass_fail_and_fix() -> None:
-    text = doctor.format_checks([
-        doctor.Check("port free", True, "port 30000 is free"),
-        doctor.Check("gpus idle", False, "busy: PID 4242 [python3]", "wait until they end"),
-    ])
+    text = doctor.format_checks(
+        [
+            doctor.Check("port free", True, "port 30000 is free"),
+            doctor.Check("gpus idle", False, "busy: PID 4242 [python3]", "wait until they end"),
+        ]
+    )
     lines = text.splitlines()
     assert lines[0] == "[green]PASS[/green] port free: port 30000 is free"
     assert lines[1].startswith("[red]FAIL[/red] gpus idle: busy: PID 4242 \\[python3]")

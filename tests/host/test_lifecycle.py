@@ -1,4 +1,4 @@
-"""A detached server's life on a host, locally and over a real sshd: start, follow, stop, orphans."""
+"""A detached server's life on a host, locally and over a real sshd: start, follow, stop."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def test_server_runs_detached_in_its_own_group_and_stop_leaves_nothing(
     record = tmp_path / "record.json"
     handle = host.start_server(
         fake_server_argv("--port", str(port), "--child", "--record", str(record)),
-        env={}, run_dir=f"{host.run_root}/study/trial-0000",
+        env={},
+        run_dir=f"{host.run_root}/study/trial-0000",
     )
     servers.append(handle)
     seen = _record(record)
@@ -54,8 +55,9 @@ def test_server_runs_detached_in_its_own_group_and_stop_leaves_nothing(
 def test_read_log_follows_appended_text_without_cutting_characters(
     host: Host, servers: list[ServerHandle]
 ) -> None:
-    handle = host.start_server(fake_server_argv("--lines", "40"), env={},
-                               run_dir=f"{host.run_root}/log")
+    handle = host.start_server(
+        fake_server_argv("--lines", "40"), env={}, run_dir=f"{host.run_root}/log"
+    )
     servers.append(handle)
     text, offset, reads = "", 0, 0
     deadline = time.monotonic() + 15
@@ -76,8 +78,9 @@ def test_a_server_killed_with_sigkill_is_seen_as_not_running(
     host: Host, servers: list[ServerHandle], tmp_path: Path
 ) -> None:
     record = tmp_path / "record.json"
-    handle = host.start_server(fake_server_argv("--record", str(record)), env={},
-                               run_dir=f"{host.run_root}/killed")
+    handle = host.start_server(
+        fake_server_argv("--record", str(record)), env={}, run_dir=f"{host.run_root}/killed"
+    )
     servers.append(handle)
     _record(record)
     assert host.is_running(handle)
@@ -90,11 +93,19 @@ def test_a_zombie_counts_as_dead(host: Host) -> None:
     child = subprocess.Popen(["sleep", "30"])  # our child: a zombie until we wait for it
     try:
         stat = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        handle = ServerHandle(pid=child.pid, pgid=child.pid, starttime=stat[19], boot_id="",
-                              run_dir="/nonexistent", log_path="/nonexistent/log")
+        handle = ServerHandle(
+            pid=child.pid,
+            pgid=child.pid,
+            starttime=stat[19],
+            boot_id="",
+            run_dir="/nonexistent",
+            log_path="/nonexistent/log",
+        )
         assert host.is_running(handle)
         child.kill()
-        assert wait_until(lambda: Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] == "Z")
+        assert wait_until(
+            lambda: Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] == "Z"
+        )
         assert not host.is_running(handle)
     finally:
         child.kill()
@@ -105,8 +116,11 @@ def test_sigterm_ignored_means_sigkill_after_the_grace_period(
     host: Host, servers: list[ServerHandle], tmp_path: Path
 ) -> None:
     record = tmp_path / "record.json"
-    handle = host.start_server(fake_server_argv("--ignore-term", "--record", str(record)),
-                               env={}, run_dir=f"{host.run_root}/stubborn")
+    handle = host.start_server(
+        fake_server_argv("--ignore-term", "--record", str(record)),
+        env={},
+        run_dir=f"{host.run_root}/stubborn",
+    )
     servers.append(handle)
     _record(record)
     started = time.monotonic()
@@ -122,7 +136,8 @@ def test_stop_command_stops_a_server_that_signals_would_not_reach(
     stop_file = tmp_path / "container-stop"
     handle = host.start_server(
         fake_server_argv("--ignore-term", "--stop-file", str(stop_file)),
-        env={}, run_dir=f"{host.run_root}/container",
+        env={},
+        run_dir=f"{host.run_root}/container",
     )
     servers.append(handle)
     host.stop_server(handle, grace_s=10.0, stop_command=f"touch '{stop_file}'", wait_gpu_s=0.0)
@@ -137,9 +152,16 @@ def test_stop_waits_for_the_port_and_reports_a_port_that_stays_busy(
     handle = host.start_server(fake_server_argv(), env={}, run_dir=f"{host.run_root}/port")
     servers.append(handle)
     port = free_port()
-    squatter = subprocess.Popen([PYTHON, "-c", (
-        "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', %d)); s.listen(); "
-        "time.sleep(60)") % port])
+    squatter = subprocess.Popen(
+        [
+            PYTHON,
+            "-c",
+            (
+                f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
+                "s.listen(); time.sleep(60)"
+            ),
+        ]
+    )
     try:
         assert wait_until(lambda: not host.port_free(port))
         with pytest.raises(HostError, match=f"port {port} still in use"):
@@ -154,8 +176,14 @@ def test_stop_waits_for_the_port_and_reports_a_port_that_stays_busy(
 def test_a_reused_pid_is_never_signalled(host: Host, run_root: str) -> None:
     bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        stale = ServerHandle(pid=bystander.pid, pgid=bystander.pid, starttime="1", boot_id="",
-                             run_dir=f"{run_root}/stale", log_path=f"{run_root}/stale/log")
+        stale = ServerHandle(
+            pid=bystander.pid,
+            pgid=bystander.pid,
+            starttime="1",
+            boot_id="",
+            run_dir=f"{run_root}/stale",
+            log_path=f"{run_root}/stale/log",
+        )
         assert not host.is_running(stale)
         host.stop_server(stale, grace_s=0.5, wait_gpu_s=0.0)
         assert bystander.poll() is None  # same PID, another process: untouched
@@ -186,13 +214,22 @@ def test_shell_metacharacters_reach_the_server_unchanged_and_run_nothing(
 ) -> None:
     pwned = tmp_path / "pwned"
     values = [
-        f"'; touch {pwned} #", f"$(touch {pwned})", f"`touch {pwned}`", "a b  c",
-        "\"double\" 'single'", "back\\slash", "semi;colon&amp|pipe>redirect<", "*", "$HOME",
-        "new\nline", f"{pwned}; rm -rf /tmp/x",
+        f"'; touch {pwned} #",
+        f"$(touch {pwned})",
+        f"`touch {pwned}`",
+        "a b  c",
+        "\"double\" 'single'",
+        "back\\slash",
+        "semi;colon&amp|pipe>redirect<",
+        "*",
+        "$HOME",
+        "new\nline",
+        f"{pwned}; rm -rf /tmp/x",
     ]
     record = tmp_path / "argv.json"
-    argv = fake_server_argv("--record", str(record), "--env-names", "TUNER_TEST_VALUE",
-                            "--", *values)
+    argv = fake_server_argv(
+        "--record", str(record), "--env-names", "TUNER_TEST_VALUE", "--", *values
+    )
     env = {"TUNER_TEST_VALUE": f"$(touch {pwned}) `id` '\"; x"}
     handle = host.start_server(argv, env=env, run_dir=f"{host.run_root}/meta; touch {pwned}")
     servers.append(handle)
@@ -221,7 +258,12 @@ def test_files_round_trip_keep_their_mode_and_fetch_copies(host: Host, tmp_path:
 
 def test_run_reports_exit_code_and_output_and_times_out(host: Host, tmp_path: Path) -> None:
     result = host.run("echo out; echo err >&2; exit 3", env={"X_VALUE": "it's"})
-    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (3, "out\n", "err\n", False)
+    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (
+        3,
+        "out\n",
+        "err\n",
+        False,
+    )
     assert host.run('printf %s "$X_VALUE"', env={"X_VALUE": "it's $(id)"}).stdout == "it's $(id)"
     marker = tmp_path / "late"
     started = time.monotonic()
@@ -257,4 +299,10 @@ def test_cleanup_removes_only_old_run_folders(
 
     assert sorted(Path(p).name for p in removed) == ["run-1", "run-2"]
     assert sorted(p.name for p in root.iterdir()) == [
-        ".telemetry", "fresh", "patch-journal", "run-0", "run-3", "run-4"]
+        ".telemetry",
+        "fresh",
+        "patch-journal",
+        "run-0",
+        "run-3",
+        "run-4",
+    ]

@@ -35,21 +35,26 @@ class ModelRunner:
         return True
 '''
 # 0.5.13 already enables it: the text to find is gone.
-GATE_0_5_13 = '''\
+GATE_0_5_13 = """\
 class ModelRunner:
     def _should_run_flashinfer_autotune(self) -> bool:
         backend_str = self.server_args.moe_runner_backend
         moe_needs_autotune = backend_str in ["flashinfer_trtllm", "flashinfer_trtllm_routed",
             "flashinfer_mxfp4", "flashinfer_cutedsl", "flashinfer_cutlass"]
         return moe_needs_autotune
-'''
+"""
 GATE = PatchSpec(
-    name="autotune_gate", package="sglang", file="srt/model_executor/model_runner.py",
-    find='            # "flashinfer_cutlass",\n', replace='            "flashinfer_cutlass",\n',
+    name="autotune_gate",
+    package="sglang",
+    file="srt/model_executor/model_runner.py",
+    find='            # "flashinfer_cutlass",\n',
+    replace='            "flashinfer_cutlass",\n',
     description="run FlashInfer autotune for the cutlass MoE backend",
 )
 LOGGING = PatchSpec(
-    name="log_gate", package="sglang", file="srt/model_executor/model_runner.py",
+    name="log_gate",
+    package="sglang",
+    file="srt/model_executor/model_runner.py",
     find='        """Check if flashinfer autotune should be run."""\n',
     replace='        """Check if flashinfer autotune should be run."""\n        print("gate")\n',
 )
@@ -76,8 +81,13 @@ def target(site: Path) -> Path:
 
 
 def _manager(host: Host, site: Path, tmp_path: Path) -> PatchManager:
-    return PatchManager(host, python=PYTHON, env={"PYTHONPATH": str(site)},
-                        journal_dir=str(tmp_path / "journal"), patches=[GATE, LOGGING])
+    return PatchManager(
+        host,
+        python=PYTHON,
+        env={"PYTHONPATH": str(site)},
+        journal_dir=str(tmp_path / "journal"),
+        patches=[GATE, LOGGING],
+    )
 
 
 def test_apply_then_revert_restores_the_file_byte_for_byte(
@@ -98,8 +108,13 @@ def test_apply_then_revert_restores_the_file_byte_for_byte(
     assert patched == original.replace(b'# "flashinfer_cutlass"', b'"flashinfer_cutlass"')
     assert manager.status(GATE) == "applied"
     assert not (cache / "model_runner.cpython-311.pyc").exists()  # no stale bytecode
-    assert manager.checksums() == {"autotune_gate": {
-        "file": str(target), "sha256_before": _sha(original), "sha256_after": _sha(patched)}}
+    assert manager.checksums() == {
+        "autotune_gate": {
+            "file": str(target),
+            "sha256_before": _sha(original),
+            "sha256_after": _sha(patched),
+        }
+    }
     journal = json.loads((tmp_path / "journal" / JOURNAL_NAME).read_text())
     backup = Path(journal["files"][str(target)]["backup"])
     assert backup.read_bytes() == original
@@ -130,7 +145,9 @@ def test_a_file_without_the_expected_text_is_never_written(
     assert not (tmp_path / "journal" / JOURNAL_NAME).exists()
 
 
-def test_text_present_twice_is_a_mismatch(host: Host, site: Path, target: Path, tmp_path: Path) -> None:
+def test_text_present_twice_is_a_mismatch(
+    host: Host, site: Path, target: Path, tmp_path: Path
+) -> None:
     target.write_bytes((GATE_0_5_9 + GATE_0_5_9).encode())
     manager = _manager(host, site, tmp_path)
     assert manager.status(GATE) == "mismatch"
@@ -182,22 +199,42 @@ def test_a_package_that_is_not_installed_or_a_path_outside_it_is_a_config_error(
 
 @pytest.mark.parametrize("moment", ["before-write", "after-write", "applied"])
 def test_a_tuner_killed_while_patching_is_undone_by_the_next_run(
-    host: Host, site: Path, target: Path, tmp_path: Path, moment: str, request: pytest.FixtureRequest
+    host: Host,
+    site: Path,
+    target: Path,
+    tmp_path: Path,
+    moment: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     original = target.read_bytes()
     if isinstance(host, LocalHost):
         host_fields: dict[str, object] = {"address": "local", "run_root": host.run_root}
     else:
         sshd = request.getfixturevalue("sshd")
-        host_fields = {"address": sshd.host, "port": sshd.port, "user": sshd.user,
-                       "key_path": sshd.key_path, "known_hosts": sshd.known_hosts_path,
-                       "run_root": host.run_root}
-    spec = {"host": host_fields, "patch": dataclasses.asdict(GATE), "python": PYTHON,
-            "env": {"PYTHONPATH": str(site)}, "journal_dir": str(tmp_path / "journal")}
+        host_fields = {
+            "address": sshd.host,
+            "port": sshd.port,
+            "user": sshd.user,
+            "key_path": sshd.key_path,
+            "known_hosts": sshd.known_hosts_path,
+            "run_root": host.run_root,
+        }
+    spec = {
+        "host": host_fields,
+        "patch": dataclasses.asdict(GATE),
+        "python": PYTHON,
+        "env": {"PYTHONPATH": str(site)},
+        "journal_dir": str(tmp_path / "journal"),
+    }
     repo = str(HERE.parent.parent)
-    killed = subprocess.run([PYTHON, str(HERE / "patch_then_die.py"), json.dumps(spec), moment],
-                            cwd=repo, env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
-                            capture_output=True, timeout=60)
+    killed = subprocess.run(
+        [PYTHON, str(HERE / "patch_then_die.py"), json.dumps(spec), moment],
+        cwd=repo,
+        env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
     if moment != "before-write":
         assert target.read_bytes() != original  # the kill left the file patched

@@ -44,7 +44,9 @@ def test_one_connection_is_reused_across_steps(sshd: SshServer, run_root: str) -
         assert host.connections == 1
 
 
-def test_a_changed_host_key_is_refused_even_with_accept_new(own_sshd: SshServer, run_root: str) -> None:
+def test_a_changed_host_key_is_refused_even_with_accept_new(
+    own_sshd: SshServer, run_root: str
+) -> None:
     with open_host(ssh_spec(own_sshd, run_root)) as host:
         assert host.run("true").ok
     own_sshd.restart(new_host_key=True)
@@ -58,15 +60,18 @@ def test_a_changed_host_key_is_refused_even_with_accept_new(own_sshd: SshServer,
     assert Path(own_sshd.known_hosts_path).read_text().count("\n") == 1  # nothing was recorded
 
 
-def test_an_unknown_host_is_refused_unless_accept_new_is_set(sshd: SshServer, tmp_path: Path) -> None:
+def test_an_unknown_host_is_refused_unless_accept_new_is_set(
+    sshd: SshServer, tmp_path: Path
+) -> None:
     known_hosts = tmp_path / "empty_known_hosts"
     run_root = str(tmp_path / "runs")
-    with open_host(ssh_spec(sshd, run_root, known_hosts=str(known_hosts))) as host:
-        with pytest.raises(HostError, match="host key unknown.*accept_new_host_key"):
-            host.run("true")
+    spec = ssh_spec(sshd, run_root, known_hosts=str(known_hosts))
+    with open_host(spec) as host, pytest.raises(HostError, match="unknown.*accept_new_host_key"):
+        host.run("true")
     assert not known_hosts.exists()
-    with open_host(ssh_spec(sshd, run_root, known_hosts=str(known_hosts),
-                            accept_new_host_key=True)) as host:
+    with open_host(
+        ssh_spec(sshd, run_root, known_hosts=str(known_hosts), accept_new_host_key=True)
+    ) as host:
         assert host.run("true").ok
     recorded = known_hosts.read_text()
     host_key = Path(f"{sshd.host_key_path}.pub").read_text().split()[1]
@@ -89,13 +94,15 @@ def test_ssh_config_alias_supplies_host_port_user_and_key(sshd: SshServer, tmp_p
 
 def test_a_wrong_key_or_a_dead_port_is_one_clear_line(sshd: SshServer, tmp_path: Path) -> None:
     other_key = tmp_path / "other_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
-    with open_host(ssh_spec(sshd, str(tmp_path), key_path=str(other_key))) as host:
-        with pytest.raises(HostError, match="authentication failed.*key_path"):
-            host.run("true")
-    with open_host(ssh_spec(sshd, str(tmp_path), port=free_port())) as host:
-        with pytest.raises(HostError, match="cannot connect.*host.port"):
-            host.run("true")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True
+    )
+    wrong_key = ssh_spec(sshd, str(tmp_path), key_path=str(other_key))
+    with open_host(wrong_key) as host, pytest.raises(HostError, match="authentication.*key_path"):
+        host.run("true")
+    dead_port = ssh_spec(sshd, str(tmp_path), port=free_port())
+    with open_host(dead_port) as host, pytest.raises(HostError, match="cannot connect.*host.port"):
+        host.run("true")
     with pytest.raises(ConfigError, match="key_path"):
         SshHost(ssh_spec(sshd, str(tmp_path), key_path=str(tmp_path / "missing")))
 

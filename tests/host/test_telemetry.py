@@ -13,8 +13,16 @@ from tuner.host import Host
 from tuner.telemetry import GpuSampler, GpuSummary, parse_gpu_csv, summarise, under_utilised
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "nvidia-smi"
-NOUNITS_FIELDS = ["index", "name", "compute_cap", "power.draw", "power.limit", "utilization.gpu",
-                  "memory.used", "memory.total"]
+NOUNITS_FIELDS = [
+    "index",
+    "name",
+    "compute_cap",
+    "power.draw",
+    "power.limit",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+]
 
 pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"{FIXTURES} is missing")
 
@@ -49,7 +57,9 @@ def test_csv_without_header_or_units_needs_the_queried_fields() -> None:
         parse_gpu_csv(text)
     samples = parse_gpu_csv(text, NOUNITS_FIELDS)
     assert [(s.index, s.power_draw_w, s.memory_total_mib) for s in samples] == [
-        (0, 128.11, 143771.0), (1, 129.0, 143771.0)]
+        (0, 128.11, 143771.0),
+        (1, 129.0, 143771.0),
+    ]
     with pytest.raises(ValueError, match="columns"):
         parse_gpu_csv(text, NOUNITS_FIELDS[:-1])
 
@@ -66,19 +76,34 @@ def test_sampled_load_gives_per_gpu_mean_and_peak() -> None:
     assert summary.max_power_w == max(draws) and summary.max_power_w > 650
     assert summary.mean_power_w == pytest.approx(sum(draws) / len(draws))
     assert (summary.power_limit_w, summary.max_util_pct, summary.max_memory_used_mib) == (
-        700.0, 100.0, 883.0)
+        700.0,
+        100.0,
+        883.0,
+    )
     assert summary.samples == 144
 
 
 def test_under_utilised_means_mean_power_below_half_the_limit() -> None:
     idle = summarise(parse_gpu_csv((FIXTURES / "idle.csv").read_text()))
-    busy = summarise([s for s in parse_gpu_csv((FIXTURES / "load.csv").read_text())
-                      if (s.utilization_pct or 0) >= 100])
+    busy = summarise(
+        [
+            s
+            for s in parse_gpu_csv((FIXTURES / "load.csv").read_text())
+            if (s.utilization_pct or 0) >= 100
+        ]
+    )
     assert idle is not None and busy is not None
     assert under_utilised(idle) and under_utilised(idle.to_dict())  # 128 W of 700 W
     assert not under_utilised(busy) and not under_utilised(busy.to_dict())
-    seeds = GpuSummary(mean_power_w=250, max_power_w=280, power_limit_w=600, mean_util_pct=95,
-                       max_util_pct=100, max_memory_used_mib=90000, samples=8)
+    seeds = GpuSummary(
+        mean_power_w=250,
+        max_power_w=280,
+        power_limit_w=600,
+        mean_util_pct=95,
+        max_util_pct=100,
+        max_memory_used_mib=90000,
+        samples=8,
+    )
     assert under_utilised(seeds)  # the seeds' 250 W of 600 W
     assert not under_utilised(None)
 

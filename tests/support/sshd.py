@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Self
 
 __all__ = ["SSHD_BINARY", "SshServer", "free_port"]
 
@@ -52,7 +53,9 @@ def _keygen(path: Path) -> None:
     Path(f"{path}.pub").unlink(missing_ok=True)
     subprocess.run(
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tuner-test", "-f", str(path)],
-        check=True, stdin=subprocess.DEVNULL, capture_output=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
     )
 
 
@@ -85,10 +88,14 @@ class SshServer:
         self._write_config()
 
     def _write_config(self) -> None:
-        text = _CONFIG.format(port=self.port, host_key=self.host_key_path, directory=self.directory)
+        text = _CONFIG.format(
+            port=self.port, host_key=self.host_key_path, directory=self.directory
+        )
         (self.directory / "sshd_config").write_text(text)
         public = Path(f"{self.host_key_path}.pub").read_text().split()
-        Path(self.known_hosts_path).write_text(f"[{self.host}]:{self.port} {public[0]} {public[1]}\n")
+        Path(self.known_hosts_path).write_text(
+            f"[{self.host}]:{self.port} {public[0]} {public[1]}\n"
+        )
 
     @property
     def pid(self) -> int | None:
@@ -100,7 +107,9 @@ class SshServer:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self._process = subprocess.Popen(
             [SSHD_BINARY, "-D", "-f", str(self.directory / "sshd_config"), "-E", self.log_path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -166,7 +175,7 @@ class SshServer:
             _keygen(Path(self.host_key_path))
         self.start()
 
-    def __enter__(self) -> "SshServer":
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -13,7 +13,15 @@ from tuner.host._local import LocalHost
 from tuner.host._ssh import SshHost
 from tuner.host._types import CommandResult, HostSpec, ServerHandle
 
-__all__ = ["Host", "LocalHost", "SshHost", "ServerHandle", "CommandResult", "HostSpec", "open_host"]
+__all__ = [
+    "CommandResult",
+    "Host",
+    "HostSpec",
+    "LocalHost",
+    "ServerHandle",
+    "SshHost",
+    "open_host",
+]
 
 
 def open_host(spec: HostSpec) -> Host:

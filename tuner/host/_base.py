@@ -14,6 +14,7 @@ import shlex
 import time
 from collections.abc import Mapping
 from pathlib import PurePosixPath
+from typing import Self
 
 from tuner.errors import HostError
 from tuner.host import _shell
@@ -70,13 +71,13 @@ class Host(abc.ABC):
     def _read_range(self, path: str, offset: int, limit: int) -> bytes:
         """Up to ``limit`` bytes of a file from byte ``offset`` (empty if the file is absent)."""
 
-    def reconnect(self) -> None:  # noqa: B027 - a no-op for transports without a connection
+    def reconnect(self) -> None:
         """Re-establish the connection to the host (nothing to do locally)."""
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Release the connection (nothing to do locally)."""
 
-    def __enter__(self) -> "Host":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -104,7 +105,7 @@ class Host(abc.ABC):
         cwd: str | None = None,
         port: int | None = None,
     ) -> ServerHandle:
-        """Start ``argv`` detached, in its own session and process group, logging to the run folder.
+        """Start ``argv`` detached, in its own session and process group, logging to ``run_dir``.
 
         The server outlives the tuner's connection. ``run_dir`` receives ``server.pid``,
         ``server.json`` (this handle) and the log.
@@ -124,19 +125,33 @@ class Host(abc.ABC):
         port = port if port is not None else _port_from_argv(argv)
         started_at = time.time()
         tail = json.dumps(
-            {"run_dir": run_dir, "log_path": log_path, "argv": list(argv), "port": port,
-             "started_at": started_at, "env_names": sorted(env)},
+            {
+                "run_dir": run_dir,
+                "log_path": log_path,
+                "argv": list(argv),
+                "port": port,
+                "started_at": started_at,
+                "env_names": sorted(env),
+            },
             sort_keys=True,
         )[1:]
         script = _shell.start_script(argv, env, run_dir, log_path, cwd or run_dir, tail)
         result = self._checked(script, f"starting {argv[0]!r} in {run_dir}")
         fields = result.stdout.split()
         if len(fields) < 2 or not fields[0].isdigit():
-            raise HostError(f"{self.name}: starting {argv[0]!r} printed no PID ({result.summary()})")
+            raise HostError(
+                f"{self.name}: starting {argv[0]!r} printed no PID ({result.summary()})"
+            )
         pid = int(fields[0])
         return ServerHandle(
-            pid=pid, pgid=pid, starttime=fields[1], boot_id=fields[2] if len(fields) > 2 else "",
-            run_dir=run_dir, log_path=log_path, argv=tuple(argv), port=port,
+            pid=pid,
+            pgid=pid,
+            starttime=fields[1],
+            boot_id=fields[2] if len(fields) > 2 else "",
+            run_dir=run_dir,
+            log_path=log_path,
+            argv=tuple(argv),
+            port=port,
             started_at=started_at,
         )
 
@@ -193,11 +208,20 @@ class Host(abc.ABC):
         """
         port = port if port is not None else handle.port
         script = _shell.env_exports(env) + _shell.stop_script(
-            handle.pid, handle.starttime, handle.boot_id, handle.run_dir, grace_s=grace_s,
-            port=port, stop_command=stop_command, port_wait_s=port_wait_s, wait_gpu_s=wait_gpu_s,
+            handle.pid,
+            handle.starttime,
+            handle.boot_id,
+            handle.run_dir,
+            grace_s=grace_s,
+            port=port,
+            stop_command=stop_command,
+            port_wait_s=port_wait_s,
+            wait_gpu_s=wait_gpu_s,
         )
         budget = 2 * grace_s + 5 + port_wait_s + wait_gpu_s + 30
-        words = self._checked(script, f"stopping server {handle.pid}", timeout=budget).stdout.split()
+        words = self._checked(
+            script, f"stopping server {handle.pid}", timeout=budget
+        ).stdout.split()
         problems = {
             "alive": f"processes of group {handle.pgid} survived SIGKILL",
             "port-busy": f"port {port} still in use {port_wait_s:g} s after the stop",
@@ -214,7 +238,11 @@ class Host(abc.ABC):
             text = self._read_range(table, 0, 64 << 20).decode("ascii", "replace")
             for line in text.splitlines()[1:]:
                 fields = line.split()
-                if len(fields) > 3 and fields[3] == "0A" and fields[1].rpartition(":")[2].upper() == wanted:
+                if (
+                    len(fields) > 3
+                    and fields[3] == "0A"
+                    and fields[1].rpartition(":")[2].upper() == wanted
+                ):
                     return False
         return True
 
@@ -224,8 +252,9 @@ class Host(abc.ABC):
         A ``server.pid`` counts only if its process is alive and has the start time and boot id
         its ``server.json`` recorded: a PID the kernel gave to another process is never returned.
         """
-        lines = self._checked(_shell.orphan_scan_script(self.run_root), "looking for orphans",
-                              timeout=60.0).stdout.splitlines()
+        lines = self._checked(
+            _shell.orphan_scan_script(self.run_root), "looking for orphans", timeout=60.0
+        ).stdout.splitlines()
         boot_id = lines[0].strip() if lines else ""
         orphans = []
         for line in lines[1:]:
@@ -270,13 +299,18 @@ class Host(abc.ABC):
         now = time.time()
         root = self.run_root.rstrip("/") + "/"
         doomed = [
-            path for mtime, path in entries[keep:]
-            if path.startswith(root) and now - mtime >= min_age_s
+            path
+            for mtime, path in entries[keep:]
+            if path.startswith(root)
+            and now - mtime >= min_age_s
             and not any(d == path or d.startswith(path + "/") for d in live)
         ]
         if doomed:
-            self._checked("rm -rf -- " + " ".join(shlex.quote(p) for p in doomed),
-                          "removing old run folders", timeout=120.0)
+            self._checked(
+                "rm -rf -- " + " ".join(shlex.quote(p) for p in doomed),
+                "removing old run folders",
+                timeout=120.0,
+            )
         return doomed
 
 

@@ -93,7 +93,9 @@ class LocalHost(Host):
             if Path(remote_path).resolve() != Path(local_path).resolve():
                 shutil.copyfile(remote_path, local_path)
         except OSError as error:
-            raise HostError(f"local: cannot copy {remote_path}: {error.strerror or error}") from None
+            raise HostError(
+                f"local: cannot copy {remote_path}: {error.strerror or error}"
+            ) from None
 
     def _read_range(self, path: str, offset: int, limit: int) -> bytes:
         try:

@@ -17,10 +17,10 @@ from tuner.errors import ConfigError
 
 __all__ = [
     "env_exports",
-    "start_script",
-    "stop_script",
     "orphan_scan_script",
     "run_dir_scan_script",
+    "start_script",
+    "stop_script",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -111,7 +111,8 @@ while [ "$i" -lt 250 ]; do
 done
 st=$(proc_state "$pid" | cut -d' ' -f2)
 boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
-{{ printf '{{"pid": %s, "pgid": %s, "starttime": "%s", "boot_id": "%s", ' "$pid" "$pid" "$st" "$boot"
+{{ printf '{{"pid": %s, "pgid": %s, "starttime": "%s", "boot_id": "%s", ' \
+    "$pid" "$pid" "$st" "$boot"
   printf '%s\\n' {shlex.quote(record_json_tail)}; }} > {rd}/server.json.tmp
 mv -f -- {rd}/server.json.tmp {rd}/server.json
 printf '%s\\n' "$pid" > {rd}/server.pid
@@ -182,7 +183,10 @@ if ours; then
 fi
 if [ -n {shlex.quote(port_hex)} ]; then
   n=0
-  while listening {shlex.quote(port_hex)} && [ "$n" -lt {port_ticks} ]; do sleep 0.1; n=$((n + 1)); done
+  while listening {shlex.quote(port_hex)} && [ "$n" -lt {port_ticks} ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
   listening {shlex.quote(port_hex)} && echo port-busy
 fi
 if [ -n "$pids" ] && [ {gpu_ticks} -gt 0 ] && command -v nvidia-smi >/dev/null 2>&1; then

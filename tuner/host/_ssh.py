@@ -9,6 +9,7 @@ again (one attempt).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -38,7 +39,9 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     def __init__(self, known_hosts: Path) -> None:
         self._known_hosts = known_hosts
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
         client.get_host_keys().add(hostname, key.get_name(), key)
         self._known_hosts.parent.mkdir(parents=True, exist_ok=True)
         with self._known_hosts.open("a") as stream:
@@ -87,7 +90,10 @@ class SshHost(Host):
                 "allow_agent": False,
             }
         return fabric.Connection(
-            spec.address, user=spec.user, port=spec.port, config=self._config,
+            spec.address,
+            user=spec.user,
+            port=spec.port,
+            config=self._config,
             connect_timeout=max(1, math.ceil(spec.connect_timeout_s)),
             connect_kwargs=connect_kwargs,
         )
@@ -110,7 +116,11 @@ class SshHost(Host):
             connection.open()
         except paramiko.BadHostKeyException as error:
             connection.close()
-            entry = f"[{connection.host}]:{connection.port}" if connection.port != 22 else connection.host
+            entry = (
+                f"[{connection.host}]:{connection.port}"
+                if connection.port != 22
+                else connection.host
+            )
             raise HostError(
                 f"{self.name}: host key CHANGED (server offers {error.key.get_name()} "
                 f"{error.key.fingerprint}, {self.known_hosts} has another): refusing to connect; "
@@ -147,7 +157,8 @@ class SshHost(Host):
             if self._connection is not None and not self._connection.is_connected:
                 self._discard()
                 raise HostError(
-                    f"{self.name}: the SSH connection was lost; it is re-established on the next call"
+                    f"{self.name}: the SSH connection was lost; "
+                    "it is re-established on the next call"
                 )
             if self._connection is None:
                 self._connection = self._open()
@@ -157,10 +168,8 @@ class SshHost(Host):
         with self._lock:
             connection, self._connection = self._connection, None
         if connection is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection may fail to close
                 connection.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close: drop it
-                pass
 
     def _call(self, what: str, action: Callable[[fabric.Connection], _T]) -> _T:
         """Run ``action`` on the connection; a connection lost meanwhile raises HostError."""
@@ -174,7 +183,8 @@ class SshHost(Host):
                 raise HostError(f"{self.name}: {what} failed: {error}") from None
             self._discard()
             raise HostError(
-                f"{self.name}: the SSH connection was lost during {what} ({error or type(error).__name__}); "
+                f"{self.name}: the SSH connection was lost during {what} "
+                f"({error or type(error).__name__}); "
                 f"it is re-established on the next call"
             ) from None
         if not connection.is_connected:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["HostSpec", "CommandResult", "ServerHandle"]
+__all__ = ["CommandResult", "HostSpec", "ServerHandle"]
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ class ServerHandle:
         return json.dumps(record, sort_keys=True)
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "ServerHandle":
-        """Rebuild a handle from a parsed ``server.json``; raises KeyError/ValueError if malformed."""
+    def from_record(cls, record: dict[str, Any]) -> ServerHandle:
+        """Rebuild a handle from a parsed ``server.json`` (KeyError/ValueError if malformed)."""
         port = record.get("port")
         return cls(
             pid=int(record["pid"]),
