@@ -18,7 +18,6 @@ from typing import Any
 import optuna
 
 from tuner.engines import load_profile
-from tuner.space import is_secret_name
 from tuner.errors import ConfigError
 from tuner.study.results import TrialRecord, best_stable, records
 
@@ -63,18 +62,6 @@ sys.exit(f"not ready: {url}")
 '''
 
 
-def _env_lines(env: dict[str, str]) -> list[str]:
-    lines = []
-    for name, value in sorted(env.items()):
-        if name in ("PYTHONPATH", "PATH") and "emulated.host" in value:
-            continue  # the emulated host's own environment is set up below
-        if is_secret_name(name):
-            lines.append(f'export {name}="${{{name}:?set {name} in the environment}}"')
-        else:
-            lines.append(f"export {name}={shlex.quote(value)}")
-    return lines
-
-
 def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[str]:
     label = " (EMULATED host: figures come from tuner's emulator, not from a GPU)" if emulated else ""
     lines = [
@@ -116,10 +103,13 @@ def render_launch_script(
     profile = load_profile(space.engine)
     placeholder = "tuner-emulator"
     port = port or space.server.port
-    launch = space.render(config, command=placeholder if emulated else None, port=port)
+    launch = space.render(
+        config, command=placeholder if emulated else None, port=port,
+        local=True if emulated else None, resolve=False,
+    )
     lines = _header(study, record, emulated)
     lines += ["set -euo pipefail", 'PYTHON="${PYTHON:-python3}"', ""]
-    lines += _env_lines(launch.env)
+    lines += launch.shell_exports()
     if emulated:
         root = f"studies/{space.path.stem}-emulated.host"
         lines += [

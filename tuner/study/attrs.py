@@ -12,12 +12,12 @@ from typing import Any
 import optuna
 
 __all__ = [
-    "set",
-    "set_level_figures",
-    "level_figures",
     "LEVEL_FIGURES",
     "REUSABLE_FAILURES",
+    "level_figures",
     "reusable_failure",
+    "set",
+    "set_level_figures",
 ]
 
 # Failure classes that belong to the configuration (running it again would fail again). Others
@@ -30,7 +30,7 @@ def reusable_failure(reason: str | None) -> bool:
     return bool(reason) and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
 
 
-def set(trial: optuna.Trial, key: str, value: Any) -> None:  # noqa: A001 (module-level verb)
+def set(trial: optuna.Trial, key: str, value: Any) -> None:
     """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists)."""
     trial.set_user_attr(key, json.loads(json.dumps(value, default=str)))
 

@@ -37,16 +37,7 @@ def configuration_with(space: Any, overrides: dict[str, Any]) -> Any:
         raise ConfigError(
             f"--set {unknown[0]}: not a parameter of {space.path}; fix: use one of {', '.join(space.parameters)}"
         )
-    values = {**dict(space.baseline), **overrides}
-    for _ in range(len(space.parameters) + 1):
-        try:
-            return space.config(values)
-        except ConfigError as error:
-            inactive = [n for n in values if n not in overrides and f"config.{n}" in str(error)]
-            if not inactive:
-                raise
-            values.pop(inactive[0])
-    return space.config(values)
+    return space.config({**dict(space.baseline), **overrides}, drop_inactive=True)
 
 
 def enqueue_configuration(study: optuna.Study, space: Any, config: Any) -> None:

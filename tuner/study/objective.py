@@ -28,9 +28,12 @@ from tuner.study.pruner import BASELINE_ATTR
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
 
-__all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR"]
+__all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR", "MIN_WALL_TIMEOUT_S"]
 
 PROBE_REFERENCE_ATTR = "probe_reference"
+# Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
+# the same wall time at any scale: no phase gets less than this many wall seconds.
+MIN_WALL_TIMEOUT_S = 30.0
 
 
 def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[float | None, bool]:
@@ -106,7 +109,7 @@ class TrialRunner:
             self.on_phase("starting server")
             with session:
                 self.on_phase("waiting until ready")
-                ready_s = session.wait_ready(scale.to_server(timeouts.ready_s))
+                ready_s = session.wait_ready(max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)))
                 attrs.set(trial, "ready_s", round(scale.duration(ready_s), 2))
                 self._probe(trial, session)
                 return self._measure(trial, session, workload)
@@ -130,7 +133,7 @@ class TrialRunner:
                 self._api(),
                 list(probe.prompts),
                 probe.max_tokens,
-                self.target.time_scale.to_server(self.space.timeouts.probe_s),
+                max(MIN_WALL_TIMEOUT_S, self.target.time_scale.to_server(self.space.timeouts.probe_s)),
                 reference=reference,
                 required=probe.min_matching_prompts,
             )
@@ -156,6 +159,7 @@ class TrialRunner:
         return self.space.workload.api or self.target.profile.api
 
     def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> float:
+        scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
         n = len(workload.levels)
@@ -167,7 +171,7 @@ class TrialRunner:
                 num_requests=workload.requests_for(concurrency),
                 input_len=workload.input_len,
                 output_len=workload.output_len,
-                time_limit_s=self.space.timeouts.level_s,
+                time_limit_s=max(self.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S)),
                 warmup=workload.warmup if k == 1 else 0,
                 seed=trial.number,
             )

@@ -143,7 +143,6 @@ def optimize_study(
         attrs.set(trial, "emulated", runner.target.emulated)
         violations = [] if is_baseline else space.constraint_violations(config)
         skips = [v.reason for v in violations if v.action == "skip"]
-        warnings = [v.reason for v in violations if v.action == "warn"]
         if skips:
             attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
             attrs.set(trial, "pruned_by", "constraint")
@@ -157,7 +156,7 @@ def optimize_study(
         else:
             idle = -1
             summary.ran += 1
-            state = _run_one(study, space, runner, trial, config, warnings, is_baseline, summary, progress)
+            state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
             summary.states[state.name] = summary.states.get(state.name, 0) + 1
             frozen = study._storage.get_trial(trial._trial_id)
             if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
@@ -178,17 +177,18 @@ def _run_one(
     runner: TrialRunner,
     trial: optuna.Trial,
     config: Any,
-    warnings: list[str],
     is_baseline: bool,
     summary: OptimizeSummary,
     progress: ProgressView,
 ) -> TrialState:
-    launch = space.render(config, command=runner.target.command, port=runner.target.port)
+    launch = space.render(
+        config, command=runner.target.command, port=runner.target.port, local=runner.target.local
+    )
     attrs.set(trial, "command_line", launch.command_line)
     attrs.set(trial, "env", launch.masked_env())
     attrs.set(trial, "patches", sorted(launch.patches))
-    if warnings or launch.warnings:
-        attrs.set(trial, "warnings", [*warnings, *launch.warnings])
+    if launch.warnings:
+        attrs.set(trial, "warnings", list(launch.warnings))
     progress.trial_started(trial.number, summary.ran, config, is_baseline)
     runner.on_phase = progress.phase
     runner.on_level = progress.level_done

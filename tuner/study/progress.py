@@ -20,6 +20,10 @@ from tuner.timescale import TimeScale
 __all__ = ["ProgressView"]
 
 
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -68,9 +72,9 @@ class ProgressView:
         emulated = " emulated" if metrics.emulated else ""
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
         self._print(
-            f"    level {k}/{n} c={metrics.concurrency}: {metrics.output_throughput:,.0f} output tok/s"
+            f"    level {k}/{n} c={metrics.concurrency}: {_num(metrics.output_throughput)} output tok/s"
             f"{emulated}, {metrics.completed} ok / {metrics.failed} failed, "
-            f"p99 TTFT {metrics.p99_ttft_ms:,.0f} ms, median TPOT {metrics.median_tpot_ms:,.1f} ms{stop}"
+            f"p99 TTFT {_num(metrics.p99_ttft_ms)} ms, median TPOT {_num(metrics.median_tpot_ms, 1)} ms{stop}"
         )
 
     def trial_finished(

@@ -41,6 +41,11 @@ class Target:
     def emulated(self) -> bool:
         return self.time_scale.emulated
 
+    @property
+    def local(self) -> bool:
+        """True when the server runs on this machine (it then binds to loopback only)."""
+        return self.host.address in ("127.0.0.1", "localhost", "::1")
+
     def close(self) -> None:
         self.host.close()
 
@@ -101,7 +106,7 @@ def build_target(
         spec = replace(spec, accept_new_host_key=True)
     profile = load_profile(space.engine)
     env: dict[str, str] = {}
-    command = space.server.command or profile.command
+    command = space.command
     python = spec.python
     time_scale = TimeScale()
     if emulate:
