@@ -144,6 +144,9 @@ def test_stop_command_stops_a_server_that_signals_would_not_reach(
     assert group_members(handle.pgid) == []
     log, _ = host.read_log(handle, 0)
     assert "stop file seen: exiting cleanly" in log  # the stop command did it, not SIGKILL
+    stop_file.unlink()
+    host.stop_server(handle, grace_s=1.0, stop_command=f"touch '{stop_file}'", wait_gpu_s=0.0)
+    assert stop_file.exists()  # run even with the client gone: a container can outlive it
 
 
 def test_stop_waits_for_the_port_and_reports_a_port_that_stays_busy(

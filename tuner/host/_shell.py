@@ -137,8 +137,8 @@ def stop_script(
 
     Signals go to the group only while it is still the server's: the leader with the recorded
     start time, or (the leader gone) the group's remaining members, whose id the kernel cannot
-    have reused while they live. ``stop_command`` (a container runtime's stop) runs first, then
-    SIGTERM after ``grace_s``, SIGKILL after another grace period. Then it waits for the port to
+    have reused while they live. ``stop_command`` (a container runtime's stop) runs first, in
+    any case, then SIGTERM after ``grace_s``, SIGKILL after another grace period. Then it waits for the port to
     close and, where ``nvidia-smi`` exists, for the group's PIDs to leave ``--query-compute-apps``.
     """
     ticks = max(1, int(grace_s * 10))
@@ -146,11 +146,12 @@ def stop_script(
     gpu_ticks = max(0, int(wait_gpu_s * 2))
     port_hex = f"{port:04X}" if port else ""
     stop_part = ""
-    if stop_command:
+    if stop_command:  # always run: a container can outlive the client process that started it
         stop_part = (
-            f"  timeout {ticks // 10 + 1} sh -c {shlex.quote(stop_command)} "
+            f"mkdir -p -- {shlex.quote(run_dir)} 2>/dev/null\n"
+            f"timeout {ticks // 10 + 1} sh -c {shlex.quote(stop_command)} "
             f">> {shlex.quote(run_dir)}/stop.log 2>&1\n"
-            f"  wait_gone {ticks}\n"
+            "ours && wait_gone " + str(ticks) + "\n"
         )
     return f"""{_FUNCTIONS}
 pid={int(pid)}
@@ -169,9 +170,9 @@ wait_gone() {{
   while [ -n "$(members "$pid")" ] && [ "$n" -lt "$1" ]; do sleep 0.1; n=$((n + 1)); done
 }}
 pids=""
-if ours; then
-  pids=$(members "$pid")
-{stop_part}  if [ -n "$(members "$pid")" ]; then
+ours && pids=$(members "$pid")
+{stop_part}if ours; then
+  if [ -n "$(members "$pid")" ]; then
     kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
     wait_gone {ticks}
   fi

@@ -149,6 +149,8 @@ class SshHost(Host):
                 f"{self.name}: cannot connect ({error}): check host.address and host.port, "
                 f"and that sshd runs there"
             ) from None
+        if connection.transport is not None:  # idle links through NAT stay open, dead ones show
+            connection.transport.set_keepalive(15)
         self.connections += 1
         return connection
 
