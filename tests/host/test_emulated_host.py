@@ -1,0 +1,116 @@
+"""The host layer against the emulated GLM-5 host: its sglang, its nvidia-smi, the shipped patches.
+
+The emulator's host root (``tuner.emulator.host_root``) gives a stand-in ``sglang`` 0.5.9 package
+and a stand-in ``nvidia-smi`` through the environment; the patches are the two that ship in
+``search_spaces/glm5.yaml``. Each test runs locally and over the real sshd.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuner import doctor
+from tuner.host import Host
+from tuner.patches import PatchManager
+from tuner.telemetry import GpuSampler, under_utilised
+
+host_root = pytest.importorskip("tuner.emulator.host_root")
+space_module = pytest.importorskip("tuner.space")
+
+REPO = Path(__file__).resolve().parents[2]
+SPACE_FILE = REPO / "search_spaces" / "glm5.yaml"
+VERSION_CODE = "import sglang; print(sglang.__version__)"
+HELP = "python3 -m sglang.launch_server --help"
+
+
+@pytest.fixture
+def emulated(tmp_path: Path) -> dict[str, str]:
+    """The environment of a fresh emulated host under ``tmp_path``."""
+    return host_root.prepare_host_root(tmp_path / "host")
+
+
+@pytest.fixture
+def space() -> Any:
+    """The shipped GLM-5 search space (its flags and its two patches)."""
+    return space_module.load_space(SPACE_FILE)
+
+
+def test_doctor_passes_on_the_emulated_host(
+    host: Host, emulated: dict[str, str], space: Any
+) -> None:
+    manager = PatchManager(
+        host, python="python3", env=emulated, journal_dir=f"{host.run_root}/patch-journal"
+    )
+    checks = [
+        doctor.check_python(host, "python3", emulated),
+        doctor.check_engine_version(host, "python3", emulated, VERSION_CODE, "0.5.9"),
+        doctor.check_gpus(host, 8, emulated),
+        doctor.check_gpus_idle(host, env=emulated),
+        doctor.check_flags_known(host, HELP, emulated, space.flags(), version="0.5.9"),
+        *doctor.check_patches(manager, list(space.patches.values())),
+    ]
+    assert [c.name for c in checks if not c.ok] == [], doctor.format_checks(checks)
+    gpus = checks[2].detail
+    assert gpus.startswith("8 GPU(s)") and "compute_cap 12.0" in gpus and "97887 MiB" in gpus
+
+
+def test_doctor_catches_a_foreign_gpu_process_and_a_flag_of_a_later_version(
+    host: Host, emulated: dict[str, str]
+) -> None:
+    foreign = {**emulated, "TUNER_EMULATOR_FOREIGN_GPU_PROCESS": "1"}
+    busy = doctor.check_gpus_idle(host, env=foreign)
+    assert not busy.ok and "PID" in busy.detail
+    later = doctor.check_flags_known(
+        host,
+        HELP,
+        emulated,
+        ["--tp-size", "--attn-dp-size", "--cuda-graph-backend-decode"],
+        version="0.5.9",
+    )
+    assert not later.ok
+    assert "--attn-dp-size is unknown" in later.detail
+    assert "--cuda-graph-backend-decode is unknown" in later.detail
+
+
+def test_the_shipped_patches_apply_to_the_emulated_sglang_and_revert_byte_for_byte(
+    host: Host, emulated: dict[str, str], space: Any
+) -> None:
+    manager = PatchManager(
+        host,
+        python="python3",
+        env=emulated,
+        journal_dir=f"{host.run_root}/patch-journal",
+        patches=space.patches.values(),
+    )
+    files = {name: Path(manager.locate(patch)) for name, patch in space.patches.items()}
+    assert all(str(path).startswith(emulated["PYTHONPATH"]) for path in files.values())
+    before = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
+
+    manager.set_active(set(space.patches))
+
+    sums = manager.checksums()
+    for name, path in files.items():
+        assert sums[name]["sha256_before"] == before[name]
+        assert sums[name]["sha256_after"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert manager.status(space.patches[name]) == "applied"
+    gate = files["autotune_gate"].read_text()
+    assert '\n            "flashinfer_cutlass",\n' in gate
+
+    assert sorted(manager.revert_all()) == sorted(str(p) for p in files.values())
+    assert manager.checksums() == {}
+    after = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
+    assert after == before
+
+
+def test_telemetry_of_idle_emulated_cards(host: Host, emulated: dict[str, str]) -> None:
+    with GpuSampler(host, interval_ms=100, env=emulated) as sampler:
+        time.sleep(1.0)
+    summary = sampler.summary
+    assert summary is not None and summary.samples >= 8 and summary.samples % 8 == 0
+    assert summary.power_limit_w == 600.0
+    assert under_utilised(summary)  # idle cards draw far less than half the limit
