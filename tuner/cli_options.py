@@ -7,21 +7,30 @@ They say the same as the ones in :mod:`tuner.cli`, so that command modules of th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["SpaceArg", "StorageOpt", "StudyOpt", "EmulateOpt", "storage_and_name"]
+__all__ = ["EmulateOpt", "SpaceArg", "StorageOpt", "StudyOpt", "storage_and_name"]
 
 SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
 StorageOpt = Annotated[
-    Optional[str], typer.Option("--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)")
+    str | None,
+    typer.Option(
+        "--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)"
+    ),
 ]
-StudyOpt = Annotated[Optional[str], typer.Option("--study-name", help="study name (default: the YAML's name)")]
-EmulateOpt = Annotated[bool, typer.Option("--emulate", help="the study run against the emulated GLM-5 host")]
+StudyOpt = Annotated[
+    str | None, typer.Option("--study-name", help="study name (default: the YAML's name)")
+]
+EmulateOpt = Annotated[
+    bool, typer.Option("--emulate", help="the study run against the emulated GLM-5 host")
+]
 
 
-def storage_and_name(space: Any, storage: str | None, study_name: str | None, emulate: bool) -> tuple[str, str]:
+def storage_and_name(
+    space: Any, storage: str | None, study_name: str | None, emulate: bool
+) -> tuple[str, str]:
     """The storage URL and study name a command reads: given ones, else the space's defaults."""
     from tuner.study.storage import default_storage_url
 

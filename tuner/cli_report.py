@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
-import optuna
 import typer
 
 from tuner.cli_options import EmulateOpt, SpaceArg, StorageOpt, StudyOpt, storage_and_name
 from tuner.errors import ConfigError
 
+if TYPE_CHECKING:
+    import optuna
+
 __all__ = ["report", "trials"]
 
 
-def _study(space_path: Path, storage: str | None, study_name: str | None, emulate: bool) -> optuna.Study:
+def _study(
+    space_path: Path, storage: str | None, study_name: str | None, emulate: bool
+) -> optuna.Study:
+    import optuna
+
     from tuner.space import load_space
     from tuner.study.storage import load_existing_study
 
@@ -33,7 +39,9 @@ def _study(space_path: Path, storage: str | None, study_name: str | None, emulat
 
 def report(
     space_path: SpaceArg,
-    out: Annotated[Path, typer.Option("--out", help="where to write the HTML page")] = Path("report.html"),
+    out: Annotated[Path, typer.Option("--out", help="where to write the HTML page")] = Path(
+        "report.html"
+    ),
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
@@ -44,15 +52,25 @@ def report(
     study = _study(space_path, storage, study_name, emulate)
     path = write_report(study, out, space_name=str(space_path))
     view = read_study(study)
-    best = f"best stable trial {view.best.number}: {view.best.value:,.0f} output tok/s" if view.best else "no stable trial yet"
+    best = (
+        f"best stable trial {view.best.number}: {view.best.value:,.0f} output tok/s"
+        if view.best
+        else "no stable trial yet"
+    )
     print(f"wrote {path}: {len(view.trials)} trials, {best}{view.label}")
 
 
 def trials(
     space_path: SpaceArg,
-    as_csv: Annotated[bool, typer.Option("--csv", help="CSV, one row per trial (the default)")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="a JSON list, one object per trial")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="write to this file instead of stdout")] = None,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="CSV, one row per trial (the default)")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="a JSON list, one object per trial")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write to this file instead of stdout")
+    ] = None,
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,

@@ -24,11 +24,22 @@ from typing import Any
 
 import aiohttp
 
+from tests.report.processes import stop_group
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-dev-shm-usage", "--no-pings", "--disable-domain-reliability",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-dev-shm-usage",
+    "--no-pings",
+    "--disable-domain-reliability",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 )
 
@@ -56,7 +67,9 @@ class PageCheck:
     @property
     def external_requests(self) -> list[str]:
         """Requests for anything but the file itself and inline data."""
-        return [u for u in self.requests if not u.startswith(("file://", "data:", "blob:", "about:"))]
+        return [
+            u for u in self.requests if not u.startswith(("file://", "data:", "blob:", "about:"))
+        ]
 
 
 def chromium_command(workdir: Path, *extra: str) -> list[str]:
@@ -65,11 +78,16 @@ def chromium_command(workdir: Path, *extra: str) -> list[str]:
 
 
 def start_chromium(workdir: Path, *extra: str) -> subprocess.Popen:
-    """Start Chromium in its own process group, with ``HOME`` (and so its crash database) in ``workdir``."""
+    """Start Chromium in its own process group; ``HOME`` (so its crash database) in ``workdir``."""
     (workdir / "home").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HOME": str(workdir / "home")}
-    return subprocess.Popen(chromium_command(workdir, *extra), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    return subprocess.Popen(
+        chromium_command(workdir, *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
 
 
 def stop_chromium(process: subprocess.Popen, workdir: Path, grace: float = 5.0) -> None:
@@ -100,37 +118,6 @@ def _crash_handlers(workdir: Path) -> list[int]:
     return found
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def stop_group(process: subprocess.Popen, grace: float = 5.0) -> None:
-    """Stop a process started with ``start_new_session=True`` and every process of its group."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + grace
-    while group_members(process.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if group_members(process.pid):
-        os.killpg(process.pid, signal.SIGKILL)
-        while group_members(process.pid) and time.monotonic() < deadline + grace:
-            time.sleep(0.1)
-    process.wait(timeout=grace)
-
-
 def _devtools_port(profile: Path, process: subprocess.Popen, timeout: float) -> int:
     marker = profile / "DevToolsActivePort"
     deadline = time.monotonic() + timeout
@@ -157,7 +144,9 @@ async def _inspect(port: int, url: str, expected_figures: int, timeout: float) -
             async def reader() -> None:
                 try:
                     await read_events()
-                except Exception as error:  # a broken reader must fail the waiting calls, not hang them
+                except (
+                    Exception
+                ) as error:  # a broken reader must fail the waiting calls, not hang them
                     for future in pending.values():
                         future.set_exception(error)
                     raise
@@ -171,13 +160,22 @@ async def _inspect(port: int, url: str, expected_figures: int, timeout: float) -
                     method, params = data.get("method"), data.get("params", {})
                     if method == "Runtime.exceptionThrown":
                         details = params["exceptionDetails"]
-                        text = details.get("exception", {}).get("description") or details.get("text")
+                        text = details.get("exception", {}).get("description") or details.get(
+                            "text"
+                        )
                         check.errors.append(f"exception: {text}")
-                    elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                        args = [a.get("value") or a.get("description") for a in params.get("args", [])]
+                    elif method == "Runtime.consoleAPICalled" and params.get("type") in (
+                        "error",
+                        "assert",
+                    ):
+                        args = [
+                            a.get("value") or a.get("description") for a in params.get("args", [])
+                        ]
                         check.errors.append(f"console.{params['type']}: {args}")
                     elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-                        check.errors.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+                        check.errors.append(
+                            f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}"
+                        )
                     elif method == "Network.requestWillBeSent":
                         check.requests.append(params["request"]["url"])
                     elif method == "Page.loadEventFired":
@@ -197,7 +195,9 @@ async def _inspect(port: int, url: str, expected_figures: int, timeout: float) -
                 await asyncio.wait_for(loaded.wait(), timeout)
                 deadline = time.monotonic() + timeout
                 while True:
-                    result = await call("Runtime.evaluate", expression=FIGURES_JS, returnByValue=True)
+                    result = await call(
+                        "Runtime.evaluate", expression=FIGURES_JS, returnByValue=True
+                    )
                     state = json.loads(result["result"]["result"]["value"])
                     check.figures, check.drawn = state["figures"], state["drawn"]
                     check.divs, check.title = state["divs"], state["title"]
@@ -210,10 +210,13 @@ async def _inspect(port: int, url: str, expected_figures: int, timeout: float) -
     return check
 
 
-def inspect_page(path: Path, workdir: Path, expected_figures: int, timeout: float = 60.0) -> PageCheck:
+def inspect_page(
+    path: Path, workdir: Path, expected_figures: int, timeout: float = 60.0
+) -> PageCheck:
     """Open ``path`` in headless Chromium and return what it saw (see :class:`PageCheck`)."""
-    process = start_chromium(workdir, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-                             "about:blank")
+    process = start_chromium(
+        workdir, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"
+    )
     try:
         port = _devtools_port(workdir / "profile", process, timeout)
         return asyncio.run(_inspect(port, path.resolve().as_uri(), expected_figures, timeout))
@@ -221,10 +224,18 @@ def inspect_page(path: Path, workdir: Path, expected_figures: int, timeout: floa
         stop_chromium(process, workdir)
 
 
-def screenshot(path: Path, out: Path, workdir: Path, width: int = 1400, height: int = 2400) -> Path:
+def screenshot(
+    path: Path, out: Path, workdir: Path, width: int = 1400, height: int = 2400
+) -> Path:
     """``chromium --headless --screenshot`` of ``path`` at ``width`` x ``height``."""
-    process = start_chromium(workdir, f"--screenshot={out.resolve()}", f"--window-size={width},{height}",
-                             "--hide-scrollbars", "--virtual-time-budget=8000", path.resolve().as_uri())
+    process = start_chromium(
+        workdir,
+        f"--screenshot={out.resolve()}",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+        "--virtual-time-budget=8000",
+        path.resolve().as_uri(),
+    )
     try:
         process.wait(timeout=120)
     finally:

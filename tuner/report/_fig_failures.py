@@ -12,12 +12,15 @@ import plotly.graph_objects as go
 from tuner.report._style import finish, note_figure, outcome_color
 from tuner.report._view import INACTIVE, StudyView, outcome_of, show_value, sorted_labels
 
-__all__ = ["failure_reason_figure", "failure_param_figure", "outcome_table"]
+__all__ = ["failure_param_figure", "failure_reason_figure", "outcome_table"]
 
 
 def _tried(view: StudyView) -> list:
-    return [t for t in view.trials if t.state in ("COMPLETE", "PRUNED", "FAIL")
-            and t.user_attrs.get("reused_from") is None]
+    return [
+        t
+        for t in view.trials
+        if t.state in ("COMPLETE", "PRUNED", "FAIL") and t.user_attrs.get("reused_from") is None
+    ]
 
 
 def failure_reason_figure(view: StudyView) -> go.Figure:
@@ -29,17 +32,28 @@ def failure_reason_figure(view: StudyView) -> go.Figure:
         if outcome != "ok":
             by_reason.setdefault(outcome, []).append(trial.number)
     if not by_reason:
-        return note_figure(title, view.label, f"no failed or pruned trial among {len(_tried(view))}")
+        return note_figure(
+            title, view.label, f"no failed or pruned trial among {len(_tried(view))}"
+        )
     reasons = sorted(by_reason, key=lambda r: (r.startswith("pruned"), -len(by_reason[r]), r))
     fails = [r for r in reasons if not r.startswith("pruned")]
     colors = [outcome_color(r, fails.index(r) if r in fails else 0) for r in reasons]
-    fig = go.Figure(go.Bar(
-        x=reasons, y=[len(by_reason[r]) for r in reasons], marker={"color": colors},
-        text=[len(by_reason[r]) for r in reasons], textposition="outside",
-        customdata=[", ".join(str(n) for n in by_reason[r][:30]) for r in reasons],
-        hovertemplate="%{x}: %{y} trial(s)<br>trials %{customdata}<extra></extra>",
-    ))
-    fig.update_yaxes(title="trials", rangemode="tozero", dtick=1 if max(len(v) for v in by_reason.values()) < 8 else None)
+    fig = go.Figure(
+        go.Bar(
+            x=reasons,
+            y=[len(by_reason[r]) for r in reasons],
+            marker={"color": colors},
+            text=[len(by_reason[r]) for r in reasons],
+            textposition="outside",
+            customdata=[", ".join(str(n) for n in by_reason[r][:30]) for r in reasons],
+            hovertemplate="%{x}: %{y} trial(s)<br>trials %{customdata}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(
+        title="trials",
+        rangemode="tozero",
+        dtick=1 if max(len(v) for v in by_reason.values()) < 8 else None,
+    )
     fig.update_xaxes(title="reason")
     fig = finish(fig, title, view.label)
     fig.update_layout(showlegend=False)
@@ -47,10 +61,12 @@ def failure_reason_figure(view: StudyView) -> go.Figure:
 
 
 def outcome_table(view: StudyView) -> tuple[list[str], list[str], list[list[int]]]:
-    """Rows ``parameter = value``, columns outcomes, cells trial counts (only varying parameters)."""
+    """Rows ``parameter = value``, columns outcomes, cells trial counts (varying parameters)."""
     tried = [t for t in _tried(view) if t.config]
     names = list(dict.fromkeys(k for t in tried for k in t.config))
-    outcomes = sorted({outcome_of(t) for t in tried}, key=lambda o: (o != "ok", o.startswith("pruned"), o))
+    outcomes = sorted(
+        {outcome_of(t) for t in tried}, key=lambda o: (o != "ok", o.startswith("pruned"), o)
+    )
     rows: list[str] = []
     cells: list[list[int]] = []
     for name in names:
@@ -74,19 +90,42 @@ def failure_param_figure(view: StudyView) -> go.Figure:
     counts = [[cells[i][j] for i in range(len(rows))] for j in range(len(outcomes))]
     failing = [[0 if outcomes[j] == "ok" else c for c in counts[j]] for j in range(len(outcomes))]
     columns = list(range(len(rows)))
-    fig = go.Figure(go.Heatmap(
-        z=failing[::-1], x=columns, y=outcomes[::-1], text=counts[::-1], texttemplate="%{text}",
-        customdata=[rows for _ in outcomes],
-        colorscale=[[0, "#f7f7f7"], [1, "#c2185b"]], showscale=False, xgap=2, ygap=2,
-        hovertemplate="%{customdata}<br>%{y}: %{text} trial(s)<extra></extra>",
-    ))
-    fig.update_xaxes(tickvals=columns, ticktext=[_short(r.split(" = ", 1)[1]) for r in rows],
-                     tickfont={"size": 10}, tickangle=-45, range=[-0.5, len(rows) - 0.5], showgrid=False)
+    fig = go.Figure(
+        go.Heatmap(
+            z=failing[::-1],
+            x=columns,
+            y=outcomes[::-1],
+            text=counts[::-1],
+            texttemplate="%{text}",
+            customdata=[rows for _ in outcomes],
+            colorscale=[[0, "#f7f7f7"], [1, "#c2185b"]],
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            hovertemplate="%{customdata}<br>%{y}: %{text} trial(s)<extra></extra>",
+        )
+    )
+    fig.update_xaxes(
+        tickvals=columns,
+        ticktext=[_short(r.split(" = ", 1)[1]) for r in rows],
+        tickfont={"size": 10},
+        tickangle=-45,
+        range=[-0.5, len(rows) - 0.5],
+        showgrid=False,
+    )
     fig.update_yaxes(tickfont={"size": 11}, ticksuffix=" ", showgrid=False)
     for name in dict.fromkeys(names):
         first, last = names.index(name), len(names) - 1 - names[::-1].index(name)
-        fig.add_annotation(x=(first + last) / 2, y=1.0, xref="x", yref="paper", yanchor="bottom",
-                           text=_short(name, 7 * (last - first + 1)), showarrow=False, font={"size": 11})
+        fig.add_annotation(
+            x=(first + last) / 2,
+            y=1.0,
+            xref="x",
+            yref="paper",
+            yanchor="bottom",
+            text=_short(name, 7 * (last - first + 1)),
+            showarrow=False,
+            font={"size": 11},
+        )
         if first > 0:
             fig.add_vline(x=first - 0.5, line={"color": "#555", "width": 1.5})
     fig = finish(fig, title, view.label)
@@ -99,4 +138,4 @@ def _short(text: str, limit: int = 14) -> str:
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]

@@ -10,9 +10,16 @@ import optuna
 import plotly.graph_objects as go
 
 from tuner.report._style import COLORS, finish, note_figure
-from tuner.report._view import INACTIVE, StudyView, changes_from, outcome_of, show_value, sorted_labels
+from tuner.report._view import (
+    INACTIVE,
+    StudyView,
+    changes_from,
+    outcome_of,
+    show_value,
+    sorted_labels,
+)
 
-__all__ = ["history_figure", "importance_figure", "parallel_figure", "MIN_TRIALS_FOR_IMPORTANCE"]
+__all__ = ["MIN_TRIALS_FOR_IMPORTANCE", "history_figure", "importance_figure", "parallel_figure"]
 
 MIN_TRIALS_FOR_IMPORTANCE = 4
 
@@ -29,15 +36,22 @@ def history_figure(view: StudyView) -> go.Figure:
     if not view.trials:
         return note_figure("Optimisation history", view.label, "no trials yet")
     fig = go.Figure()
-    groups: dict[str, tuple[list[int], list[float], list[str]]] = {"COMPLETE": ([], [], []),
-                                                                   "PRUNED": ([], [], []), "FAIL": ([], [], [])}
+    groups: dict[str, tuple[list[int], list[float], list[str]]] = {
+        "COMPLETE": ([], [], []),
+        "PRUNED": ([], [], []),
+        "FAIL": ([], [], []),
+    }
     best_so_far: tuple[list[int], list[float]] = ([], [])
     running = None
     for trial in view.trials:
         if trial.state not in groups:
             continue
         clean = view.clean_levels.get(trial.number, {})
-        y = trial.value if trial.state == "COMPLETE" else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0)
+        y = (
+            trial.value
+            if trial.state == "COMPLETE"
+            else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0)
+        )
         xs, ys, texts = groups[trial.state]
         xs.append(trial.number)
         ys.append(y or 0.0)
@@ -52,23 +66,52 @@ def history_figure(view: StudyView) -> go.Figure:
         "PRUNED": ("pruned (best level before the stop)", COLORS["pruned"], "diamond-open"),
         "FAIL": ("failed (no result)", COLORS["fail"], "x"),
     }
-    fig.add_trace(go.Scatter(x=best_so_far[0], y=best_so_far[1], mode="lines", name="best so far",
-                             line={"shape": "hv", "color": COLORS["best"], "width": 2}))
+    fig.add_trace(
+        go.Scatter(
+            x=best_so_far[0],
+            y=best_so_far[1],
+            mode="lines",
+            name="best so far",
+            line={"shape": "hv", "color": COLORS["best"], "width": 2},
+        )
+    )
     for state, (xs, ys, texts) in groups.items():
         if xs:
             name, color, symbol = styles[state]
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=texts,
-                                     hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
-                                     marker={"color": color, "symbol": symbol, "size": 9}))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers",
+                    name=name,
+                    text=texts,
+                    hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
+                    marker={"color": color, "symbol": symbol, "size": 9},
+                )
+            )
     if view.best is not None:
-        fig.add_trace(go.Scatter(x=[view.best.number], y=[view.best.value], mode="markers",
-                                 name=f"best stable (trial {view.best.number})", hoverinfo="skip",
-                                 marker={"symbol": "star", "size": 18, "color": COLORS["best"],
-                                         "line": {"color": "white", "width": 1}}))
+        fig.add_trace(
+            go.Scatter(
+                x=[view.best.number],
+                y=[view.best.value],
+                mode="markers",
+                name=f"best stable (trial {view.best.number})",
+                hoverinfo="skip",
+                marker={
+                    "symbol": "star",
+                    "size": 18,
+                    "color": COLORS["best"],
+                    "line": {"color": "white", "width": 1},
+                },
+            )
+        )
     if view.baseline is not None and view.baseline.value is not None:
-        fig.add_hline(y=view.baseline.value, line={"dash": "dash", "color": COLORS["baseline"], "width": 2},
-                      annotation_text=f"baseline {view.baseline.value:,.0f} tok/s",
-                      annotation_position="top left")
+        fig.add_hline(
+            y=view.baseline.value,
+            line={"dash": "dash", "color": COLORS["baseline"], "width": 2},
+            annotation_text=f"baseline {view.baseline.value:,.0f} tok/s",
+            annotation_position="top left",
+        )
     fig.update_xaxes(title="trial", rangemode="tozero")
     fig.update_yaxes(title=unit, rangemode="tozero")
     return finish(fig, "Optimisation history", view.label)
@@ -83,8 +126,12 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
     title = "Parameter importances"
     done = [t for t in view.trials if t.state == "COMPLETE"]
     if len(done) < MIN_TRIALS_FOR_IMPORTANCE:
-        return note_figure(title, view.label, f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} completed trials; "
-                                              f"this study has {len(done)}")
+        return note_figure(
+            title,
+            view.label,
+            f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} completed trials; "
+            f"this study has {len(done)}",
+        )
     quantile = min(0.5, max(0.1, 5 / len(done)))
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=quantile)
     try:
@@ -92,16 +139,29 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
             warnings.simplefilter("ignore")
             importances = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError) as error:
-        return note_figure(title, view.label, f"not computable yet: {str(error).splitlines()[0][:90]}")
+        return note_figure(
+            title, view.label, f"not computable yet: {str(error).splitlines()[0][:90]}"
+        )
     if not importances or not any(importances.values()):
         return note_figure(title, view.label, "no parameter varies across the completed trials")
     names = list(importances)[::-1]
     values = [importances[n] for n in names]
-    fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": COLORS["complete"]},
-                           text=[f"{v:.0%}" for v in values], textposition="outside",
-                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
-    fig.update_xaxes(title=f"for the top {quantile:.0%} of {len(done)} completed trials",
-                     tickformat=".0%", range=[0, max(values) * 1.2])
+    fig = go.Figure(
+        go.Bar(
+            x=values,
+            y=names,
+            orientation="h",
+            marker={"color": COLORS["complete"]},
+            text=[f"{v:.0%}" for v in values],
+            textposition="outside",
+            hovertemplate="%{y}: %{x:.1%}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(
+        title=f"for the top {quantile:.0%} of {len(done)} completed trials",
+        tickformat=".0%",
+        range=[0, max(values) * 1.2],
+    )
     fig.update_yaxes(automargin=True)
     fig = finish(fig, title, view.label)
     fig.update_layout(showlegend=False, margin={"l": 150, "t": 56})
@@ -109,22 +169,31 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
 
 
 def _axis(name: str, values: list[Any]) -> dict[str, Any]:
-    """One parallel-coordinates dimension: numeric when every value is a number, else categories."""
+    """One parallel-coordinates dimension: numeric when all values are numbers, else categories."""
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     if numeric:
         return {"label": name, "values": values}
     labels = sorted_labels({show_value(v) for v in values})
     index = {label: i for i, label in enumerate(labels)}
-    return {"label": name, "values": [index[show_value(v)] for v in values],
-            "tickvals": list(range(len(labels))), "ticktext": labels,
-            "range": [-0.3, len(labels) - 0.7] if len(labels) > 1 else [-1, 1]}
+    return {
+        "label": name,
+        "values": [index[show_value(v)] for v in values],
+        "tickvals": list(range(len(labels))),
+        "ticktext": labels,
+        "range": [-0.3, len(labels) - 0.7] if len(labels) > 1 else [-1, 1],
+    }
 
 
 def parallel_figure(view: StudyView) -> go.Figure:
     """Every configuration tried as a line through its settings, outcome and throughput."""
     title = "Parallel coordinates: settings, outcome and throughput"
-    tried = [t for t in view.trials if t.config and t.state in ("COMPLETE", "PRUNED", "FAIL")
-             and t.user_attrs.get("reused_from") is None]
+    tried = [
+        t
+        for t in view.trials
+        if t.config
+        and t.state in ("COMPLETE", "PRUNED", "FAIL")
+        and t.user_attrs.get("reused_from") is None
+    ]
     if not tried:
         return note_figure(title, view.label, "no finished trial yet", height=420)
     names = list(dict.fromkeys(k for t in tried for k in t.config))
@@ -132,16 +201,28 @@ def parallel_figure(view: StudyView) -> go.Figure:
     throughput = []
     for trial in tried:
         clean = view.clean_levels.get(trial.number, {})
-        throughput.append(trial.value if trial.value is not None else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0))
+        throughput.append(
+            trial.value
+            if trial.value is not None
+            else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0)
+        )
     dimensions = [_axis(n, [t.config.get(n, INACTIVE) for t in tried]) for n in varying]
     dimensions.append(_axis("outcome", [outcome_of(t) for t in tried]))
     dimensions.append({"label": f"output tok/s{view.label}", "values": throughput})
-    fig = go.Figure(go.Parcoords(
-        dimensions=dimensions,
-        line={"color": throughput, "colorscale": "Viridis", "showscale": True,
-              "colorbar": {"title": {"text": "tok/s"}, "thickness": 12}},
-        labelangle=-20, labelfont={"size": 11}, tickfont={"size": 10},
-    ))
+    fig = go.Figure(
+        go.Parcoords(
+            dimensions=dimensions,
+            line={
+                "color": throughput,
+                "colorscale": "Viridis",
+                "showscale": True,
+                "colorbar": {"title": {"text": "tok/s"}, "thickness": 12},
+            },
+            labelangle=-20,
+            labelfont={"size": 11},
+            tickfont={"size": 10},
+        )
+    )
     fig = finish(fig, title, view.label, height=420)
     fig.update_layout(margin={"l": 120, "r": 70, "t": 110, "b": 30})
     return fig

@@ -18,11 +18,11 @@ import tuner
 from tuner.report._fig_failures import failure_param_figure, failure_reason_figure
 from tuner.report._fig_levels import concurrency_figure, gpu_figure, latency_figure
 from tuner.report._fig_search import history_figure, importance_figure, parallel_figure
-from tuner.report._summary import summary_html, top_trials_html
 from tuner.report._style import FIGURE_HEIGHT
+from tuner.report._summary import summary_html, top_trials_html
 from tuner.report._view import StudyView, read_study
 
-__all__ = ["build_report", "write_report", "report_title", "FIGURE_COUNT"]
+__all__ = ["FIGURE_COUNT", "build_report", "report_title", "write_report"]
 
 # The figures of the page, in order (the browser test checks that each is drawn).
 FIGURE_COUNT = 8
@@ -47,11 +47,13 @@ main { padding: 14px 22px 28px; }
 pre.cmd { white-space: pre-wrap; word-break: break-all; background: #f6f8fa; padding: 8px;
           border-radius: 6px; margin: 6px 0 0; font-size: 12px; }
 table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e5e7eb; vertical-align: top; }
+th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e5e7eb;
+         vertical-align: top; }
 th { color: #6b7280; font-weight: 600; font-size: 12px; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .grid { display: grid; grid-template-columns: repeat(6, 1fr); gap: 12px; margin-bottom: 12px; }
-.fig { background: #fff; border-radius: 8px; padding: 4px; box-shadow: 0 1px 2px #0001; min-width: 0; }
+.fig { background: #fff; border-radius: 8px; padding: 4px; box-shadow: 0 1px 2px #0001;
+       min-width: 0; }
 .span-2 { grid-column: span 2; } .span-3 { grid-column: span 3; } .span-6 { grid-column: span 6; }
 footer { color: #6b7280; font-size: 12px; padding: 0 24px 24px; }
 """
@@ -104,18 +106,25 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
     title = report_title(view)
     space = space_name or view.attrs.get("space_file") or "?"
     tag = '<span class="emulated-tag">emulated</span>' if view.emulated else ""
-    sub = " · ".join(html.escape(str(part)) for part in (
-        f"space {space}", f"engine {view.attrs.get('engine', '?')}", f"host {view.attrs.get('host', '?')}",
-        f"{len(view.trials)} trials",
-    ))
+    sub = " · ".join(
+        html.escape(str(part))
+        for part in (
+            f"space {space}",
+            f"engine {view.attrs.get('engine', '?')}",
+            f"host {view.attrs.get('host', '?')}",
+            f"{len(view.trials)} trials",
+        )
+    )
     cells = "\n".join(
         f'<div class="fig span-{span}">{_figure_div(fig, i)}</div>'
         for i, (fig, span) in enumerate(figures)
     )
+    generated = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     emulated_note = (
-        " Figures come from the emulated host (calibrated to the reference reading), converted to the "
-        "real host's time scale."
-        if view.emulated else ""
+        " Figures come from the emulated host (calibrated to the reference reading), converted "
+        "to the real host's time scale."
+        if view.emulated
+        else ""
     )
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -126,7 +135,8 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
 <script type="text/javascript">{get_plotlyjs()}</script>
 </head>
 <body>
-<header><h1>{html.escape(title.removesuffix(view.label))}{tag}</h1><div class="sub">{sub}</div></header>
+<header><h1>{html.escape(title.removesuffix(view.label))}{tag}</h1>
+<div class="sub">{sub}</div></header>
 <main>
 {summary_html(view)}
 <div class="grid">
@@ -134,9 +144,9 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
 </div>
 {top_trials_html(view)}
 </main>
-<footer>tuner {html.escape(tuner.__version__)} · generated {dt.datetime.now().strftime("%Y-%m-%d %H:%M")}.{emulated_note}
-Throughput is output tokens per second over a level; pruned trials show their best level before they were
-stopped; failed trials show at zero.</footer>
+<footer>tuner {html.escape(tuner.__version__)} · generated {generated}.{emulated_note}
+Throughput is output tokens per second over a level; pruned trials show their best level
+before they were stopped; failed trials show at zero.</footer>
 </body>
 </html>
 """

@@ -11,7 +11,16 @@ import math
 
 import plotly.graph_objects as go
 
-__all__ = ["COLORS", "FIGURE_HEIGHT", "OUTCOME_COLORS", "LEVEL_COLORS", "finish", "log_ticks", "note_figure", "outcome_color"]
+__all__ = [
+    "COLORS",
+    "FIGURE_HEIGHT",
+    "LEVEL_COLORS",
+    "OUTCOME_COLORS",
+    "finish",
+    "log_ticks",
+    "note_figure",
+    "outcome_color",
+]
 
 COLORS = {
     "baseline": "#6c757d",
@@ -23,7 +32,11 @@ COLORS = {
     "power": "#ff7f0e",
     "util": "#2ca02c",
 }
-OUTCOME_COLORS = {"ok": COLORS["complete"], "pruned: baseline": COLORS["pruned"], "pruned: constraint": "#dbdb8d"}
+OUTCOME_COLORS = {
+    "ok": COLORS["complete"],
+    "pruned: baseline": COLORS["pruned"],
+    "pruned: constraint": "#dbdb8d",
+}
 TOP_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b")
 LEVEL_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 FAIL_PALETTE = ("#e377c2", "#d62728", "#ff9896", "#c5b0d5", "#8c564b", "#f7b6d2", "#7f7f7f")
@@ -43,13 +56,26 @@ def finish(fig: go.Figure, title: str, label: str, *, height: int = FIGURE_HEIGH
     The title sits at the top left, the legend in one row between the title and the plot.
     """
     fig.update_layout(
-        title={"text": f"{title}{label}", "x": 0.01, "xanchor": "left", "y": 0.985, "yanchor": "top",
-               "yref": "container", "font": {"size": 16}},
+        title={
+            "text": f"{title}{label}",
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.985,
+            "yanchor": "top",
+            "yref": "container",
+            "font": {"size": 16},
+        },
         template="plotly_white",
         height=height,
         margin={"l": 60, "r": 20, "t": 78, "b": 48},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0,
-                "font": {"size": 11}},
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.02,
+            "xanchor": "left",
+            "x": 0.0,
+            "font": {"size": 11},
+        },
         font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
         hoverlabel={"namelength": -1},
     )
@@ -59,8 +85,15 @@ def finish(fig: go.Figure, title: str, label: str, *, height: int = FIGURE_HEIGH
 def note_figure(title: str, label: str, note: str, *, height: int = FIGURE_HEIGHT) -> go.Figure:
     """A drawn figure that holds only a note (nothing to plot yet, and why)."""
     fig = go.Figure()
-    fig.add_annotation(text=note, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font={"size": 14, "color": "#555"})
+    fig.add_annotation(
+        text=note,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font={"size": 14, "color": "#555"},
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return finish(fig, title, label, height=height)

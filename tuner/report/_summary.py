@@ -1,4 +1,4 @@
-"""The report's head: cards with the answer (best vs baseline), the best command, the top trials."""
+"""The report's head: cards with the answer (best vs baseline), the best command, top trials."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from tuner.report._view import StudyView, changes_from
 
-__all__ = ["summary_html", "top_trials_html", "peak_level"]
+__all__ = ["peak_level", "summary_html", "top_trials_html"]
 
 
 def peak_level(levels: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -16,15 +16,18 @@ def peak_level(levels: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _card(key: str, value: str, detail: str = "") -> str:
-    return (f'<div class="card"><div class="k">{html.escape(key)}</div><div class="v">{html.escape(value)}</div>'
-            f'<div class="d">{html.escape(detail)}</div></div>')
+    return (
+        f'<div class="card"><div class="k">{html.escape(key)}</div>'
+        f'<div class="v">{html.escape(value)}</div>'
+        f'<div class="d">{html.escape(detail)}</div></div>'
+    )
 
 
 def _tps(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} tok/s"
 
 
-def _validation_card(best) -> str:  # noqa: ANN001 (TrialRecord)
+def _validation_card(best) -> str:
     validation = best.user_attrs.get("validation")
     if not validation:
         return _card("validation", "not yet", "run `tuner validate` before deploying")
@@ -34,7 +37,9 @@ def _validation_card(best) -> str:  # noqa: ANN001 (TrialRecord)
     mean, std = validation.get("mean_output_throughput"), validation.get("std_output_throughput")
     if mean is None:
         return _card("validation", "stable", f"{runs} soak runs")
-    return _card("validation: stable", f"{mean:,.0f} ± {std or 0:,.0f}", f"tok/s over {runs} soak runs")
+    return _card(
+        "validation: stable", f"{mean:,.0f} ± {std or 0:,.0f}", f"tok/s over {runs} soak runs"
+    )
 
 
 def _cards(view: StudyView) -> str:
@@ -46,12 +51,28 @@ def _cards(view: StudyView) -> str:
         gain = f"{best.value / base:.2f}x the baseline" if base else "no baseline measured"
         best_card = _card(f"best stable{label}", _tps(best.value), f"trial {best.number} · {gain}")
     else:
-        best_card = _card(f"best stable{label}", "none yet", "no trial completed with every level clean")
-    base_card = _card(f"baseline{label}", _tps(base),
-                      f"trial {view.baseline.number}" if view.baseline is not None else "not run yet")
-    trials_card = _card("trials", str(len(view.trials)), " · ".join(
-        f"{counts[s]} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING") if counts.get(s)))
-    last = _validation_card(best) if best is not None else _card("host", str(view.attrs.get("host", "?")))
+        best_card = _card(
+            f"best stable{label}", "none yet", "no trial completed with every level clean"
+        )
+    base_card = _card(
+        f"baseline{label}",
+        _tps(base),
+        f"trial {view.baseline.number}" if view.baseline is not None else "not run yet",
+    )
+    trials_card = _card(
+        "trials",
+        str(len(view.trials)),
+        " · ".join(
+            f"{counts[s]} {s.lower()}"
+            for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+            if counts.get(s)
+        ),
+    )
+    last = (
+        _validation_card(best)
+        if best is not None
+        else _card("host", str(view.attrs.get("host", "?")))
+    )
     return f'<div class="cards">{best_card}{base_card}{trials_card}{last}</div>'
 
 
@@ -59,12 +80,15 @@ def _best_panel(view: StudyView) -> str:
     best = view.best
     if best is None:
         return ""
-    base = view.baseline.config if view.baseline is not None and best is not view.baseline else None
+    base = (
+        view.baseline.config if view.baseline is not None and best is not view.baseline else None
+    )
     changes = ", ".join(changes_from(best.config, base)) or "none: the baseline is the best"
     return (
         f'<div class="panel"><h2>Best stable configuration: trial {best.number}</h2>'
         f"<div>Changes from the baseline: <b>{html.escape(changes)}</b></div>"
-        f'<pre class="cmd">{html.escape(best.command_line or "(no command line recorded)")}</pre></div>'
+        f'<pre class="cmd">{html.escape(best.command_line or "(no command line recorded)")}'
+        "</pre></div>"
     )
 
 
@@ -80,17 +104,23 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
         peak = peak_level(trial.levels) or {}
         ratio = f"{trial.value / base:.2f}x" if base and trial.value else "–"
         ttft = peak.get("p99_ttft_ms")
-        changes = "baseline" if trial.is_baseline else ", ".join(changes_from(trial.config, base_config)[:6])
+        changes = (
+            "baseline"
+            if trial.is_baseline
+            else ", ".join(changes_from(trial.config, base_config)[:6])
+        )
         rows.append(
             f"<tr><td class=num>{trial.number}</td><td class=num>{_tps(trial.value)}</td>"
             f"<td class=num>{ratio}</td><td class=num>{peak.get('concurrency', '–')}</td>"
             f"<td class=num>{'–' if ttft is None else f'{ttft:,.0f} ms'}</td>"
-            f"<td class=num>{'yes' if trial.stable else 'no'}</td><td>{html.escape(changes)}</td></tr>"
+            f"<td class=num>{'yes' if trial.stable else 'no'}</td>"
+            f"<td>{html.escape(changes)}</td></tr>"
         )
     return (
         f'<div class="panel"><h2>Top completed trials{html.escape(view.label)}</h2><table><tr>'
         "<th class=num>trial</th><th class=num>output tok/s</th><th class=num>vs baseline</th>"
-        "<th class=num>peak at c</th><th class=num>p99 TTFT there</th><th class=num>all levels clean</th>"
+        "<th class=num>peak at c</th><th class=num>p99 TTFT there</th>"
+        "<th class=num>all levels clean</th>"
         "<th>changes from the baseline</th></tr>" + "".join(rows) + "</table></div>"
     )
 

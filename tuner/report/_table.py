@@ -18,11 +18,11 @@ import pandas as pd
 from tuner.errors import ConfigError
 from tuner.report._summary import peak_level
 from tuner.report._view import read_study
+from tuner.study.attrs import LEVEL_FIGURES, level_figures
 
-__all__ = ["trials_frame", "trials_text", "TABLE_FORMATS"]
+__all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
 
 TABLE_FORMATS = ("csv", "json")
-LEVEL_COLUMNS = (("tps", "output_throughput"), ("p99_ttft_ms", "p99_ttft_ms"), ("median_tpot_ms", "median_tpot_ms"))
 
 
 def _row(trial: Any, emulated: bool) -> dict[str, Any]:
@@ -41,32 +41,39 @@ def _row(trial: Any, emulated: bool) -> dict[str, Any]:
     for name, value in trial.config.items():
         row[f"config.{name}"] = "unset" if value is None else value
     for level in sorted(trial.levels, key=lambda lv: lv["concurrency"]):
-        for prefix, key in LEVEL_COLUMNS:
-            row[f"{prefix}@{level['concurrency']}"] = level.get(key)
+        row.update(level_figures(level))
     peak = peak_level(trial.levels) or {}
     gpu = peak.get("gpu") or {}
     validation = ua.get("validation") or {}
-    row.update({
-        "peak_concurrency": peak.get("concurrency"),
-        "peak_mean_power_w": gpu.get("mean_power_w"),
-        "peak_mean_util_pct": gpu.get("mean_util_pct"),
-        "ready_s": ua.get("ready_s"),
-        "host_seconds": ua.get("host_seconds"),
-        "validated": validation.get("stable") if validation else None,
-        "validated_mean_tps": validation.get("mean_output_throughput"),
-        "validated_std_tps": validation.get("std_output_throughput"),
-        "emulated": bool(ua.get("emulated", emulated)),
-        "command_line": trial.command_line,
-    })
+    row.update(
+        {
+            "peak_concurrency": peak.get("concurrency"),
+            "peak_mean_power_w": gpu.get("mean_power_w"),
+            "peak_mean_util_pct": gpu.get("mean_util_pct"),
+            "ready_s": ua.get("ready_s"),
+            "host_seconds": ua.get("host_seconds"),
+            "validated": validation.get("stable") if validation else None,
+            "validated_mean_tps": validation.get("mean_output_throughput"),
+            "validated_std_tps": validation.get("std_output_throughput"),
+            "emulated": bool(ua.get("emulated", emulated)),
+            "command_line": trial.command_line,
+        }
+    )
     return row
 
 
 def _ordered(columns: list[str]) -> list[str]:
-    head = [c for c in columns if "." not in c and "@" not in c and not c.startswith(("peak_", "validated"))]
+    head = [
+        c
+        for c in columns
+        if "." not in c and "@" not in c and not c.startswith(("peak_", "validated"))
+    ]
     head = [c for c in head if c not in ("ready_s", "host_seconds", "emulated", "command_line")]
     config = [c for c in columns if c.startswith("config.")]
-    levels = sorted((c for c in columns if "@" in c),
-                    key=lambda c: ([p for p, _ in LEVEL_COLUMNS].index(c.split("@")[0]), int(c.split("@")[1])))
+    levels = sorted(
+        (c for c in columns if "@" in c),
+        key=lambda c: ([p for p, _ in LEVEL_FIGURES].index(c.split("@")[0]), int(c.split("@")[1])),
+    )
     tail = [c for c in columns if c not in head and c not in config and c not in levels]
     return head + config + levels + tail
 
@@ -80,7 +87,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     view = read_study(study)
     rows = [_row(trial, view.emulated) for trial in view.trials]
     if not rows:
-        return pd.DataFrame(columns=["number", "state", "value", "is_baseline", "stable", "reason"])
+        return pd.DataFrame(
+            columns=["number", "state", "value", "is_baseline", "stable", "reason"]
+        )
     columns = list(dict.fromkeys(key for row in rows for key in row))
     frame = pd.DataFrame(rows, columns=_ordered(columns)).convert_dtypes()
     return frame.set_index("number", drop=False).rename_axis(None)
@@ -97,4 +106,6 @@ def trials_text(study: optuna.Study, fmt: str) -> str:
         return frame.to_csv(index=False)
     if fmt == "json":
         return frame.to_json(orient="records", indent=2) + "\n"
-    raise ConfigError(f"trials format {fmt!r}: unknown; fix: use one of {', '.join(TABLE_FORMATS)}")
+    raise ConfigError(
+        f"trials format {fmt!r}: unknown; fix: use one of {', '.join(TABLE_FORMATS)}"
+    )

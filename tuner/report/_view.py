@@ -16,7 +16,16 @@ import optuna
 from tuner.errors import ConfigError
 from tuner.study.results import TrialRecord, best_stable, records
 
-__all__ = ["INACTIVE", "LevelPoint", "StudyView", "changes_from", "outcome_of", "read_study", "show_value", "sorted_labels"]
+__all__ = [
+    "INACTIVE",
+    "LevelPoint",
+    "StudyView",
+    "changes_from",
+    "outcome_of",
+    "read_study",
+    "show_value",
+    "sorted_labels",
+]
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,9 @@ class StudyView:
     @property
     def emulated(self) -> bool:
         """True when the study ran on the emulated host (its figures are labelled so)."""
-        return bool(self.attrs.get("emulated")) or any(t.user_attrs.get("emulated") for t in self.trials)
+        return bool(self.attrs.get("emulated")) or any(
+            t.user_attrs.get("emulated") for t in self.trials
+        )
 
     @property
     def label(self) -> str:
@@ -69,8 +80,10 @@ class StudyView:
     def completed(self) -> list[TrialRecord]:
         """COMPLETE trials that ran on the host (reused copies left out), best first."""
         done = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
-        return sorted((t for t in done if t.user_attrs.get("reused_from") is None),
-                      key=lambda t: -(t.value or 0.0))
+        return sorted(
+            (t for t in done if t.user_attrs.get("reused_from") is None),
+            key=lambda t: -(t.value or 0.0),
+        )
 
     def top(self, count: int) -> list[TrialRecord]:
         """The ``count`` best completed trials other than the best and the baseline."""
@@ -85,19 +98,25 @@ class StudyView:
                 continue
             clean = self.clean_levels.get(trial.number, {})
             for level in trial.levels:
-                gpu = level.get("gpu") or trial.user_attrs.get("telemetry", {}).get(str(level["concurrency"])) or {}
-                found.append(LevelPoint(
-                    trial=trial.number,
-                    state=trial.state,
-                    concurrency=int(level["concurrency"]),
-                    output_throughput=float(level.get("output_throughput") or 0.0),
-                    clean=int(level["concurrency"]) in clean,
-                    p99_ttft_ms=level.get("p99_ttft_ms"),
-                    median_tpot_ms=level.get("median_tpot_ms"),
-                    mean_power_w=gpu.get("mean_power_w"),
-                    mean_util_pct=gpu.get("mean_util_pct"),
-                    power_limit_w=gpu.get("power_limit_w"),
-                ))
+                gpu = (
+                    level.get("gpu")
+                    or trial.user_attrs.get("telemetry", {}).get(str(level["concurrency"]))
+                    or {}
+                )
+                found.append(
+                    LevelPoint(
+                        trial=trial.number,
+                        state=trial.state,
+                        concurrency=int(level["concurrency"]),
+                        output_throughput=float(level.get("output_throughput") or 0.0),
+                        clean=int(level["concurrency"]) in clean,
+                        p99_ttft_ms=level.get("p99_ttft_ms"),
+                        median_tpot_ms=level.get("median_tpot_ms"),
+                        mean_power_w=gpu.get("mean_power_w"),
+                        mean_util_pct=gpu.get("mean_util_pct"),
+                        power_limit_w=gpu.get("power_limit_w"),
+                    )
+                )
         return found
 
     def state_counts(self) -> dict[str, int]:
@@ -139,7 +158,9 @@ def read_study(study: optuna.Study) -> StudyView:
 
 
 def changes_from(config: dict[str, Any], reference: dict[str, Any] | None) -> list[str]:
-    """``name=value`` for each setting of ``config`` that differs from ``reference`` (all without one).
+    """``name=value`` for each setting of ``config`` that differs from ``reference``.
+
+    Without a reference, every setting.
 
     A setting absent from ``config`` (a conditional parameter that was not active) shows as
     ``inactive``; ``None`` (the flag left unset) as ``unset``.
@@ -147,8 +168,11 @@ def changes_from(config: dict[str, Any], reference: dict[str, Any] | None) -> li
     if not reference:
         return [f"{k}={show_value(v)}" for k, v in config.items()]
     keys = list(config) + [k for k in reference if k not in config]
-    return [f"{k}={show_value(config.get(k, INACTIVE))}" for k in keys
-            if reference.get(k, INACTIVE) != config.get(k, INACTIVE)]
+    return [
+        f"{k}={show_value(config.get(k, INACTIVE))}"
+        for k in keys
+        if reference.get(k, INACTIVE) != config.get(k, INACTIVE)
+    ]
 
 
 def sorted_labels(labels: set[str]) -> list[str]:
