@@ -39,7 +39,7 @@ PortOpt = Annotated[Optional[int], typer.Option("--port", help="server port (def
 
 
 def _console() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True)
 
 
 def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a fast --help)
@@ -227,8 +227,19 @@ def _register_optional() -> None:
 _register_optional()
 
 
+def _quiet_optuna() -> None:
+    """Optuna's own INFO lines and experimental-feature warnings would drown the progress."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
 def main() -> None:
     """Entry point: run the app and turn tuner errors into one line and an exit code."""
+    _quiet_optuna()
     try:
         app(standalone_mode=False)
     except TunerError as error:

@@ -47,6 +47,13 @@ else:
     sys.exit(f"patch {patch['name']}: {path} does not hold the expected text; not touching it")
 '''
 
+_EMULATED_ENV_PY = (
+    "import shlex, sys; from pathlib import Path; "
+    "from tuner.emulator.host_root import prepare_host_root; "
+    "env = prepare_host_root(Path(sys.argv[1]).resolve()); "
+    "print('\\n'.join(f'export {k}={shlex.quote(v)}' for k, v in env.items()))"
+)
+
 _WAIT_PY = r'''
 import sys, time, urllib.request
 url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
@@ -116,7 +123,7 @@ def render_launch_script(
             "",
             "# EMULATED: this starts tuner's emulator of the GLM-5 host, not SGLang on GPUs.",
             f'EMULATED_ROOT="${{EMULATED_ROOT:-{root}}}"',
-            'eval "$("$PYTHON" -m tuner.emulator.host_root --print-env "$EMULATED_ROOT")"',
+            f'eval "$("$PYTHON" -c {shlex.quote(_EMULATED_ENV_PY)} "$EMULATED_ROOT")"',
         ]
     for name in sorted(launch.patches):
         patch = space.patches[name]

@@ -124,8 +124,13 @@ def optimize_study(
     runner: TrialRunner,
     n_trials: int,
     progress: ProgressView,
+    unavailable_patches: set[str] = frozenset(),
 ) -> OptimizeSummary:
-    """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run)."""
+    """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run).
+
+    Configurations needing one of ``unavailable_patches`` (whose text the host's file lacks) are
+    skipped like a constraint: that dimension is pinned to "not patched" for this run.
+    """
     summary = OptimizeSummary()
     ensure_baseline_queued(study, space)
     finished = _finished_by_key(study)
@@ -143,6 +148,9 @@ def optimize_study(
         attrs.set(trial, "emulated", runner.target.emulated)
         violations = [] if is_baseline else space.constraint_violations(config)
         skips = [v.reason for v in violations if v.action == "skip"]
+        if not is_baseline and unavailable_patches:
+            needed = unavailable_patches & set(space.render(config, resolve=False).patches)
+            skips += [f"patch {name} does not apply on this host" for name in sorted(needed)]
         if skips:
             attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
             attrs.set(trial, "pruned_by", "constraint")

@@ -9,7 +9,14 @@ from tuner import doctor
 from tuner.patches import PatchManager
 from tuner.study.target import Target
 
-__all__ = ["preflight_checks", "read_engine_version"]
+__all__ = ["preflight_checks", "read_engine_version", "unavailable_patches", "PATCH_CHECK_PREFIX"]
+
+PATCH_CHECK_PREFIX = "patch "
+
+
+def unavailable_patches(checks: list[doctor.Check]) -> set[str]:
+    """The patches whose check failed: their text is not in the host's file (never written)."""
+    return {c.name.removeprefix(PATCH_CHECK_PREFIX) for c in checks if not c.ok and c.name.startswith(PATCH_CHECK_PREFIX)}
 
 
 def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[doctor.Check]:

@@ -18,7 +18,12 @@ from tuner.errors import TunerError
 from tuner.patches import PatchManager
 from tuner.study.objective import TrialRunner
 from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
-from tuner.study.preflight import preflight_checks, read_engine_version
+from tuner.study.preflight import (
+    PATCH_CHECK_PREFIX,
+    preflight_checks,
+    read_engine_version,
+    unavailable_patches,
+)
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, make_sampler, open_storage
@@ -69,12 +74,24 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         for orphan in target.host.find_orphans():
             console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
             target.host.stop_server(orphan, port=target.port)
+        unavailable: set[str] = set()
         if not options.skip_doctor:
             checks = preflight_checks(space, target, patches)
             console.print(format_checks(checks))
-            failed = [c for c in checks if not c.ok]
+            unavailable = unavailable_patches(checks)
+            failed = [c for c in checks if not c.ok and not c.name.startswith(PATCH_CHECK_PREFIX)]
             if failed:
                 raise TunerError(f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}")
+            if unavailable & set(space.render(space.baseline, resolve=False).patches):
+                raise TunerError(
+                    f"preflight failed: the baseline needs patch(es) {', '.join(sorted(unavailable))} "
+                    "that do not apply on this host; fix: correct the patch text or the baseline"
+                )
+            for name in sorted(unavailable):
+                console.print(
+                    f"[yellow]patch {name} does not apply on this host: its dimension is pinned to "
+                    "'not patched' for this run (configurations needing it are skipped)[/]"
+                )
         storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
         study = create_or_resume(
             storage,
@@ -103,7 +120,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             emulate=options.emulate,
             engine_version=read_engine_version(target),
         )
-        return optimize_study(study, space, runner, options.trials, progress)
+        return optimize_study(study, space, runner, options.trials, progress, unavailable)
     finally:
         progress.close()
         try:
