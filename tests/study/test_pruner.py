@@ -8,12 +8,11 @@ import pytest
 from tuner.study.pruner import BASELINE_ATTR, BaselinePruner, below_baseline
 
 # Calibration figures (../shared/reference/calibration.md), through the emulator's data module.
-from tuner.emulator.calibration import POINTS
+from tuner.emulator.calibration import point
 
 
 def _levels(point_id: str) -> dict[int, float]:
-    point = next(p for p in POINTS if p.id == point_id)
-    return {c: v for c, v in point.throughput.items() if isinstance(v, (int, float))}
+    return {c: v for c, v in point(point_id).throughput.items() if isinstance(v, (int, float))}
 
 
 def test_seeds_winner_slower_at_64_is_not_pruned() -> None:

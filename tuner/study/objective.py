@@ -228,7 +228,7 @@ class TrialRunner:
         try:
             local.parent.mkdir(parents=True, exist_ok=True)
             self.target.host.fetch(session.handle.log_path, str(local))
-            attrs.set(trial, "log_file", str(local))
+            attrs.set(trial, "log_file", str(local.resolve()))
             attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass

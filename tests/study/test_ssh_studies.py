@@ -1,0 +1,253 @@
+"""Whole studies over a real OpenSSH server on 127.0.0.1, against the emulated host.
+
+Faults are made for real: the server SIGKILLed by its PID during a level, the SSH connection
+dropped, the tuner itself SIGKILLed and started again, a changed host key, a patch target whose
+text is not what the patch expects, a flag the installed version lacks, a busy GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from tests.study.conftest import N_ON, REPO
+from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials
+from tests.support.sshd import free_port
+
+pytestmark = pytest.mark.sshd
+
+# Long enough levels (host time / 50) to act in the middle of one.
+SLOW = {"levels": [64, 256, 512], "output_len": 256,
+        "requests_per_level": {"per_concurrency": 2, "min": 128}, "time_scale": 50}
+GATE_FILE = "site/sglang/srt/model_executor/model_runner.py"
+STANDIN_GATE = REPO / "tuner/emulator/standin/sglang/srt/model_executor/model_runner.py"
+
+
+def ssh_args(sshd) -> list[str]:
+    return ["--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
+            "--known-hosts", sshd.known_hosts_path]
+
+
+def _background(run, sshd, trials: int) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "tuner", "optimize", str(run.path), "--trials", str(trials),
+               "--emulate", "--port", str(run.port), "--seed", "7", *ssh_args(sshd)]
+    return subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_levels(run, trial_number: int, count: int, timeout: float = 120) -> None:
+    """Wait until the trial has stored ``count`` levels (so the next one is running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if run.db.exists():
+            try:
+                trials = _trials(run.study())
+            except Exception:  # the study is being created
+                trials = []
+            if len(trials) > trial_number and len(trials[trial_number].user_attrs.get("levels", [])) >= count:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"trial {trial_number} never finished {count} level(s)")
+
+
+def _server_pid(run, trial_number: int) -> int:
+    pid_file = run.dir / "studies" / f"{run.name}-emulated.host" / "runs" / run.name / f"trial-{trial_number:04d}" / "server.pid"
+    return int(pid_file.read_text().split()[0])
+
+
+def _finish(tuner: subprocess.Popen[str], timeout: float = 120) -> str:
+    try:
+        output, _ = tuner.communicate(timeout=timeout)
+        return output
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+
+
+def test_study_over_ssh_records_the_host(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    run.optimize(1, *ssh_args(sshd))
+    baseline = _trials(run.study())[0]
+    assert baseline.state == TrialState.COMPLETE
+    assert baseline.user_attrs["host"] == f"{sshd.user}@127.0.0.1:{sshd.port}"
+    assert Path(baseline.user_attrs["log_file"]).read_text().count("The server is fired up") == 1
+
+
+def test_server_sigkilled_during_a_level_fails_the_trial(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SLOW)
+    run.enqueue(N_ON)
+    tuner = _background(run, sshd, 2)
+    try:
+        _wait_for_levels(run, 1, 1)
+        killed_at = time.time()
+        os.killpg(_server_pid(run, 1), signal.SIGKILL)  # the server's own process group
+        output = _finish(tuner)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    assert tuner.returncode == 0, output
+    trial = _trials(run.study())[1]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["failure_reason"] in ("unstable-at-256", "unstable-at-512")
+    assert trial.user_attrs["failure_noticed_at"] - killed_at < 2.0
+    assert [lv["concurrency"] for lv in trial.user_attrs["levels"]][0] == 64
+    assert _emulator_pids(run.port) == []
+
+
+def test_ssh_connection_dropped_during_a_trial(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SLOW)
+    run.enqueue(N_ON)
+    tuner = _background(run, sshd, 2)
+    try:
+        _wait_for_levels(run, 1, 1)
+        assert sshd.drop_connections() >= 1
+        output = _finish(tuner, timeout=180)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    trials = _trials(run.study())
+    trial = trials[1]
+    assert trial.state == TrialState.FAIL, output
+    assert trial.user_attrs["failure_reason"] == "host-error"
+    assert _emulator_pids(run.port) == []  # its server was stopped after reconnecting
+
+
+def test_tuner_sigkilled_and_restarted_leaves_the_host_as_it_was(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SLOW)
+    run.enqueue(N_ON)  # needs the autotune gate patch
+    tuner = _background(run, sshd, 2)
+    gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
+    try:
+        _wait_for_levels(run, 1, 1)
+        assert gate.read_bytes() != STANDIN_GATE.read_bytes()  # patched while trial 1 runs
+        os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its server survives as an orphan
+        tuner.communicate(timeout=30)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    orphans = _emulator_pids(run.port)
+    assert orphans, "the orphan server should still be running"
+    completed_before = _trials(run.study())[0]
+    run.optimize(1, *ssh_args(sshd))
+    assert _emulator_pids(run.port) == []
+    assert gate.read_bytes() == STANDIN_GATE.read_bytes()  # restored byte for byte
+    trials = _trials(run.study())
+    assert trials[0].state == TrialState.COMPLETE and trials[0].value == completed_before.value
+    assert trials[1].state == TrialState.FAIL
+    assert trials[1].user_attrs["failure_reason"] == "worker-died"
+
+
+def test_changed_host_key_is_refused(emulated_study, sshd, tmp_path: Path) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    known = tmp_path / "known_hosts"
+    key_type, key = Path(f"{other}.pub").read_text().split()[:2]
+    known.write_text(f"[127.0.0.1]:{sshd.port} {key_type} {key}\n")
+    args = ["--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
+            "--known-hosts", str(known)]
+    refused = run.optimize(1, *args, check=False)
+    assert refused.returncode == 1
+    assert "host key" in refused.stderr.lower()
+    assert not run.db.exists() or _trials(run.study()) == []
+
+
+def test_patch_target_with_unexpected_content_is_never_written(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    from tuner.emulator.host_root import prepare_host_root
+
+    prepare_host_root((run.dir / "studies" / f"{run.name}-emulated.host").resolve())
+    gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
+    upstream = gate.read_text().replace('# "flashinfer_cutlass",', '"flashinfer_cutlass",  # on upstream')
+    gate.write_text(upstream)
+    digest = hashlib.sha256(gate.read_bytes()).hexdigest()
+    run.enqueue(N_ON)
+    result = run.optimize(2, *ssh_args(sshd))
+    assert "autotune_gate" in result.stderr
+    trials = _trials(run.study())
+    n_on = trials[1]
+    assert n_on.state == TrialState.PRUNED
+    assert "patch autotune_gate does not apply" in n_on.user_attrs["pruned_reason"]
+    assert hashlib.sha256(gate.read_bytes()).hexdigest() == digest
+
+
+def test_doctor_catches_a_flag_the_installed_version_lacks(emulated_study, sshd) -> None:
+    params = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())["parameters"]
+    params["imaginary"] = {"kind": "store_true", "flag": "--enable-imaginary-kernels"}
+    baseline = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())["baseline"]
+    run = emulated_study(workload__emulated=SMALL, parameters=params,
+                         baseline={**baseline, "imaginary": False})
+    result = run.run("doctor", str(run.path), "--emulate", "--port", str(run.port), *ssh_args(sshd), check=False)
+    assert result.returncode == 1
+    assert "FAIL flags known" in result.stdout
+    assert "--enable-imaginary-kernels is unknown" in result.stdout
+
+
+def test_doctor_catches_a_gpu_busy_with_a_foreign_process(emulated_study, sshd) -> None:
+    run = emulated_study(workload__emulated=SMALL)
+    from tuner.emulator.host_root import prepare_host_root
+
+    env = prepare_host_root((run.dir / "studies" / f"{run.name}-emulated.host").resolve())
+    foreign_port = free_port()
+    foreign = subprocess.Popen(
+        [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/other", "--port", str(foreign_port),
+         "--time-scale", "200"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        state = Path(env["TUNER_EMULATOR_STATE"])
+        deadline = time.monotonic() + 30
+        while not list(state.glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        result = run.run("doctor", str(run.path), "--emulate", "--port", str(run.port), *ssh_args(sshd), check=False)
+    finally:
+        os.killpg(foreign.pid, signal.SIGKILL)
+        foreign.wait(timeout=10)
+    assert result.returncode == 1
+    assert "FAIL gpus idle" in result.stdout
+    assert f"PID {foreign.pid}" in result.stdout
+
+
+def test_shell_metacharacters_reach_the_server_unchanged(tmp_path: Path, sshd) -> None:
+    from tuner.emulator.host_root import prepare_host_root
+
+    env = prepare_host_root(tmp_path / "host")
+    record = tmp_path / "argv.json"
+    pwned = tmp_path / "PWNED"
+    nasty = f"glm5 '; touch {pwned} #\" $(touch {pwned}) `touch {pwned}` & | > <"
+    document = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())
+    document["name"] = "quoting"
+    document["host"] = {"address": "127.0.0.1", "user": sshd.user, "port": sshd.port, "key": sshd.key_path,
+                        "python": sys.executable, "run_root": str(tmp_path / "runs")}
+    document["server"]["command"] = f"{sys.executable} {REPO / 'tests/support/record_argv.py'} --time-scale 200"
+    document["server"]["port"] = free_port()
+    document["server"]["env"] = {**env, "RECORD_ARGV_FILE": str(record)}
+    document["parameters"]["served_model_name"] = {"kind": "categorical", "flag": "--served-model-name",
+                                                   "choices": [nasty]}
+    document["baseline"]["served_model_name"] = nasty
+    document["workload"] = {**document["workload"], **SMALL, "levels": [64, 256]}
+    document["workload"].pop("emulated", None)
+    document["workload"].pop("time_scale", None)
+    space = tmp_path / "quoting.yaml"
+    space.write_text(yaml.safe_dump(document, sort_keys=False))
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "optimize", str(space), "--trials", "1",
+         "--known-hosts", sshd.known_hosts_path, "--skip-doctor",
+         "--storage", f"sqlite:///{tmp_path / 'q.db'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = json.loads(record.read_text())
+    assert argv[argv.index("--served-model-name") + 1] == nasty
+    assert not pwned.exists()
