@@ -7,8 +7,11 @@ each server a test started (through the host, and by its process group if the ho
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.sshd import SshServer
-from tuner.host import Host, HostSpec, ServerHandle, open_host
+from tuner.host import Host, HostSpec, LocalHost, ServerHandle, open_host
 
 HERE = Path(__file__).parent
+REPO = HERE.parent.parent
 FAKE_SERVER = str(HERE / "fake_server.py")
 FAKE_BIN = str(HERE / "bin")
 PYTHON = sys.executable
@@ -99,3 +103,48 @@ def servers(host: Host) -> Iterator[list[ServerHandle]]:
 
 def fake_server_argv(*extra: str) -> list[str]:
     return [PYTHON, FAKE_SERVER, *extra]
+
+
+def host_fields(host: Host, request: pytest.FixtureRequest) -> dict[str, object]:
+    """HostSpec fields that reach ``host`` again from another process."""
+    if isinstance(host, LocalHost):
+        return {"address": "local", "run_root": host.run_root}
+    sshd = request.getfixturevalue("sshd")
+    return {
+        "address": sshd.host,
+        "port": sshd.port,
+        "user": sshd.user,
+        "key_path": sshd.key_path,
+        "known_hosts": sshd.known_hosts_path,
+        "run_root": host.run_root,
+    }
+
+
+def _tuner_command(spec: dict[str, object], action: str) -> tuple[list[str], dict[str, str]]:
+    argv = [PYTHON, str(HERE / "killed_tuner.py"), json.dumps(spec), action]
+    return argv, {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+
+
+def run_killed_tuner(spec: dict[str, object], action: str) -> subprocess.CompletedProcess[bytes]:
+    """Run ``killed_tuner.py`` until it kills itself; returns how it ended."""
+    argv, env = _tuner_command(spec, action)
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, timeout=60, check=False)
+
+
+@contextlib.contextmanager
+def tuner_serving(
+    spec: dict[str, object],
+) -> Iterator[tuple[subprocess.Popen[bytes], ServerHandle]]:
+    """A tuner process that started a server (its handle given) and waits; killed on exit."""
+    argv, env = _tuner_command(spec, "serve")
+    tuner = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE)
+    try:
+        assert tuner.stdout is not None
+        line = tuner.stdout.readline()
+        assert line, "the tuner process printed no handle"
+        yield tuner, ServerHandle.from_record(json.loads(line))
+    finally:
+        tuner.kill()
+        tuner.wait()
+        if tuner.stdout is not None:
+            tuner.stdout.close()

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import PYTHON, fake_server_argv, group_members, wait_until
+from tests.host.conftest import (
+    PYTHON,
+    fake_server_argv,
+    group_members,
+    host_fields,
+    tuner_serving,
+    wait_until,
+)
 from tests.support.sshd import free_port
 from tuner.errors import HostError
 from tuner.host import Host, ServerHandle
@@ -199,17 +206,33 @@ def test_a_reused_pid_is_never_signalled(host: Host, run_root: str) -> None:
         bystander.wait()
 
 
-def test_orphans_of_an_earlier_run_are_found_and_stopped(
-    host: Host, servers: list[ServerHandle]
+def test_orphans_of_a_killed_tuner_are_found_and_stopped_and_nothing_else(
+    host: Host, servers: list[ServerHandle], request: pytest.FixtureRequest
 ) -> None:
-    handle = host.start_server(fake_server_argv(), env={}, run_dir=f"{host.run_root}/s/trial-0003")
-    servers.append(handle)
-    assert wait_until(lambda: host.is_running(handle))
-    orphans = host.find_orphans()
-    assert orphans == [handle]
-    host.stop_server(orphans[0], grace_s=2.0, wait_gpu_s=0.0)
+    own = host.start_server(fake_server_argv(), env={}, run_dir=f"{host.run_root}/mine/trial-1")
+    servers.append(own)
+    spec = {
+        "host": host_fields(host, request),
+        "argv": fake_server_argv(),
+        "run_dir": f"{host.run_root}/s/trial-0003",
+    }
+    with tuner_serving(spec) as (tuner, handle):
+        servers.append(handle)
+        assert wait_until(lambda: host.is_running(handle))
+        assert host.find_orphans() == []  # its tuner still runs: not an orphan
+        tuner.kill()
+        tuner.wait()
+        assert host.find_orphans() == [handle]  # the tuner is gone: now it is one
+    assert host.is_running(handle)  # the server outlived its tuner
+    host.stop_server(handle, grace_s=2.0, wait_gpu_s=0.0)
     assert group_members(handle.pgid) == []
     assert host.find_orphans() == []
+    assert host.is_running(own)  # a server of this (live) tuner was never an orphan
+    record_path = Path(own.run_dir) / "server.json"
+    record = json.loads(record_path.read_text())
+    record["owner"] = {"host": "another-tuner-machine", "pid": 1, "starttime": "1"}
+    record_path.write_text(json.dumps(record))
+    assert host.find_orphans() == []  # owned from a machine we cannot see: left alone
 
 
 def test_shell_metacharacters_reach_the_server_unchanged_and_run_nothing(

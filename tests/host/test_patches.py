@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import HERE, PYTHON
+from tests.host.conftest import PYTHON, host_fields, run_killed_tuner
 from tuner.errors import ConfigError, TunerError
-from tuner.host import Host, LocalHost
+from tuner.host import Host
 from tuner.patches import JOURNAL_NAME, PatchManager, PatchSpec
 
 # The 0.5.9 gate of ../shared/reference/sglang.md section 2 (an excerpt of the function).
@@ -207,34 +206,14 @@ def test_a_tuner_killed_while_patching_is_undone_by_the_next_run(
     request: pytest.FixtureRequest,
 ) -> None:
     original = target.read_bytes()
-    if isinstance(host, LocalHost):
-        host_fields: dict[str, object] = {"address": "local", "run_root": host.run_root}
-    else:
-        sshd = request.getfixturevalue("sshd")
-        host_fields = {
-            "address": sshd.host,
-            "port": sshd.port,
-            "user": sshd.user,
-            "key_path": sshd.key_path,
-            "known_hosts": sshd.known_hosts_path,
-            "run_root": host.run_root,
-        }
     spec = {
-        "host": host_fields,
+        "host": host_fields(host, request),
         "patch": dataclasses.asdict(GATE),
         "python": PYTHON,
         "env": {"PYTHONPATH": str(site)},
         "journal_dir": str(tmp_path / "journal"),
     }
-    repo = str(HERE.parent.parent)
-    killed = subprocess.run(
-        [PYTHON, str(HERE / "patch_then_die.py"), json.dumps(spec), moment],
-        cwd=repo,
-        env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    killed = run_killed_tuner(spec, f"patch:{moment}")
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
     if moment != "before-write":
         assert target.read_bytes() != original  # the kill left the file patched

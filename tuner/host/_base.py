@@ -18,6 +18,7 @@ from typing import Self
 
 from tuner.errors import HostError
 from tuner.host import _shell
+from tuner.host._owner import current_owner, owner_alive
 from tuner.host._types import CommandResult, ServerHandle
 
 __all__ = ["Host"]
@@ -132,6 +133,7 @@ class Host(abc.ABC):
                 "port": port,
                 "started_at": started_at,
                 "env_names": sorted(env),
+                "owner": current_owner(),
             },
             sort_keys=True,
         )[1:]
@@ -247,16 +249,26 @@ class Host(abc.ABC):
         return True
 
     def find_orphans(self) -> list[ServerHandle]:
-        """Servers that earlier runs left alive under ``run_root``.
+        """Servers that a killed tuner left alive under ``run_root``.
 
-        A ``server.pid`` counts only if its process is alive and has the start time and boot id
-        its ``server.json`` recorded: a PID the kernel gave to another process is never returned.
+        A ``server.pid`` counts only if its process is alive with the start time and boot id its
+        ``server.json`` recorded (a PID the kernel gave to another process is never returned),
+        and if the tuner that started it is gone: a server of a tuner still running, on this
+        machine or another, is nobody's orphan.
         """
+        return [
+            handle
+            for handle, record in self._live_servers()
+            if not owner_alive(record.get("owner"))
+        ]
+
+    def _live_servers(self) -> list[tuple[ServerHandle, dict[str, object]]]:
+        """Every server under ``run_root`` whose recorded process is alive, with its record."""
         lines = self._checked(
-            _shell.orphan_scan_script(self.run_root), "looking for orphans", timeout=60.0
+            _shell.orphan_scan_script(self.run_root), "looking for servers", timeout=60.0
         ).stdout.splitlines()
         boot_id = lines[0].strip() if lines else ""
-        orphans = []
+        found = []
         for line in lines[1:]:
             parts = line.split("\t")
             if len(parts) != 3:
@@ -274,8 +286,8 @@ class Host(abc.ABC):
                 continue
             if handle.boot_id and boot_id and handle.boot_id != boot_id:
                 continue
-            orphans.append(handle)
-        return orphans
+            found.append((handle, record))
+        return found
 
     def cleanup_run_dirs(self, keep: int = 20, *, min_age_s: float = 3600.0) -> list[str]:
         """Remove the oldest run folders under ``run_root``, keeping the newest ``keep``.
@@ -295,7 +307,7 @@ class Host(abc.ABC):
             except ValueError:
                 continue
         entries.sort(reverse=True)
-        live = {h.run_dir for h in self.find_orphans()}
+        live = {handle.run_dir for handle, _ in self._live_servers()}
         now = time.time()
         root = self.run_root.rstrip("/") + "/"
         doomed = [
