@@ -7,12 +7,25 @@ number of trials in each cell.
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
 from tuner.report._style import finish, note_figure, outcome_color
 from tuner.report._view import INACTIVE, StudyView, outcome_of, show_value, sorted_labels
 
-__all__ = ["failure_param_figure", "failure_reason_figure", "outcome_table"]
+__all__ = [
+    "BINS",
+    "MAX_VALUES",
+    "failure_param_figure",
+    "failure_reason_figure",
+    "outcome_table",
+    "value_groups",
+]
+
+# A numeric parameter with more distinct values than MAX_VALUES is shown in BINS ranges.
+MAX_VALUES = 6
+BINS = 4
 
 
 def _tried(view: StudyView) -> list:
@@ -60,6 +73,37 @@ def failure_reason_figure(view: StudyView) -> go.Figure:
     return fig
 
 
+def value_groups(values: list[Any], max_values: int = MAX_VALUES) -> tuple[list[str], list[str]]:
+    """Each value's label, and the labels in reading order.
+
+    Numbers with more than ``max_values`` distinct values are put in ``BINS`` ranges of equal
+    width (``0.85-0.88``), so that a continuous parameter does not take a column per trial.
+    """
+    texts = [show_value(v) for v in values]
+    numbers = sorted(
+        {v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    )
+    if len(numbers) <= max_values:
+        return texts, sorted_labels(set(texts))
+    low, high = numbers[0], numbers[-1]
+    width = (high - low) / BINS
+    edges = [low + i * width for i in range(BINS)] + [high]
+    ranges = [f"{_num(edges[i])}-{_num(edges[i + 1])}" for i in range(BINS)]
+
+    def label(value: Any, text: str) -> str:
+        if value not in numbers:
+            return text
+        return ranges[min(BINS - 1, int((value - low) / width))]
+
+    labels = [label(v, t) for v, t in zip(values, texts, strict=True)]
+    others = sorted_labels({t for v, t in zip(values, texts, strict=True) if v not in numbers})
+    return labels, [r for r in ranges if r in labels] + others
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
 def outcome_table(view: StudyView) -> tuple[list[str], list[str], list[list[int]]]:
     """Rows ``parameter = value``, columns outcomes, cells trial counts (varying parameters)."""
     tried = [t for t in _tried(view) if t.config]
@@ -70,11 +114,11 @@ def outcome_table(view: StudyView) -> tuple[list[str], list[str], list[list[int]
     rows: list[str] = []
     cells: list[list[int]] = []
     for name in names:
-        values = sorted_labels({show_value(t.config.get(name, INACTIVE)) for t in tried})
-        if len(values) < 2:
+        labels, order = value_groups([t.config.get(name, INACTIVE) for t in tried])
+        if len(order) < 2:
             continue
-        for value in values:
-            chosen = [t for t in tried if show_value(t.config.get(name, INACTIVE)) == value]
+        for value in order:
+            chosen = [t for t, lab in zip(tried, labels, strict=True) if lab == value]
             rows.append(f"{name} = {value}")
             cells.append([sum(outcome_of(t) == o for t in chosen) for o in outcomes])
     return rows, outcomes, cells
@@ -114,22 +158,22 @@ def failure_param_figure(view: StudyView) -> go.Figure:
         showgrid=False,
     )
     fig.update_yaxes(tickfont={"size": 11}, ticksuffix=" ", showgrid=False)
-    for name in dict.fromkeys(names):
+    for index, name in enumerate(dict.fromkeys(names)):
         first, last = names.index(name), len(names) - 1 - names[::-1].index(name)
-        fig.add_annotation(
+        fig.add_annotation(  # neighbours alternate between two rows, so long names do not collide
             x=(first + last) / 2,
-            y=1.0,
+            y=1.0 if index % 2 == 0 else 1.09,
             xref="x",
             yref="paper",
             yanchor="bottom",
-            text=_short(name, 7 * (last - first + 1)),
+            text=_short(name, 4 + 12 * (last - first + 1)),
             showarrow=False,
             font={"size": 11},
         )
         if first > 0:
             fig.add_vline(x=first - 0.5, line={"color": "#555", "width": 1.5})
     fig = finish(fig, title, view.label)
-    fig.update_layout(margin={"l": 130, "r": 20, "t": 80, "b": 20})
+    fig.update_layout(margin={"l": 130, "r": 20, "t": 100, "b": 20})
     return fig
 
 

@@ -158,7 +158,7 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
         )
     )
     fig.update_xaxes(
-        title=f"for the top {quantile:.0%} of {len(done)} completed trials",
+        title=f"reaching the top {quantile:.0%} of {len(done)} completed",
         tickformat=".0%",
         range=[0, max(values) * 1.2],
     )

@@ -105,7 +105,7 @@ def trials_text(study: optuna.Study, fmt: str) -> str:
     if fmt == "csv":
         return frame.to_csv(index=False)
     if fmt == "json":
-        return frame.to_json(orient="records", indent=2) + "\n"
+        return frame.to_json(orient="records", indent=2, double_precision=15) + "\n"
     raise ConfigError(
         f"trials format {fmt!r}: unknown; fix: use one of {', '.join(TABLE_FORMATS)}"
     )
