@@ -83,6 +83,7 @@ class ServerSession:
         self._lock = threading.Lock()
         self._stop_watch = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._connections = 0
 
     @property
     def base_url(self) -> str:
@@ -101,6 +102,7 @@ class ServerSession:
         """Start the server detached, in its own process group, and begin watching it."""
         self.times.started = time.monotonic()
         self.handle = self.host.start_server(self.argv, env=self.env, run_dir=self.run_dir)
+        self._connections = _connections(self.host)
         self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
         self._watcher.start()
         return self.handle
@@ -183,6 +185,10 @@ class ServerSession:
 
     def _poll_once(self) -> None:
         assert self.handle is not None
+        if _connections(self.host) != self._connections:
+            # Another step lost the SSH connection and a new one was opened: what happened on
+            # the host meanwhile is unknown, so this trial's figures cannot be trusted.
+            raise HostError(f"{self.host.name}: the SSH connection dropped during the trial")
         fatal = self._read_new_lines()
         if fatal is not None:
             # Let the process finish writing its traceback (SGLang exits within a second).
@@ -243,6 +249,11 @@ class ServerSession:
         with self._lock:
             if self._failure is None:
                 self._failure = failure
+
+
+def _connections(host: Host) -> int:
+    """How many connections the host opened so far (0 for a local host)."""
+    return int(getattr(host, "connections", 0))
 
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
