@@ -129,24 +129,33 @@ def check_engine_version(
     return Check("engine version", True, f"installed {version}")
 
 
-def _query_gpus(host: Host, query: str, env: Mapping[str, str] | None) -> tuple[bool, str]:
-    """(nvidia-smi exists, its output); a failing nvidia-smi raises TunerError."""
-    result = host.run(
-        f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {query}", env=env, timeout=60.0
+def _query_gpus(
+    host: Host, queries: Sequence[str], env: Mapping[str, str] | None
+) -> list[str] | None:
+    """The outputs of ``nvidia-smi QUERY`` for each query (one round trip), None without it.
+
+    Raises:
+        TunerError: nvidia-smi exists but fails.
+    """
+    marker = "@@tuner-next-query@@"
+    script = "command -v nvidia-smi >/dev/null || exit 127\n" + f"\necho {marker}\n".join(
+        f"nvidia-smi {query} || exit $?" for query in queries
     )
+    result = host.run(script, env=env, timeout=60.0)
     if result.exit_code == 127:
-        return False, ""
+        return None
     if not result.ok:
         raise TunerError(f"nvidia-smi failed ({result.summary()})")
-    return True, result.stdout
+    return result.stdout.split(marker + "\n")
 
 
 def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None = None) -> Check:
     """The GPUs ``nvidia-smi`` lists (name, memory, compute capability): ``min_count`` or more."""
     query = f"--query-gpu={','.join(_GPU_FIELDS)} --format=csv,noheader,nounits"
     try:
-        present, output = _query_gpus(host, query, env)
-        gpus = parse_gpu_csv(output, _GPU_FIELDS) if present else []
+        outputs = _query_gpus(host, [query], env)
+        present = outputs is not None
+        gpus = parse_gpu_csv(outputs[0], _GPU_FIELDS) if outputs is not None else []
     except (TunerError, ValueError) as error:
         return Check("gpus", False, str(error), "check the NVIDIA driver on the host (nvidia-smi)")
     if not present:
@@ -178,24 +187,42 @@ def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None 
 
 
 def check_gpus_idle(
-    host: Host, own_pids: Iterable[int] = (), env: Mapping[str, str] | None = None
+    host: Host,
+    own_pids: Iterable[int] = (),
+    env: Mapping[str, str] | None = None,
+    max_hidden_mib: float = 1024.0,
 ) -> Check:
-    """No GPU runs another user's process (a shared host must not be disturbed)."""
-    query = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits"
+    """No GPU is used by another user's process (a shared host must not be disturbed).
+
+    A listed compute process other than ``own_pids`` fails the check, and so does memory in use
+    on a GPU beyond what its listed processes hold by more than ``max_hidden_mib``: processes of
+    another container are not listed, their memory is.
+    """
+    queries = [
+        "--query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits",
+        "--query-gpu=index,uuid,memory.used --format=csv,noheader,nounits",
+    ]
     try:
-        present, output = _query_gpus(host, query, env)
-    except TunerError as error:
+        outputs = _query_gpus(host, queries, env)
+        if outputs is None:
+            return Check("gpus idle", True, "no nvidia-smi: nothing to check")
+        gpus = parse_gpu_csv(outputs[1], ("index", "uuid", "memory.used"))
+    except (TunerError, ValueError) as error:
         return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
-    if not present:
-        return Check("gpus idle", True, "no nvidia-smi: nothing to check")
     own = {int(pid) for pid in own_pids}
-    foreign = []
-    for line in output.splitlines():
+    foreign, held = [], {}
+    for line in outputs[0].splitlines():
         cells = [cell.strip() for cell in line.split(",")]
-        if cells and cells[0].isdigit() and int(cells[0]) not in own:
-            name = cells[1] if len(cells) > 1 else "?"
-            memory = f", {cells[2]} MiB" if len(cells) > 2 else ""
-            foreign.append(f"PID {cells[0]} {name}{memory}")
+        if len(cells) < 4 or not cells[0].isdigit():
+            continue
+        memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
+        held[cells[3]] = held.get(cells[3], 0.0) + memory
+        if int(cells[0]) not in own:
+            foreign.append(f"PID {cells[0]} {cells[1]}, {cells[2]} MiB")
+    for gpu in gpus:
+        hidden = (gpu.memory_used_mib or 0.0) - held.get(gpu.values.get("uuid", ""), 0.0)
+        if hidden > max_hidden_mib:
+            foreign.append(f"GPU {gpu.index}: {hidden:.0f} MiB held by processes not listed here")
     if foreign:
         return Check(
             "gpus idle",
@@ -203,7 +230,7 @@ def check_gpus_idle(
             f"busy with other processes: {'; '.join(foreign)}",
             "wait until they end or ask their owner; the tuner never stops them",
         )
-    return Check("gpus idle", True, "no other process on the GPUs")
+    return Check("gpus idle", True, f"no other process on the {len(gpus)} GPU(s)")
 
 
 def check_flags_known(

@@ -73,6 +73,8 @@ def test_a_gpu_busy_with_a_foreign_process_is_caught(host: Host, smi_env: dict[s
     assert doctor.check_gpus_idle(
         host, own_pids=[4242], env={**smi_env, "FAKE_SMI_FOREIGN": "1"}
     ).ok
+    hidden = doctor.check_gpus_idle(host, env={**smi_env, "FAKE_SMI_HIDDEN_MIB": "5000"})
+    assert not hidden.ok and "GPU 1: 5004 MiB held by processes not listed here" in hidden.detail
 
 
 def test_gpus_are_listed_with_memory_and_compute_capability(
