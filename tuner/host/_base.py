@@ -2,8 +2,10 @@
 
 A transport (local subprocess, SSH) supplies only the primitives: run a shell command, read and
 write files, fetch a file, reconnect, close. Everything about servers (start detached, follow the
-log, is it alive, stop it, orphans, old run folders) is written once here, as shell scripts from
-:mod:`tuner.host._shell`, so the local and the SSH host behave the same way.
+log, is it alive, stop it, orphans, old run folders) is written once here, so the local and the
+SSH host behave the same way: starting, stopping and scanning are shell scripts from
+:mod:`tuner.host._shell`; liveness, ports and logs are read from ``/proc`` and the run folder
+through the file primitives (SFTP over SSH: no shell start, a few milliseconds a call).
 """
 
 from __future__ import annotations
