@@ -17,8 +17,8 @@ import pytest
 from tuner.loadgen import LevelSpec, run_level
 
 TTFT_MS = 300.0
-ITL_MS = 25.0
-OUTPUT_LEN = 40
+ITL_MS = 40.0
+OUTPUT_LEN = 64
 
 
 def server_record(url: str, output_len: int) -> dict[str, np.ndarray]:
@@ -63,14 +63,15 @@ def test_ttft_and_tpot_agree_with_the_servers_record(pacing_server, concurrency:
 @pytest.mark.parametrize("api", ["sglang", "openai", "openai-chat"])
 def test_each_api_streams_and_counts_exactly(pacing_server, api: str) -> None:
     server = pacing_server(ttft_ms=50, itl_ms=5)
-    spec = LevelSpec(concurrency=8, num_requests=24, input_len=20, output_len=12,
+    spec = LevelSpec(concurrency=8, num_requests=24, input_len=20, output_len=20,
                      time_limit_s=60, warmup=2)
     metrics = asyncio.run(run_level(server.url, spec, api=api))
-    assert metrics.clean() and metrics.completed == 24
-    assert metrics.output_tokens == 24 * 12
+    truth = server_record(server.url, 20)
+    assert metrics.clean() and metrics.completed == 24 == len(truth["tokens"])
+    assert metrics.output_tokens == 24 * 20
     assert metrics.input_tokens == 24 * 20
-    assert metrics.median_ttft_ms == pytest.approx(50, rel=0.5)
-    assert metrics.median_itl_ms == pytest.approx(5, rel=0.5)
+    assert metrics.median_ttft_ms == pytest.approx(np.median(truth["ttft"]), rel=0.2)
+    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]), rel=0.2)
 
 
 @pytest.mark.parametrize("api", ["sglang", "openai"])
@@ -99,14 +100,16 @@ def test_request_rate_spaces_the_requests(pacing_server) -> None:
 
 
 def test_emulator_time_scale_is_applied_and_labelled(pacing_server) -> None:
-    # The server runs 10x faster than the host it emulates: 30 ms TTFT is 300 ms host time.
-    server = pacing_server(ttft_ms=30, itl_ms=2, time_scale=10)
+    # The server runs 10x faster than the host it emulates: 40 ms TTFT is 400 ms host time.
+    server = pacing_server(ttft_ms=40, itl_ms=5, time_scale=10)
     spec = LevelSpec(concurrency=8, num_requests=16, input_len=8, output_len=10,
                      time_limit_s=60, warmup=8)
     metrics = asyncio.run(run_level(server.url, spec))
+    truth = server_record(server.url, 10)
     assert metrics.emulated and metrics.time_scale == 10.0
-    assert metrics.median_ttft_ms == pytest.approx(300, rel=0.2)
-    assert metrics.median_itl_ms == pytest.approx(20, rel=0.3)
+    assert metrics.median_ttft_ms == pytest.approx(np.median(truth["ttft"]) * 10, rel=0.1)
+    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]) * 10, rel=0.1)
+    assert metrics.median_ttft_ms > 400 * 0.98
     assert metrics.output_throughput == pytest.approx(16 * 10 / metrics.duration_s)
 
 

@@ -1,0 +1,126 @@
+"""How many streamed tokens per second the load generator can take in, on this machine.
+
+A local server (another process, ``tests/support/pacing_server.py`` with no pacing) streams as
+fast as it can, one token per event, to ``--concurrency`` concurrent streams. In the same run,
+alternating, this script measures:
+
+- the full client: ``tuner.loadgen.run_level``, recording every metric it records;
+- a bare loop: aiohttp, the same requests, reading each event line and ``json.loads`` of it,
+  nothing else.
+
+It prints streamed tokens/s of both and their ratio. Targets: at least 40,000 tokens/s (about
+7x the best figure in the seeds) and at least 0.8x the bare loop.
+
+Run: ``python bench/client_capacity.py [--concurrency 1024] [--output-len 128] [--rounds 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.pacing_server import PacingServer  # noqa: E402
+from tuner.loadgen import LevelSpec, make_prompts, run_level  # noqa: E402
+from tuner.loadgen._apis import api_format  # noqa: E402
+
+TARGET_TOKENS_PER_S = 40_000
+TARGET_RATIO = 0.8
+
+
+async def bare_loop(url: str, concurrency: int, bodies: list[bytes]) -> tuple[int, float]:
+    """Stream every body with ``concurrency`` workers; only read lines and parse them.
+
+    The first ``concurrency`` bodies warm the connections and are not timed.
+
+    Returns:
+        (events received in the timed part, its seconds).
+    """
+    headers = {"Content-Type": "application/json"}
+    received = 0
+    next_index = 0
+
+    async def worker(session: aiohttp.ClientSession, stop: int) -> None:
+        nonlocal received, next_index
+        while next_index < stop:
+            body = bodies[next_index]
+            next_index += 1
+            async with session.post(url, data=body, headers=headers) as response:
+                async for line in response.content:
+                    if line.startswith(b"data:") and not line.startswith(b"data: [DONE]"):
+                        json.loads(line[5:])
+                        received += 1
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, read_bufsize=1 << 20) as session:
+        await asyncio.gather(*(worker(session, concurrency) for _ in range(concurrency)))
+        received = 0
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session, len(bodies)) for _ in range(concurrency)))
+        return received, time.perf_counter() - started
+
+
+def measure_bare(url: str, api: str, concurrency: int, requests: int, input_len: int,
+                 output_len: int, seed: int) -> float:
+    fmt = api_format(api)
+    prompts = make_prompts(requests + concurrency, input_len, seed, api=api)
+    bodies = [json.dumps(fmt.body(p, output_len, "pacing-model", True)).encode() for p in prompts]
+    events, seconds = asyncio.run(bare_loop(url + fmt.path, concurrency, bodies))
+    assert events == requests * output_len, (events, requests * output_len)
+    return events / seconds
+
+
+def measure_full(url: str, api: str, concurrency: int, requests: int, input_len: int,
+                 output_len: int, seed: int) -> float:
+    spec = LevelSpec(concurrency=concurrency, num_requests=requests, input_len=input_len,
+                     output_len=output_len, time_limit_s=600, warmup=concurrency, seed=seed)
+    metrics = asyncio.run(run_level(url, spec, api=api))
+    assert metrics.clean() and metrics.output_tokens == requests * output_len, metrics
+    return metrics.output_throughput
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=1024)
+    parser.add_argument("--requests", type=int, default=4096, help="per measurement")
+    parser.add_argument("--input-len", type=int, default=32)
+    parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument("--api", default="sglang", choices=["sglang", "openai", "openai-chat"])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--events-per-write", type=int, default=16)
+    args = parser.parse_args()
+
+    full, bare = [], []
+    with PacingServer(ttft_ms=0, itl_ms=0, events_per_write=args.events_per_write) as server:
+        for round_index in range(args.rounds):
+            common = (server.url, args.api, args.concurrency, args.requests, args.input_len,
+                      args.output_len, round_index)
+            bare.append(measure_bare(*common))
+            full.append(measure_full(*common))
+            print(f"round {round_index + 1}: full client {full[-1]:,.0f} tokens/s, "
+                  f"bare loop {bare[-1]:,.0f} tokens/s", flush=True)
+    best_full, best_bare = max(full), max(bare)
+    ratio = statistics.median(f / b for f, b in zip(full, bare))
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}, "
+          f"aiohttp {aiohttp.__version__}; server: one process, {args.events_per_write} "
+          "events a write, one token an event")
+    print(f"workload: {args.concurrency} concurrent streams, {args.requests} requests of "
+          f"{args.input_len} in / {args.output_len} out per measurement, api {args.api}")
+    print(f"full client: {best_full:,.0f} streamed tokens/s (best of {args.rounds}; "
+          f"target >= {TARGET_TOKENS_PER_S:,}): {'PASS' if best_full >= 40_000 else 'FAIL'}")
+    print(f"bare loop:   {best_bare:,.0f} streamed tokens/s (best of {args.rounds})")
+    print(f"ratio full/bare: {ratio:.2f} (median of rounds; target >= {TARGET_RATIO}): "
+          f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
