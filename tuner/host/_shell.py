@@ -141,7 +141,7 @@ def stop_script(
     any case, then SIGTERM after ``grace_s``, SIGKILL after another grace period. Then it waits for the port to
     close and, where ``nvidia-smi`` exists, for the group's PIDs to leave ``--query-compute-apps``.
     """
-    ticks = max(1, int(grace_s * 10))
+    ticks = max(1, int(grace_s * 100))  # hundredths of a second
     port_ticks = max(1, int(port_wait_s * 10))
     gpu_ticks = max(0, int(wait_gpu_s * 2))
     port_hex = f"{port:04X}" if port else ""
@@ -149,7 +149,7 @@ def stop_script(
     if stop_command:  # always run: a container can outlive the client process that started it
         stop_part = (
             f"mkdir -p -- {shlex.quote(run_dir)} 2>/dev/null\n"
-            f"timeout {ticks // 10 + 1} sh -c {shlex.quote(stop_command)} "
+            f"timeout {ticks // 100 + 1} sh -c {shlex.quote(stop_command)} "
             f">> {shlex.quote(run_dir)}/stop.log 2>&1\n"
             "ours && wait_gone " + str(ticks) + "\n"
         )
@@ -165,22 +165,28 @@ ours() {{
   [ -z "$s" ] && return 0
   [ "${{s#* }}" = "$st" ]
 }}
-wait_gone() {{
-  n=0
-  while [ -n "$(members "$pid")" ] && [ "$n" -lt "$1" ]; do sleep 0.1; n=$((n + 1)); done
+wait_gone() {{  # $1: hundredths of a second; polls fast at first, then every 0.1 s
+  t=0
+  alive=$(members "$pid")
+  while [ -n "$alive" ] && [ "$t" -lt "$1" ]; do
+    if [ "$t" -lt 50 ]; then sleep 0.02; t=$((t + 2)); else sleep 0.1; t=$((t + 10)); fi
+    alive=$(members "$pid")
+  done
 }}
 pids=""
+alive=""
 ours && pids=$(members "$pid")
 {stop_part}if ours; then
-  if [ -n "$(members "$pid")" ]; then
+  alive=$(members "$pid")
+  if [ -n "$alive" ]; then
     kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
     wait_gone {ticks}
   fi
-  if [ -n "$(members "$pid")" ]; then
+  if [ -n "$alive" ]; then
     kill -KILL "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
-    wait_gone 50
+    wait_gone 500
   fi
-  [ -n "$(members "$pid")" ] && echo alive
+  [ -n "$alive" ] && echo alive
 fi
 if [ -n {shlex.quote(port_hex)} ]; then
   n=0
@@ -202,7 +208,7 @@ if [ -n "$pids" ] && [ {gpu_ticks} -gt 0 ] && command -v nvidia-smi >/dev/null 2
     n=$((n + 1))
   done
 fi
-[ -z "$(members "$pid")" ] && rm -f -- {shlex.quote(run_dir)}/server.pid
+[ -z "$alive" ] && rm -f -- {shlex.quote(run_dir)}/server.pid
 echo stopped
 """
 
