@@ -9,7 +9,9 @@ chunk, ``continuous_usage_stats`` a usage in every chunk).
 
 from __future__ import annotations
 
+import json
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +51,13 @@ def _prompt_ids(prompt: Any, field: str) -> list[int]:
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
         return text_to_ids(prompt)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return list(prompt)
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], bool):
+        try:
+            array("q", prompt)  # raises TypeError unless every element is an integer
+        except (TypeError, OverflowError):
+            pass
+        else:
+            return prompt
     raise RequestError(f"{field} must be a string or a non-empty list of token ids")
 
 
@@ -122,27 +129,35 @@ def _usage(request: GenerationRequest, count: int) -> dict[str, int]:
 
 
 def _finish(request: GenerationRequest, count: int, total: int, done: bool) -> str | None:
+    """``length`` when the request's token budget ended it, ``stop`` at the model's EOS."""
     if not done:
         return None
     return "length" if count >= request.max_new_tokens else "stop"
 
 
+def _meta_info(request: GenerationRequest, rid: str, count: int, reason: str | None,
+               meta: dict[str, Any]) -> dict[str, Any]:
+    info = {"id": rid, "finish_reason": None, "prompt_tokens": len(request.prompt_ids),
+            "completion_tokens": count, **meta}
+    if reason == "length":
+        info["finish_reason"] = {"type": "length", "length": count}
+    elif reason == "stop":
+        info["finish_reason"] = {"type": "stop", "matched": 151336}
+    return info
+
+
 def event(request: GenerationRequest, rid: str, output: Completion, count: int, done: bool,
-          cursor: StreamCursor, meta: dict[str, Any], model: str) -> dict[str, Any]:
-    """The streamed chunk after ``count`` tokens (``done``: the last one)."""
+          cursor: StreamCursor, meta: dict[str, Any], model: str) -> bytes:
+    """The SSE line (``data: {...}``) of the streamed chunk after ``count`` tokens."""
     start = cursor.sent_tokens
     cursor.sent_tokens = count
     reason = _finish(request, count, len(output.ids), done)
     if request.api == "generate":
         first = start if request.incremental else 0
-        info = {"id": rid, "finish_reason": None, "prompt_tokens": len(request.prompt_ids),
-                "completion_tokens": count, **meta}
-        if reason is not None:
-            info["finish_reason"] = ({"type": "length", "length": count} if reason == "length"
-                                     else {"type": "stop", "matched": 151336})
-        text = output.text[output.offsets[first]: output.offsets[count]]
-        return {"text": text, "output_ids": list(output.ids[first:count]), "meta_info": info}
-    delta_text = output.text[output.offsets[start]: output.offsets[count]]
+        info = json.dumps(_meta_info(request, rid, count, reason, meta))
+        return (f'data: {{"text": "{output.text_between(first, count)}", "output_ids": '
+                f'{output.ids_json(first, count)}, "meta_info": {info}}}\n\n').encode()
+    delta_text = output.text_between(start, count)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
     if request.api == "chat":
         choice["delta"] = {"role": "assistant", "content": delta_text} if start == 0 else {
@@ -154,22 +169,24 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
              "choices": [choice]}
     if request.continuous_usage:
         chunk["usage"] = _usage(request, count)
-    return chunk
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
-def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str) -> dict[str, Any]:
-    """The final ``choices: []`` chunk that ``stream_options.include_usage`` asks for."""
+def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str) -> bytes:
+    """The SSE line of the final ``choices: []`` chunk that ``include_usage`` asks for."""
     kind = "chat.completion.chunk" if request.api == "chat" else "text_completion"
-    return {"id": rid, "object": kind, "created": int(time.time()), "model": model,
-            "choices": [], "usage": _usage(request, count)}
+    chunk = {"id": rid, "object": kind, "created": int(time.time()), "model": model,
+             "choices": [], "usage": _usage(request, count)}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
 def reply(request: GenerationRequest, rid: str, output: Completion, count: int,
           meta: dict[str, Any], model: str) -> dict[str, Any]:
     """The non-streamed answer."""
-    if request.api == "generate":
-        return event(request, rid, output, count, True, StreamCursor(), meta, model)
     reason = _finish(request, count, len(output.ids), True)
+    if request.api == "generate":
+        return {"text": output.text_of(count), "output_ids": list(output.ids[:count]),
+                "meta_info": _meta_info(request, rid, count, reason, meta)}
     text = output.text_of(count)
     if request.api == "chat":
         choice = {"index": 0, "message": {"role": "assistant", "content": text},

@@ -3,8 +3,10 @@
 :class:`BatchCore` holds the waiting queue and the running batch and decides, one action at a
 time, what the emulated GPUs do next, the way SGLang's scheduler does:
 
-- ``wakeup``: work arrived at an idle scheduler; the first batch waits the engine's idle
-  wake-up time (more arrivals join it meanwhile);
+- ``wakeup``: work arrived at an idle scheduler; the first batch starts ``wakeup_s`` after the
+  scheduler went idle, and at least ``gather_s`` after the arrival (more arrivals join it
+  meanwhile). Counting from the moment it went idle makes a client's turnaround part of the
+  wake-up, as it is on the real host, instead of adding to it K times over;
 - ``prefill``: admit waiting requests (FIFO) while ``--max-running-requests`` and the KV pool
   allow, up to the prefill chunk budget; each admitted request gets its first token;
 - ``decode``: every running request advances by one token;
@@ -77,7 +79,8 @@ class CoreTiming:
     Attributes:
         decode_step: seconds of one decode step for a batch of ``b`` requests.
         prefill: seconds to prefill ``tokens`` tokens in ``chunks`` chunks.
-        wakeup_s: idle wake-up time.
+        wakeup_s: idle wake-up time, from the moment the scheduler went idle.
+        gather_s: the least time between the first arrival and the first batch.
         kv_tokens: size of the KV pool.
         max_running: cap on running requests.
         chunk_tokens: prefill budget of one prefill batch.
@@ -90,6 +93,7 @@ class CoreTiming:
     decode_step: Callable[[int], float]
     prefill: Callable[[int, int], float]
     wakeup_s: float
+    gather_s: float
     kv_tokens: int
     max_running: int
     chunk_tokens: int
@@ -117,6 +121,7 @@ class BatchCore:
         self.kv_used = 0  # tokens held by running requests
         self._remaining = 0  # output tokens the running requests still have to produce
         self._idle = True
+        self._idle_since: float | None = None
         self._wakeups: dict[int, list[tuple[CoreRequest, int]]] = {}
 
     # -- queue ----------------------------------------------------------------------------------
@@ -146,12 +151,20 @@ class BatchCore:
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self) -> Action | None:
-        """The next action, or None when there is nothing to do."""
+    def plan(self, now: float = 0.0) -> Action | None:
+        """The next action, or None when there is nothing to do.
+
+        Args:
+            now: the caller's clock (only differences matter), for the idle wake-up.
+        """
         if not self.busy:
             return None
         if self._idle and self.waiting:
-            return Action("wakeup", self.timing.wakeup_s)
+            timing = self.timing
+            ready = now + timing.gather_s
+            if self._idle_since is not None:
+                ready = max(ready, self._idle_since + timing.wakeup_s)
+            return Action("wakeup", ready - now)
         batch, tokens, chunks = self._admissible()
         if batch:
             crash = self.timing.crash_batch
@@ -201,16 +214,20 @@ class BatchCore:
 
     # -- applying -------------------------------------------------------------------------------
 
-    def apply(self, action: Action) -> list[Progress]:
-        """Finish ``action``: update the state and return the requests whose output moved."""
+    def apply(self, action: Action, now: float = 0.0) -> list[Progress]:
+        """Finish ``action`` at ``now``: update the state, return the requests whose output moved."""
         if action.kind == "wakeup":
             self._idle = False
             return []
         if action.kind == "prefill":
-            return self._apply_prefill(action.batch)
-        if action.kind == "decode":
-            return self._apply_decode()
-        raise ValueError(f"action {action.kind!r} cannot be applied: the engine failed")
+            progress = self._apply_prefill(action.batch)
+        elif action.kind == "decode":
+            progress = self._apply_decode()
+        else:
+            raise ValueError(f"action {action.kind!r} cannot be applied: the engine failed")
+        if self._idle:
+            self._idle_since = now
+        return progress
 
     def _apply_prefill(self, batch: tuple[CoreRequest, ...]) -> list[Progress]:
         progress = []

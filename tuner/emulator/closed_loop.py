@@ -45,13 +45,13 @@ def simulate_level(
         sent += 1
     elapsed = 0.0
     while finished < num_requests:
-        action = core.plan()
+        action = core.plan(elapsed)
         if action is None:
             raise RuntimeError("the simulated scheduler stalled with requests left")
         if action.kind in ("crash", "oom"):
             return action.kind
         elapsed += action.duration
-        for progress in core.apply(action):
+        for progress in core.apply(action, elapsed):
             if not progress.finished:
                 continue
             finished += 1

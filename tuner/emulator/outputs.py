@@ -23,7 +23,8 @@ VOCAB_SIZE = 154_880  # GLM-5
 _CONSONANTS = "bdfghklmnprstvz"
 _VOWELS = "aeiou"
 _GARBAGE_ID = 0
-_DISTINCT_WORDS = 8192  # ids map onto this many words, so the spelling cache stays small
+_DISTINCT_WORDS = 8192  # ids map onto this many words (a power of two)
+_ID_SPAN = 1 << 16  # greedy ids are drawn from 1..65536, a part of the vocabulary
 _WORD = re.compile(r"\S+")
 
 
@@ -36,10 +37,7 @@ def text_to_ids(text: str) -> list[int]:
     return ids or [1]
 
 
-@cache
 def _word(token_id: int) -> str:
-    if token_id == _GARBAGE_ID:
-        return "!"
     letters = []
     value = token_id
     for _ in range(2 + token_id % 3):
@@ -49,23 +47,46 @@ def _word(token_id: int) -> str:
     return " " + "".join(letters)
 
 
+@cache
+def _tables() -> tuple[list[str], list[str]]:
+    """Spellings by ``id % 8192`` (``!`` for the garbage id 0 is separate) and ids as text."""
+    words = [_word(index or _DISTINCT_WORDS) for index in range(_DISTINCT_WORDS)]
+    return words, [str(token) for token in range(_ID_SPAN + 1)]
+
+
 @dataclass(frozen=True)
 class Completion:
     """The whole output of one request; streams cut it at token counts.
+
+    The text needs no JSON escaping (letters, spaces and ``!``), so a stream can put slices of
+    :attr:`text` and :attr:`ids_csv` into its events without encoding them again.
 
     Attributes:
         ids: output token ids.
         text: the detokenized output.
         offsets: ``offsets[n]`` is the length of the text of the first ``n`` tokens.
+        ids_csv: the ids joined with ``", "``.
+        ids_offsets: ``ids_offsets[n]`` is the length of ``ids_csv`` for the first ``n`` ids.
     """
 
     ids: tuple[int, ...]
     text: str
     offsets: tuple[int, ...]
+    ids_csv: str
+    ids_offsets: tuple[int, ...]
 
     def text_of(self, count: int) -> str:
         """The text of the first ``count`` tokens."""
         return self.text[: self.offsets[count]]
+
+    def text_between(self, start: int, end: int) -> str:
+        """The text of tokens ``start`` to ``end`` (exclusive)."""
+        return self.text[self.offsets[start]: self.offsets[end]]
+
+    def ids_json(self, start: int, end: int) -> str:
+        """The JSON array of ids ``start`` to ``end`` (exclusive)."""
+        first = self.ids_offsets[start] + (2 if start else 0)
+        return "[" + self.ids_csv[first: self.ids_offsets[end]] + "]" if end > start else "[]"
 
 
 def completion(
@@ -81,16 +102,19 @@ def completion(
         temperature: 0 is greedy (a function of the prompt alone); above 0 also of ``seed``.
         seed: varies sampled output (ignored when greedy).
     """
+    spellings, numerals = _tables()
     if garbage:
         ids = [_GARBAGE_ID] * length
+        words = ["!"] * length
     else:
         digest = hashlib.blake2b(array("q", prompt_ids).tobytes(), digest_size=8).digest()
         base = int.from_bytes(digest, "little")
         if temperature > 0:
             base ^= (seed if seed is not None else random.getrandbits(63)) * 0x9E3779B97F4A7C15
-        rng = random.Random(base)
-        bits = rng.getrandbits
-        ids = [1 + bits(20) % (VOCAB_SIZE - 1) for _ in range(length)]
-    words = [_word(token % _DISTINCT_WORDS or _DISTINCT_WORDS if token else 0) for token in ids]
-    offsets = [0, *accumulate(len(word) for word in words)]
-    return Completion(tuple(ids), "".join(words), tuple(offsets))
+        ids = [value + 1 for value in array("H", random.Random(base).randbytes(2 * length))]
+        words = [spellings[token & (_DISTINCT_WORDS - 1)] for token in ids]
+    numbers = [numerals[token] for token in ids]
+    offsets = (0, *accumulate(map(len, words)))
+    ids_offsets = (0, *accumulate(len(n) + 2 for n in numbers))
+    ids_offsets = (0, *(end - 2 for end in ids_offsets[1:]))
+    return Completion(tuple(ids), "".join(words), offsets, ", ".join(numbers), ids_offsets)

@@ -68,6 +68,7 @@ __all__ = ["EngineModel", "Failure", "build_engine", "engine_from_settings", "pr
 PREFILL_TOKENS_PER_S = 40_000.0  # host seconds; a chunk of 8192 tokens takes about 0.2 s
 CHUNK_OVERHEAD_S = 0.08
 SINGLE_STREAM_STEP_S = 0.030  # one request decodes at about 33 tok/s
+GATHER_S = 0.5  # a burst of arrivals at an idle scheduler gathers this long
 OOM_DECODE_BATCH = 1000
 RETRACT_S = 0.06  # per retracted request: freeing its pages and re-forming the batch
 
@@ -131,6 +132,7 @@ class EngineModel:
             decode_step=decode,
             prefill=prefill,
             wakeup_s=fitted.IDLE_WAKEUP_S / time_scale,
+            gather_s=GATHER_S / time_scale,
             kv_tokens=settings.kv_tokens,
             max_running=settings.max_running,
             chunk_tokens=settings.chunk_tokens,

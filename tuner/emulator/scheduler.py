@@ -2,10 +2,11 @@
 
 :class:`Scheduler` owns a :class:`~tuner.emulator.batch_core.BatchCore` whose durations are
 already divided by the time scale. Its loop takes one action at a time and sleeps until the
-action's end on an absolute clock, so sleep jitter does not accumulate: when the loop wakes
-late it runs the following actions without sleeping until it has caught up (at most
-``MAX_LAG_S`` behind; beyond that the lost time is dropped). Each request's progress goes to
-its :class:`Stream`, whose HTTP handler sends the events.
+action's end on an absolute clock (the emulated schedule), so sleep jitter does not accumulate:
+when the loop wakes late it runs the following actions without sleeping until it has caught up
+(at most ``MAX_LAG_S`` behind, plus the time it held for bursts of arrivals, see
+:mod:`tuner.emulator.bursts`; beyond that the lost time is dropped). Each request's progress
+goes to its :class:`Stream`, whose HTTP handler sends the events.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
+from tuner.emulator.bursts import Burst
 from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
@@ -61,10 +63,24 @@ class Scheduler:
         self.streams: dict[CoreRequest, Stream] = {}
         self.tokens_out = 0  # output tokens produced since start
         self._wake = asyncio.Event()
+        self._burst: Burst | None = None
         self._last_log = (time.monotonic(), 0)
 
-    def submit(self, request: CoreRequest) -> Stream:
-        """Queue a request; its :class:`Stream` shows its progress."""
+    def submit(self, request: CoreRequest, follow_up: bool = False) -> Stream:
+        """Queue a request; its :class:`Stream` shows its progress.
+
+        Args:
+            follow_up: it came on a connection that already carried a generation request.
+        """
+        now = time.monotonic()
+        burst = self._burst
+        if burst is not None and burst.refill and not follow_up:
+            burst.superseded = True  # a new client: not the refill the burst waits for
+            burst = self._burst = None
+        if burst is None and not self.core.busy:
+            self._burst = Burst.start(now)
+        elif burst is not None:
+            burst.count(now)
         stream = Stream(request)
         self.streams[request] = stream
         self.core.submit(request)
@@ -76,36 +92,56 @@ class Scheduler:
         if self.streams.pop(stream.request, None) is not None and not stream.finished:
             self.core.cancel(stream.request)
 
+    async def _hold(self, burst: Burst) -> float:
+        """Wait while ``burst`` lasts; the real seconds held, or 0 when it was superseded."""
+        while (left := burst.left(time.monotonic())) > 0:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(left, 0.001))
+            except asyncio.TimeoutError:
+                pass
+        if self._burst is burst:
+            self._burst = None
+        return 0.0 if burst.superseded else time.monotonic() - burst.opened
+
     async def run(self) -> None:
         """The scheduler loop (runs until cancelled, or until the engine fails)."""
         clock = time.monotonic
-        deadline = clock()
+        deadline = clock()  # where the emulated schedule is, in real seconds
+        credit = 0.0  # held time that may be caught up, on top of MAX_LAG_S
         back_to_back = 0
         while True:
-            action = self.core.plan()
+            while (burst := self._burst) is not None:
+                held = await self._hold(burst)
+                if burst.refill:
+                    credit += held
+                else:  # the schedule starts at the burst's first arrival
+                    deadline, credit = burst.opened, held
+            start = max(deadline, clock() - MAX_LAG_S - credit)
+            action = self.core.plan(start)
             if action is None:
                 self._wake.clear()
                 await self._wake.wait()
-                deadline = clock()
+                deadline, credit = clock(), 0.0
                 continue
             if action.kind in ("crash", "oom"):
                 self.on_failure(action.kind)
                 return
-            deadline = max(deadline, clock() - MAX_LAG_S) + action.duration
+            deadline = start + action.duration
             delay = deadline - clock()
             if delay > 0:
-                back_to_back = 0
+                back_to_back, credit = 0, 0.0
                 await asyncio.sleep(delay)
             else:
                 back_to_back += 1
                 if back_to_back >= YIELD_EVERY:
                     back_to_back = 0
                     await asyncio.sleep(0)
-            self._finish(action)
+            self._finish(action, deadline)
 
-    def _finish(self, action: Action) -> None:
+    def _finish(self, action: Action, now: float) -> None:
         running_before = len(self.core.running)
-        progress = self.core.apply(action)
+        progress = self.core.apply(action, now)
         if action.kind == "prefill":
             self.tokens_out += len(action.batch)
             self._log_prefill(action)
@@ -113,7 +149,9 @@ class Scheduler:
             self.tokens_out += running_before
             if self.core.steps % self.decode_log_interval == 0:
                 self._log_decode(running_before)
+        finished = 0
         for item in progress:
+            finished += item.finished
             stream = self.streams.get(item.request)
             if stream is None:
                 continue
@@ -122,6 +160,11 @@ class Scheduler:
                 stream.finished = True
                 del self.streams[item.request]
             stream.changed.set()
+        unfilled = finished - len(self.core.waiting)
+        if unfilled > 0:  # the queue cannot refill the freed slots: wait for the client
+            if self._burst is None:
+                self._burst = Burst(opened=time.monotonic(), refill=True, expected=0)
+            self._burst.expected += unfilled
 
     def _usage(self) -> str:
         return f"{self.core.kv_used / max(1, self.core.timing.kv_tokens):.2f}"

@@ -13,6 +13,7 @@ import json
 import random
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -62,6 +63,7 @@ class EmulatedServer:
         self.ready = False
         self._radix: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
+        self._generating_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def serve(self, engine: EngineModel, scheduler: Scheduler) -> None:
         """Start answering generation requests with ``engine``, paced by ``scheduler``."""
@@ -169,7 +171,11 @@ class EmulatedServer:
                                    self._cached_tokens(engine, request.prompt_ids))
         rid = request.rid or uuid.uuid4().hex
         started = time.monotonic()
-        stream = scheduler.submit(core_request)
+        connection = http.transport
+        follow_up = connection is not None and connection in self._generating_connections
+        if connection is not None:
+            self._generating_connections.add(connection)
+        stream = scheduler.submit(core_request, follow_up=follow_up)
         if not request.stream:
             try:
                 while not stream.finished:
@@ -201,14 +207,14 @@ class EmulatedServer:
                 stream.changed.clear()
                 count, done = stream.generated, stream.finished
                 if count > cursor.sent_tokens or done:
-                    chunk = api.event(request, rid, output, count, done, cursor,
-                                      self._meta(stream.request, started, done), self.model_name)
-                    await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    await response.write(api.event(
+                        request, rid, output, count, done, cursor,
+                        self._meta(stream.request, started, done), self.model_name))
                 if done:
                     break
             if request.include_usage and request.api != "generate":
-                chunk = api.usage_chunk(request, rid, stream.generated, self.model_name)
-                await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                await response.write(api.usage_chunk(request, rid, stream.generated,
+                                                     self.model_name))
             await response.write(b"data: [DONE]\n\n")
         except _DISCONNECTED:
             pass  # the client went away; its request is dropped below

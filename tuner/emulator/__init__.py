@@ -1,0 +1,25 @@
+"""The emulated GLM-5 host: run the whole tuner without the 8-GPU machine (a stand-in).
+
+``python -m tuner.emulator [SGLang 0.5.9 launch_server flags] [--time-scale K]`` starts an
+SGLang-like server whose speed, start-up and failures follow ``calibration.md``. The pure
+performance model (:func:`predict_throughput`) scores configurations without a server;
+:func:`prepare_host_root` lays out an emulated host (stand-in ``sglang`` package, ``nvidia-smi``,
+Python) for the host layer, locally or over SSH.
+"""
+
+from __future__ import annotations
+
+from tuner.emulator.calibration import CALIBRATION_LEVELS, CALIBRATION_POINTS, CalibrationPoint
+from tuner.emulator.host_root import prepare_host_root
+from tuner.emulator.perf_model import EngineModel, Failure, build_engine, predict_throughput
+
+__all__ = [
+    "CALIBRATION_LEVELS",
+    "CALIBRATION_POINTS",
+    "CalibrationPoint",
+    "EngineModel",
+    "Failure",
+    "build_engine",
+    "predict_throughput",
+    "prepare_host_root",
+]

@@ -1,0 +1,74 @@
+"""Bursts of arrivals that the emulated schedule waits for, so a client's turnaround is free.
+
+A client needs real milliseconds to answer finished streams and send new requests; time
+compression turns them into K times as many emulated ones, so refilling 1,000 finished slots
+would take the emulated host many seconds instead of the blink it takes on the real host. The
+scheduler therefore holds its schedule while such a burst comes in and catches the held real
+time up afterwards:
+
+- a *start* burst opens when a request reaches an idle server: the schedule starts at its first
+  arrival and gathers every request of the burst;
+- a *refill* burst opens when requests finish and the queue cannot refill their slots: it
+  gathers the requests that come back on connections that already carried a generation (a
+  closed-loop client refilling its slots). A request on a new connection is a new client (a new
+  level): the refill wait ends uncredited, and at an idle server a start burst begins.
+
+A burst ends when as many requests came as it expects, when none came for ``QUIET_S`` (the
+first one may take ``FIRST_ARRIVAL_S_PER_REQUEST`` per expected request longer), or after
+``MAX_HOLD_S``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "Burst"]
+
+QUIET_S = 0.25
+FIRST_ARRIVAL_S_PER_REQUEST = 0.003
+MAX_HOLD_S = 5.0
+
+
+@dataclass
+class Burst:
+    """One burst of arrivals (times are ``time.monotonic()`` seconds).
+
+    Attributes:
+        opened: when the burst began (the first arrival of a start burst).
+        refill: a refill burst (counts only follow-up requests) rather than a start burst.
+        expected: how many requests end it at once (infinite for a start burst).
+        arrived: requests counted so far.
+        last: the last counted arrival.
+        superseded: a new client came during a refill burst: its wait is not credited.
+    """
+
+    opened: float
+    refill: bool
+    expected: float = math.inf
+    arrived: int = 0
+    last: float = 0.0
+    superseded: bool = False
+
+    @classmethod
+    def start(cls, now: float) -> "Burst":
+        """A start burst whose first request arrived ``now``."""
+        return cls(opened=now, refill=False, arrived=1, last=now)
+
+    def quiet_left(self, now: float) -> float:
+        """Seconds until the burst is over for lack of arrivals."""
+        if self.arrived:
+            return QUIET_S - (now - self.last)
+        first = QUIET_S + FIRST_ARRIVAL_S_PER_REQUEST * min(self.expected, 1e6)
+        return first - (now - self.opened)
+
+    def left(self, now: float) -> float:
+        """Seconds the burst may still last (0 when it is over)."""
+        if self.superseded or self.arrived >= self.expected:
+            return 0.0
+        return max(0.0, min(self.quiet_left(now), MAX_HOLD_S - (now - self.opened)))
+
+    def count(self, now: float) -> None:
+        """One more request of this burst arrived."""
+        self.arrived += 1
+        self.last = now
