@@ -10,10 +10,11 @@ from optuna.trial import TrialState
 
 from tests.report.study_factory import BASELINE, DISTRIBUTIONS, level_dict
 from tuner.report import FIGURE_COUNT, build_report, pareto_front, read_study
-from tuner.report._fig_failures import failure_reason_figure, outcome_table
+from tuner.report._fig_failures import BINS, failure_reason_figure, outcome_table, value_groups
 from tuner.report._fig_levels import concurrency_figure, gpu_figure, latency_figure
 from tuner.report._fig_search import history_figure, importance_figure, parallel_figure
 from tuner.report._page import _figures
+from tuner.report._view import outcome_of
 
 
 def test_pareto_front_keeps_only_points_nothing_beats() -> None:
@@ -173,3 +174,40 @@ def test_page_is_self_contained_and_escapes_study_text(tmp_path: Path) -> None:
     assert "&lt;img src=x&gt;" in page
     assert "<script src" not in page.lower()  # plotly.js is inline, once
     assert page.count("Plotly.newPlot(") == FIGURE_COUNT
+
+
+def test_continuous_values_are_grouped_in_ranges_and_flags_stay_apart() -> None:
+    values = [0.85, 0.86, 0.87, 0.88, 0.9, 0.91, 0.93, 0.95, None]
+    labels, order = value_groups(values)
+    assert len(order) == BINS + 1 and order[-1] == "unset"
+    assert labels[0] == order[0] and labels[-1] == "unset" and labels[-2] == order[BINS - 1]
+    assert order[0].startswith("0.85-") and order[BINS - 1].endswith("-0.95")
+    few = [64, 256, 64, None]
+    assert value_groups(few) == (["64", "256", "64", "unset"], ["64", "256", "unset"])
+    assert value_groups([True, False, True])[1] == ["False", "True"]
+
+
+def test_a_trial_unstable_in_its_soak_is_not_the_best(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'soak.db'}", direction="maximize")
+    for number, (value, soak) in enumerate([(500.0, None), (900.0, False), (700.0, True)]):
+        attrs = {
+            "config": {**BASELINE, "chunked_prefill_size": 1024 * (number + 1)},
+            "stable": True,
+            "is_baseline": number == 0,
+            "levels": [level_dict(64, value, cap=None)],
+        }
+        if soak is not None:
+            attrs["validation"] = {"stable": soak, "runs": 2}
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={},
+                distributions={},
+                value=value,
+                intermediate_values={64: value},
+                user_attrs=attrs,
+            )
+        )
+    view = read_study(study)
+    assert view.best.number == 2  # the faster trial 1 broke in its soak
+    assert outcome_of(view.trials[1]) == "unstable in soak"
+    assert "unstable in soak" in failure_reason_figure(view).data[0].x

@@ -22,6 +22,8 @@ from tuner.report._view import (
 __all__ = ["MIN_TRIALS_FOR_IMPORTANCE", "history_figure", "importance_figure", "parallel_figure"]
 
 MIN_TRIALS_FOR_IMPORTANCE = 4
+# A parameter with more numeric values than this keeps a numeric axis in parallel coordinates.
+MAX_CATEGORIES = 8
 
 
 def _hover(view: StudyView, trial: Any) -> str:
@@ -158,7 +160,7 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
         )
     )
     fig.update_xaxes(
-        title=f"reaching the top {quantile:.0%} of {len(done)} completed",
+        title=f"for the top {quantile:.0%} of {len(done)} trials",
         tickformat=".0%",
         range=[0, max(values) * 1.2],
     )
@@ -168,11 +170,34 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
     return fig
 
 
+def _is_plain_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _axis(name: str, values: list[Any]) -> dict[str, Any]:
-    """One parallel-coordinates dimension: numeric when all values are numbers, else categories."""
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    if numeric:
+    """One parallel-coordinates dimension.
+
+    Numbers on a numeric scale; a few values, or text, as categories. Numbers with many values
+    and a few words among them (``unset``, ``inactive``) keep their scale, and each word gets a
+    place of its own above the largest number.
+    """
+    numbers = sorted({v for v in values if _is_plain_number(v)})
+    words = sorted_labels({show_value(v) for v in values if not _is_plain_number(v)})
+    if numbers and not words:
         return {"label": name, "values": values}
+    if len(numbers) > MAX_CATEGORIES:
+        low, high = numbers[0], numbers[-1]
+        step = (high - low) / 4 or 1.0
+        place = {word: high + step * (i + 1) for i, word in enumerate(words)}
+        ticks = [low + step * i for i in range(5)]
+        return {
+            "label": name,
+            "values": [v if _is_plain_number(v) else place[show_value(v)] for v in values],
+            "tickvals": ticks + list(place.values()),
+            "ticktext": [f"{t:,.0f}" if abs(t) >= 100 else f"{t:.3g}" for t in ticks]
+            + list(place),
+            "range": [low, high + step * len(words)],
+        }
     labels = sorted_labels({show_value(v) for v in values})
     index = {label: i for i, label in enumerate(labels)}
     return {

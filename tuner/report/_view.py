@@ -128,8 +128,11 @@ class StudyView:
 
 
 def outcome_of(trial: TrialRecord) -> str:
-    """A trial's outcome in one word: ``ok``, ``pruned: baseline``, or its failure reason."""
+    """A trial's outcome in a few words: ``ok``, ``pruned: baseline``, its failure reason, or
+    ``unstable in soak`` when ``tuner validate`` found it broke under a long run."""
     if trial.state == "COMPLETE":
+        if (trial.user_attrs.get("validation") or {}).get("stable") is False:
+            return "unstable in soak"
         return "ok" if trial.stable or "stable" not in trial.user_attrs else "ok (unstable level)"
     if trial.state == "PRUNED":
         return f"pruned: {trial.user_attrs.get('pruned_by') or 'baseline'}"
@@ -146,7 +149,12 @@ def read_study(study: optuna.Study) -> StudyView:
         best: TrialRecord | None = best_stable(study)
     except ConfigError:
         best = None
-    baseline = next((t for t in trials if t.is_baseline and t.state in ("COMPLETE", "FAIL")), None)
+    # A baseline that failed for a reason of the run (interrupted, host-error) runs again: the
+    # completed one, if any, is the reference.
+    baselines = [t for t in trials if t.is_baseline and t.state in ("COMPLETE", "FAIL")]
+    baseline = next(
+        (t for t in baselines if t.state == "COMPLETE"), baselines[0] if baselines else None
+    )
     return StudyView(
         name=study.study_name,
         attrs=dict(study.user_attrs),
