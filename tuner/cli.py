@@ -196,7 +196,7 @@ def enqueue(
     """Queue a configuration by hand: the baseline with --set changes; runs before sampled ones."""
     from tuner.study.enqueue import configuration_with, enqueue_configuration, parse_assignments
     from tuner.study.optimize import ensure_baseline_queued
-    from tuner.study.pruner import BaselinePruner
+    from tuner.study.run import study_directions, study_pruner
     from tuner.study.storage import create_or_resume, make_sampler, open_storage
 
     space = _load(space_path)
@@ -204,7 +204,7 @@ def enqueue(
     url, name = _storage_and_name(space, storage, study_name, emulate)
     study = create_or_resume(
         open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
-        pruner=BaselinePruner(space.objective.prune_margin), allow_changed=False, attrs={},
+        pruner=study_pruner(space), directions=study_directions(space), allow_changed=False, attrs={},
     )
     ensure_baseline_queued(study, space)  # the baseline always runs first
     enqueue_configuration(study, space, config)
@@ -241,23 +241,21 @@ def main() -> None:
     """Entry point: run the app and turn tuner errors into one line and an exit code."""
     _quiet_optuna()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except TunerError as error:
         print(f"tuner: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
-    except (typer.Exit, SystemExit) as done:
-        code = getattr(done, "exit_code", None)
-        sys.exit(code if code is not None else getattr(done, "code", 0))
     except KeyboardInterrupt:
-        print("tuner: interrupted; the server was stopped and patches reverted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as error:  # click usage errors and the like
-        import click
-
-        if isinstance(error, click.ClickException):
+        code = 130
+    except Exception as error:
+        # typer's click exceptions (usage errors: exit 2) carry their own message and code.
+        if hasattr(error, "format_message") and hasattr(error, "exit_code"):
             print(f"tuner: error: {error.format_message()}", file=sys.stderr)
-            sys.exit(2 if isinstance(error, click.UsageError) else 1)
+            sys.exit(error.exit_code)
         raise
+    if code == 130:  # typer turns Ctrl-C into exit code 130
+        print("tuner: interrupted; the server was stopped and patches reverted", file=sys.stderr)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
 def test_constraint_skips_without_host_time(emulated_study) -> None:
     run = emulated_study(workload__emulated=SMALL)
     run.enqueue({"mem_fraction_static": 0.96})
-    run.optimize(1)
+    run.optimize(2)
     trials = _trials(run.study())
     skipped = trials[1]
     assert skipped.state == TrialState.PRUNED

@@ -5,14 +5,17 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from tuner.study.pruner import BASELINE_ATTR, BaselinePruner, below_baseline
-
-# Calibration figures (../shared/reference/calibration.md), through the emulator's data module.
 from tuner.emulator.calibration import point
+from tuner.study.pruner import BASELINE_ATTR, BaselinePruner, below_baseline, clean_values
 
 
 def _levels(point_id: str) -> dict[int, float]:
     return {c: v for c, v in point(point_id).throughput.items() if isinstance(v, (int, float))}
+
+
+def _level(c: int, tps: float, failed: int = 0, stop: str | None = None) -> dict:
+    return {"concurrency": c, "output_throughput": tps, "completed": 100 - failed, "failed": failed,
+            "stop_reason": stop}
 
 
 def test_seeds_winner_slower_at_64_is_not_pruned() -> None:
@@ -36,25 +39,34 @@ def test_within_margin_is_not_pruned() -> None:
     assert below_baseline({64: 890.0, 256: 899.0}, baseline, 0.10)
 
 
+def test_unclean_levels_are_not_compared() -> None:
+    levels = [_level(64, 500.0), _level(256, 600.0, failed=5), _level(512, 700.0, stop="crash")]
+    assert clean_values(levels, "output_throughput", 0.01) == {64: 500.0}
+
+
 def test_pruner_inside_an_optuna_study() -> None:
     study = optuna.create_study(direction="maximize", pruner=BaselinePruner(0.10))
     base = study.ask()
     base.set_user_attr(BASELINE_ATTR, True)
+    levels = []
     for step, value in {64: 757.0, 256: 880.0, 512: 880.0}.items():
+        levels.append(_level(step, value))
+        base.set_user_attr("levels", levels)
         base.report(value, step)
         assert not base.should_prune()
     study.tell(base, 880.0)
 
-    slow = study.ask()
-    slow.report(236.0, 64)
-    assert not slow.should_prune()
-    slow.report(236.0, 256)
-    assert slow.should_prune()
+    def run(values: dict[int, float]) -> list[bool]:
+        trial, done, verdicts = study.ask(), [], []
+        for step, value in values.items():
+            done.append(_level(step, value))
+            trial.set_user_attr("levels", done)
+            trial.report(value, step)
+            verdicts.append(trial.should_prune())
+        return verdicts
 
-    winner = study.ask()
-    winner.report(689.0, 64)
-    winner.report(1950.0, 256)
-    assert not winner.should_prune()
+    assert run({64: 236.0, 256: 236.0}) == [False, True]  # calibration F
+    assert run({64: 689.0, 256: 1950.0}) == [False, False]  # calibration N-off, slower at 64
 
 
 def test_margin_is_validated() -> None:

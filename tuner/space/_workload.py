@@ -128,15 +128,11 @@ class Slo(StrictModel):
     median_tpot_ms: float | None = Field(default=None, gt=0)
 
 
-class Objective(StrictModel):
-    """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
+class Patience(StrictModel):
+    """Stop when ``trials`` host-run trials in a row improved the best by less than ``min_improvement``."""
 
-    metric: Literal["output_throughput", "total_throughput", "request_throughput"] = (
-        "output_throughput"
-    )
-    max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)
-    slo: Slo = Slo()
-    prune_margin: float = Field(default=0.10, ge=0, lt=1)
+    trials: int = Field(gt=0)
+    min_improvement: float = Field(default=0.01, ge=0, lt=1)
 
 
 class Probe(StrictModel):
@@ -163,3 +159,18 @@ class Probe(StrictModel):
                 f"{self.min_matching_prompts} is more than the {len(self.prompts)} prompts",
                 f"use at most {len(self.prompts)}, or add prompts", at=("min_matching_prompts",))
         return self
+
+
+class Objective(StrictModel):
+    """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
+
+    metric: Literal["output_throughput", "total_throughput", "request_throughput"] = (
+        "output_throughput"
+    )
+    max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)
+    slo: Slo = Slo()
+    prune_margin: float = Field(default=0.10, ge=0, lt=1)
+    # Multi-objective mode: also minimise this latency (at the level with the best throughput);
+    # the study then has a Pareto front instead of one best trial.
+    minimize: Literal["p99_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "median_ttft_ms"] | None = None
+    patience: Patience | None = None

@@ -24,7 +24,7 @@ from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
-from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.pruner import BASELINE_ATTR, should_prune_against_baseline
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
 
@@ -36,12 +36,15 @@ PROBE_REFERENCE_ATTR = "probe_reference"
 MIN_WALL_TIMEOUT_S = 30.0
 
 
-def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[float | None, bool]:
-    """The best output tokens/s over clean levels that meet the SLOs, and whether all ran clean.
+def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[float] | None, bool]:
+    """The objective values and whether every level ran clean.
 
-    A level is clean when it ran to its end with at most ``max_failed_fraction`` failed requests.
+    The first value is the best ``objective.metric`` (output tokens/s) over clean levels that
+    meet the SLOs; in multi-objective mode the second is ``objective.minimize`` (a latency) at
+    that same level. A level is clean when it ran to its end with at most
+    ``max_failed_fraction`` failed requests.
     """
-    best: float | None = None
+    best: dict[str, Any] | None = None
     stable = bool(levels)
     for level in levels:
         failed = level["failed"] / max(1, level["completed"] + level["failed"])
@@ -54,9 +57,14 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[float
             continue
         if slo.median_tpot_ms is not None and level["median_tpot_ms"] > slo.median_tpot_ms:
             continue
-        value = level[objective.metric]
-        best = value if best is None else max(best, value)
-    return best, stable
+        if best is None or level[objective.metric] > best[objective.metric]:
+            best = level
+    if best is None:
+        return None, stable
+    values = [float(best[objective.metric])]
+    if objective.minimize:
+        values.append(float(best[objective.minimize]))
+    return values, stable
 
 
 @dataclass
@@ -84,7 +92,7 @@ class TrialRunner:
     on_phase: Callable[[str], None] = lambda text: None
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
 
-    def run(self, trial: optuna.Trial, config: Any, launch: Any) -> float:
+    def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         """Run one trial; see the module docstring for outcomes."""
         scale = self.target.time_scale
         timeouts = self.space.timeouts
@@ -158,7 +166,7 @@ class TrialRunner:
     def _api(self) -> str:
         return self.space.workload.api or self.target.profile.api
 
-    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> float:
+    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> list[float]:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
@@ -196,10 +204,10 @@ class TrialRunner:
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 raise session.failure() or _client_failure(metrics, session)
-            if metrics.clean(self.space.objective.max_failed_fraction):
-                trial.report(getattr(metrics, self.space.objective.metric), step=concurrency)
-                if trial.should_prune():
-                    raise optuna.TrialPruned(
+            if metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
+                trial, levels, getattr(metrics, self.space.objective.metric), concurrency
+            ):
+                raise optuna.TrialPruned(
                         f"below the baseline by more than {self.space.objective.prune_margin:.0%} "
                         f"at every level so far (up to {concurrency} concurrent)"
                     )
@@ -220,6 +228,25 @@ class TrialRunner:
         code = "import os, sys; print(os.stat(sys.argv[1]).st_mtime)"
         result = self.target.host.run(f"{shlex.quote(self.target.python)} -c {shlex.quote(code)} {shlex.quote(path)}")
         return float(result.stdout.strip()) if result.ok else None
+
+    def _should_prune(
+        self, trial: optuna.Trial, levels: list[dict[str, Any]], value: float, concurrency: int
+    ) -> bool:
+        """Report the level (single objective: Optuna's pruner decides) or apply the same rule
+        here (multi-objective studies take no ``report`` and no pruner)."""
+        if not self.space.objective.minimize:
+            trial.report(value, step=concurrency)
+            return trial.should_prune()
+        if trial.user_attrs.get(BASELINE_ATTR):
+            return False
+        objective = self.space.objective
+        return should_prune_against_baseline(
+            self.study,
+            levels,
+            metric=objective.metric,
+            max_failed_fraction=objective.max_failed_fraction,
+            margin=objective.prune_margin,
+        )
 
     def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:
         if session.handle is None:

@@ -17,12 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import fail_stale_trials, get_heartbeat_thread, is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from tuner.errors import ServerFailure, TunerError
 from tuner.study import attrs
+from tuner.study.enqueue import ENQUEUED_ATTR
+from tuner.study.feasibility import FEASIBILITY_PRUNER, FeasibilityCheck
 from tuner.study.objective import TrialRunner
 from tuner.study.progress import ProgressView
+from tuner.study.storage import retry_later
 from tuner.study.pruner import BASELINE_ATTR
 
 __all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
@@ -40,6 +44,33 @@ class OptimizeSummary:
     reused: int = 0
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
+    patience_stop: bool = False
+
+
+class Patience:
+    """Stops the run when ``trials`` host-run trials in a row improved the best by < X%."""
+
+    def __init__(self, setting: Any | None) -> None:
+        self.setting = setting
+        self.best: float | None = None
+        self.without_improvement = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.setting is not None and self.without_improvement >= self.setting.trials
+
+    def record(self, value: float | None) -> None:
+        if self.setting is None:
+            return
+        if value is not None and (
+            self.best is None or value > self.best * (1.0 + self.setting.min_improvement)
+        ):
+            self.best = value
+            self.without_improvement = 0
+        else:
+            self.without_improvement += 1
+            if value is not None and (self.best is None or value > self.best):
+                self.best = value
 
 
 def worker_id() -> str:
@@ -47,7 +78,8 @@ def worker_id() -> str:
 
 
 def mark_dead_workers(study: optuna.Study) -> int:
-    """Fail RUNNING trials left by a tuner on this machine that is no longer alive."""
+    """Fail RUNNING trials left by a tuner on this machine that is no longer alive (and queue
+    their configurations again: the worker died, not the configuration)."""
     me = socket.gethostname()
     marked = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -60,6 +92,7 @@ def mark_dead_workers(study: optuna.Study) -> int:
             trial._trial_id, "failure_detail", "the tuner running this trial was killed"
         )
         study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        retry_later(study, trial)
         marked += 1
     return marked
 
@@ -110,10 +143,11 @@ def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.Froze
     for level in earlier.user_attrs.get("levels", []):
         attrs.set_level_figures(trial, level)
     attrs.set(trial, "reused_from", earlier.number)
-    for step, value in earlier.intermediate_values.items():
-        trial.report(value, step)
+    if len(study.directions) == 1:
+        for step, value in earlier.intermediate_values.items():
+            trial.report(value, step)
     if earlier.state == TrialState.COMPLETE:
-        study.tell(trial, earlier.value)
+        study.tell(trial, earlier.values)
     else:
         study.tell(trial, state=earlier.state)
 
@@ -125,18 +159,24 @@ def optimize_study(
     n_trials: int,
     progress: ProgressView,
     unavailable_patches: set[str] = frozenset(),
+    feasibility: FeasibilityCheck | None = None,
 ) -> OptimizeSummary:
     """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run).
 
     Configurations needing one of ``unavailable_patches`` (whose text the host's file lacks) are
-    skipped like a constraint: that dimension is pinned to "not patched" for this run.
+    skipped like a constraint: that dimension is pinned to "not patched" for this run. With
+    ``feasibility``, a sampled configuration too much like failed ones is recorded PRUNED
+    (``pruned_by: feasibility``) without running; the baseline and enqueued ones always run.
     """
     summary = OptimizeSummary()
     ensure_baseline_queued(study, space)
     finished = _finished_by_key(study)
+    patience = Patience(space.objective.patience)
     idle = 0
     progress.run_started(n_trials, study)
-    while summary.ran < n_trials:
+    while summary.ran < n_trials and not patience.exhausted:
+        if is_heartbeat_enabled(study._storage):
+            fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         trial = study.ask()
         is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
         config = space.suggest(trial)
@@ -157,6 +197,12 @@ def optimize_study(
             study.tell(trial, state=TrialState.PRUNED)
             summary.skipped += 1
             progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
+        elif (unsafe := _feasibility_skip(feasibility, trial, config, finished.get(key))):
+            attrs.set(trial, "pruned_reason", unsafe)
+            attrs.set(trial, "pruned_by", FEASIBILITY_PRUNER)
+            study.tell(trial, state=TrialState.PRUNED)
+            summary.skipped += 1
+            progress.trial_skipped(trial.number, unsafe)
         elif key in finished:
             _reuse(study, trial, finished[key])
             summary.reused += 1
@@ -164,9 +210,13 @@ def optimize_study(
         else:
             idle = -1
             summary.ran += 1
-            state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
+            with get_heartbeat_thread(trial._trial_id, study._storage):
+                state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
             summary.states[state.name] = summary.states.get(state.name, 0) + 1
             frozen = study._storage.get_trial(trial._trial_id)
+            if feasibility is not None:
+                feasibility.record_trial(frozen)
+            patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
             if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
                 frozen.user_attrs.get("failure_reason")
             ) or frozen.user_attrs.get("pruned_by") == "baseline":
@@ -175,8 +225,23 @@ def optimize_study(
         if idle >= MAX_IDLE_ASKS:
             summary.exhausted = True
             break
+    summary.patience_stop = patience.exhausted
     progress.run_finished(summary)
     return summary
+
+
+def _feasibility_skip(
+    feasibility: FeasibilityCheck | None,
+    trial: optuna.Trial,
+    config: Any,
+    earlier: optuna.trial.FrozenTrial | None,
+) -> str | None:
+    """The gate's reason to skip a sampled configuration (not one that ran clean before)."""
+    if feasibility is None or trial.user_attrs.get(BASELINE_ATTR) or trial.user_attrs.get(ENQUEUED_ATTR):
+        return None
+    if earlier is not None and earlier.state != TrialState.FAIL:
+        return None
+    return feasibility.skip_reason(config)
 
 
 def _run_one(
@@ -229,7 +294,7 @@ def _run_one(
         progress.trial_finished(trial.number, "FAIL", None, f"host-error: {error}", time.monotonic() - started)
         return TrialState.FAIL
     study.tell(trial, value)
-    progress.trial_finished(trial.number, "COMPLETE", value, None, time.monotonic() - started)
+    progress.trial_finished(trial.number, "COMPLETE", value[0], None, time.monotonic() - started)
     return TrialState.COMPLETE
 
 

@@ -48,7 +48,7 @@ class ProgressView:
 
     def run_started(self, total: int, study: optuna.Study) -> None:
         self.total = total
-        completed = [t.value for t in study.get_trials(deepcopy=False) if t.value is not None]
+        completed = [t.values[0] for t in study.get_trials(deepcopy=False) if t.values]
         self.best = max(completed) if completed else None
         label = " (emulated)" if self.scale.emulated else ""
         self.console.print(f"[bold]study {study.study_name}{label}[/]: {total} configurations to run")
@@ -101,6 +101,7 @@ class ProgressView:
             f"[bold]done[/]: {summary.ran} run, {summary.skipped} skipped by constraints, "
             f"{summary.reused} reused; best so far {best}; host time {_hms(self.host_seconds)}{label}"
             + ("; the search space looks exhausted" if summary.exhausted else "")
+            + ("; stopped: no real improvement for a while (patience)" if summary.patience_stop else "")
         )
 
     def close(self) -> None:

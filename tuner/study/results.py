@@ -42,7 +42,7 @@ def _record(trial: FrozenTrial) -> TrialRecord:
     return TrialRecord(
         number=trial.number,
         state=trial.state.name,
-        value=trial.value if trial.state == TrialState.COMPLETE else None,
+        value=trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None,
         params=dict(trial.params),
         config=dict(ua.get("config", {})),
         is_baseline=bool(ua.get(BASELINE_ATTR)),

@@ -11,6 +11,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
+import optuna
 from rich.console import Console
 
 from tuner.doctor import format_checks
@@ -29,7 +30,7 @@ from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, make_sampler, open_storage
 from tuner.study.target import Target
 
-__all__ = ["OptimizeOptions", "run_optimize", "patch_manager"]
+__all__ = ["OptimizeOptions", "run_optimize", "open_study", "patch_manager", "study_directions", "study_pruner"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,72 @@ def patch_manager(space: Any, target: Target) -> PatchManager:
     )
 
 
+def study_directions(space: Any) -> tuple[str, ...]:
+    """Maximise throughput; in multi-objective mode also minimise the chosen latency."""
+    return ("maximize", "minimize") if space.objective.minimize else ("maximize",)
+
+
+def study_pruner(space: Any) -> BaselinePruner | None:
+    """The baseline pruner (Optuna allows no pruner in multi-objective studies: the runner then
+    applies the same rule itself)."""
+    if space.objective.minimize:
+        return None
+    objective = space.objective
+    return BaselinePruner(
+        objective.prune_margin, metric=objective.metric, max_failed_fraction=objective.max_failed_fraction
+    )
+
+
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def open_study(space: Any, target: Target, options: OptimizeOptions) -> optuna.Study:
+    """Create or resume the study; a changed search space is refused before the host is touched."""
+    storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
+    return create_or_resume(
+        storage,
+        options.study_name,
+        space.fingerprint(),
+        sampler=make_sampler(options.sampler, options.seed),
+        pruner=study_pruner(space),
+        directions=study_directions(space),
+        allow_changed=options.allow_changed,
+        attrs={
+            "space_file": str(space.path),
+            "engine": space.engine,
+            "emulated": target.emulated,
+            "time_scale": target.time_scale.factor,
+            "host": target.host.name,
+        },
+    )
+
+
+def _preflight(space: Any, target: Target, patches: PatchManager, console: Console) -> set[str]:
+    """Run the checks; stop on a failure, except a patch that does not apply: it is pinned off
+    (returned), unless the baseline needs it."""
+    checks = preflight_checks(space, target, patches)
+    console.print(format_checks(checks))
+    unavailable = unavailable_patches(checks)
+    failed = [c for c in checks if not c.ok and not c.name.startswith(PATCH_CHECK_PREFIX)]
+    if failed:
+        raise TunerError(f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}")
+    if unavailable & set(space.render(space.baseline, resolve=False).patches):
+        raise TunerError(
+            f"preflight failed: the baseline needs patch(es) {', '.join(sorted(unavailable))} "
+            "that do not apply on this host; fix: correct the patch text or the baseline"
+        )
+    for name in sorted(unavailable):
+        console.print(
+            f"[yellow]patch {name} does not apply on this host: its dimension is pinned to "
+            "'not patched' for this run (configurations needing it are skipped)[/]"
+        )
+    return unavailable
+
+
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
+    study = open_study(space, target, options)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
@@ -74,43 +135,10 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         for orphan in target.host.find_orphans():
             console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
             target.host.stop_server(orphan, port=target.port)
-        unavailable: set[str] = set()
-        if not options.skip_doctor:
-            checks = preflight_checks(space, target, patches)
-            console.print(format_checks(checks))
-            unavailable = unavailable_patches(checks)
-            failed = [c for c in checks if not c.ok and not c.name.startswith(PATCH_CHECK_PREFIX)]
-            if failed:
-                raise TunerError(f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}")
-            if unavailable & set(space.render(space.baseline, resolve=False).patches):
-                raise TunerError(
-                    f"preflight failed: the baseline needs patch(es) {', '.join(sorted(unavailable))} "
-                    "that do not apply on this host; fix: correct the patch text or the baseline"
-                )
-            for name in sorted(unavailable):
-                console.print(
-                    f"[yellow]patch {name} does not apply on this host: its dimension is pinned to "
-                    "'not patched' for this run (configurations needing it are skipped)[/]"
-                )
-        storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
-        study = create_or_resume(
-            storage,
-            options.study_name,
-            space.fingerprint(),
-            sampler=make_sampler(options.sampler, options.seed),
-            pruner=BaselinePruner(space.objective.prune_margin),
-            allow_changed=options.allow_changed,
-            attrs={
-                "space_file": str(space.path),
-                "engine": space.engine,
-                "emulated": target.emulated,
-                "time_scale": target.time_scale.factor,
-                "host": target.host.name,
-            },
-        )
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
+        unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
         runner = TrialRunner(
             space=space,
             target=target,
@@ -128,4 +156,3 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         finally:
             signal.signal(signal.SIGTERM, previous)
             target.host.cleanup_run_dirs()
-

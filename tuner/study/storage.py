@@ -23,6 +23,7 @@ __all__ = [
     "make_sampler",
     "SAMPLERS",
     "FINGERPRINT_ATTR",
+    "retry_later",
 ]
 
 FINGERPRINT_ATTR = "tuner_fingerprint"
@@ -33,6 +34,24 @@ def default_storage_url(space_path: Path, emulate: bool, studies_dir: Path = Pat
     """``sqlite:///studies/<stem>[-emulated].db``."""
     stem = space_path.stem + ("-emulated" if emulate else "")
     return f"sqlite:///{studies_dir / (stem + '.db')}"
+
+
+def _worker_died(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Heartbeat callback: a dead worker's trial is FAIL ``worker-died`` and runs again later."""
+    storage = study._storage
+    storage.set_trial_user_attr(trial._trial_id, "failure_reason", "worker-died")
+    storage.set_trial_user_attr(
+        trial._trial_id, "failure_detail", "its worker stopped sending heartbeats; queued again"
+    )
+    retry_later(study, trial)
+
+
+def retry_later(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Queue a trial's configuration again (only for trials whose worker died)."""
+    if not trial.params:
+        return
+    keep = {k: v for k, v in trial.user_attrs.items() if k in ("is_baseline", "enqueued")}
+    study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
 
 
 def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
@@ -46,6 +65,7 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
             url,
             heartbeat_interval=heartbeat_interval,
             grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
+            heartbeat_stale_trial_callback=None if heartbeat_interval is None else _worker_died,
             engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
         )
     except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
@@ -75,18 +95,22 @@ def create_or_resume(
     fingerprint: str,
     *,
     sampler: optuna.samplers.BaseSampler,
-    pruner: optuna.pruners.BasePruner,
+    pruner: optuna.pruners.BasePruner | None,
     allow_changed: bool,
     attrs: dict[str, object],
+    directions: tuple[str, ...] = ("maximize",),
 ) -> optuna.Study:
-    """Create the study, or resume it when its fingerprint matches (or ``allow_changed``)."""
+    """Create the study, or resume it when its fingerprint matches (or ``allow_changed``).
+
+    ``directions`` has two entries in multi-objective mode (throughput up, a latency down).
+    """
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     study = optuna.create_study(
         storage=storage,
         study_name=study_name,
         sampler=sampler,
         pruner=pruner,
-        direction="maximize",
+        directions=list(directions),
         load_if_exists=True,
     )
     stored = study.user_attrs.get(FINGERPRINT_ATTR)
