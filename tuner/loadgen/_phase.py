@@ -89,6 +89,9 @@ async def _worker(
                 phase.lost_in_a_row = 0
             else:
                 phase.record_failure(error or "failed", lost)
+            # Let the streams whose data has already arrived be read (and their clocks read)
+            # before this worker spends its time sending the next request.
+            await asyncio.sleep(0)
     finally:
         phase.finished += 1
         if phase.finished == phase.concurrency:
