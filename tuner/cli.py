@@ -211,20 +211,47 @@ def enqueue(
     Console().print(f"queued in {name}: {config.describe()}", highlight=False)
 
 
-def _register_optional() -> None:
-    """Commands written in their own modules (registered when present)."""
+@app.command()
+def validate(
+    space_path: SpaceArg,
+    storage: StorageOpt = None,
+    study_name: StudyOpt = None,
+    emulate: EmulateOpt = False,
+    top: Annotated[int, typer.Option("--top", min=1, help="how many of the best stable trials")] = 3,
+    duration: Annotated[Optional[float], typer.Option("--duration", min=1, help="soak host seconds per configuration (default 600)")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=2, help="measurements per soak, for the spread")] = 3,
+    host: HostOpt = None,
+    ssh_key: KeyOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new_host_key: AcceptKeyOpt = False,
+    port: PortOpt = None,
+) -> None:
+    """Soak the best configurations at their peak concurrency; unstable ones are never exported."""
+    from tuner.study.run import patch_manager
+    from tuner.study.storage import load_existing_study
+    from tuner.study.validate import DEFAULT_SOAK_S, validate_study
+
+    space = _load(space_path)
+    url, name = _storage_and_name(space, storage, study_name, emulate)
+    study = load_existing_study(url, name)
+    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
     try:
-        from tuner.cli_bench import bench
-    except ImportError:  # pragma: no cover - during development only
-        return
-    app.command("bench")(bench)
-    from tuner.cli_report import report, trials
+        results = validate_study(
+            space, study, target, patch_manager(space, target), top=top,
+            duration_s=duration or DEFAULT_SOAK_S, repeats=repeats, console=_console(),
+        )
+    finally:
+        target.close()
+    if not any(r.stable for r in results):
+        raise TunerError("no configuration survived the soak")
 
-    app.command("report")(report)
-    app.command("trials")(trials)
 
+from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
+from tuner.cli_report import report, trials  # noqa: E402
 
-_register_optional()
+app.command("bench")(bench)
+app.command("report")(report)
+app.command("trials")(trials)
 
 
 def _quiet_optuna() -> None:

@@ -147,7 +147,9 @@ class FeasibilityModel:
         from sklearn.ensemble import RandomForestClassifier
 
         features = np.vstack([self.vector(c) for c in self.configs])
-        forest = RandomForestClassifier(n_estimators=_TREES, random_state=0, n_jobs=1)
+        forest = RandomForestClassifier(
+            n_estimators=_TREES, max_features=None, random_state=0, n_jobs=1
+        )
         forest.fit(features, np.asarray(self.failed))
         self._forest, self._stale = forest, False
 

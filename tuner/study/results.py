@@ -11,7 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.errors import ConfigError
 from tuner.study.pruner import BASELINE_ATTR
 
-__all__ = ["TrialRecord", "records", "best_stable", "baseline_record"]
+__all__ = ["TrialRecord", "records", "best_stable", "baseline_record", "VALIDATION_ATTR"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,21 @@ class TrialRecord:
     command_line: str | None
     levels: list[dict[str, Any]] = field(default_factory=list)
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    trial_id: int = -1
+    reused_from: int | None = None
 
     @property
     def throughput_by_level(self) -> dict[int, float]:
         return {lv["concurrency"]: lv["output_throughput"] for lv in self.levels}
 
 
-def _record(trial: FrozenTrial) -> TrialRecord:
-    ua = trial.user_attrs
+VALIDATION_ATTR = "validation"
+
+
+def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
+    ua = dict(trial.user_attrs)
+    if str(trial.number) in validations:
+        ua[VALIDATION_ATTR] = validations[str(trial.number)]
     reason = ua.get("failure_reason") or ua.get("pruned_reason")
     return TrialRecord(
         number=trial.number,
@@ -52,12 +59,15 @@ def _record(trial: FrozenTrial) -> TrialRecord:
         command_line=ua.get("command_line"),
         levels=list(ua.get("levels", [])),
         user_attrs=dict(ua),
+        trial_id=trial._trial_id,
+        reused_from=ua.get("reused_from"),
     )
 
 
 def records(study: optuna.Study) -> list[TrialRecord]:
     """Every trial of the study, in order."""
-    return [_record(t) for t in study.get_trials(deepcopy=False)]
+    validations = study.user_attrs.get(VALIDATION_ATTR, {})
+    return [_record(t, validations) for t in study.get_trials(deepcopy=False)]
 
 
 def best_stable(study: optuna.Study, *, prefer_validated: bool = True) -> TrialRecord:
