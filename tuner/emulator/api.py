@@ -88,9 +88,14 @@ def parse_request(api: str, body: Any, incremental: bool = False) -> GenerationR
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     if api == "generate":
-        prompt = body.get("input_ids", body.get("text"))
         params = body.get("sampling_params") or {}
-        ids = _prompt_ids(prompt, "text/input_ids")
+        if "input_ids" in body:
+            ids = body["input_ids"]
+            if isinstance(ids, str) or not isinstance(_prompt_ids(ids, "input_ids"), list):
+                raise RequestError("input_ids must be a non-empty list of token ids")
+            ids = _prompt_ids(ids, "input_ids")
+        else:
+            ids = _prompt_ids(body.get("text"), "text")
         max_new = params.get("max_new_tokens", SGLANG_DEFAULT_MAX_NEW)
         temperature = params.get("temperature", 1.0)
         ignore_eos = bool(params.get("ignore_eos", False))

@@ -20,33 +20,38 @@ Calibrated (``calibration.md``; the fitted numbers live in :mod:`tuner.emulator.
   memory at start (f >= 0.96) and in decode (0.94 <= f < 0.96 and a batch >= 1000, which
   c >= 1024 reaches); fa3 attention serves garbage at full speed.
 
-Documented effects of the other flags (the emulator's own reading, each at most +-10% alone):
+Documented effects of the other flags (the emulator's own reading; each alone stays within
++-10% of N-on at the calibration levels, which ``tests/emulator/test_perf_model.py`` checks):
 
-- ``--chunked-prefill-size S`` (default 8192; -1: unchunked, which takes up to 16384 tokens a
-  batch): each prefill batch costs ``CHUNK_OVERHEAD_S`` on top of
-  ``tokens / PREFILL_TOKENS_PER_S``: 2048 loses about 10% at c=1024, 16384 gains about 2%;
-- ``--schedule-conservativeness x``: the share of the output reserved at admission; below 1
-  more requests run, then the newest are retracted (``RETRACT_S`` each, and prefilled again)
-  when the pool fills, about +3% at c=1024; above 1 fewer run (1.5: -20% at c=1024);
+- ``--chunked-prefill-size S`` (default 8192; -1: unchunked, up to 16384 tokens a batch): each
+  prefill batch costs ``CHUNK_OVERHEAD_S`` on top of ``tokens / PREFILL_TOKENS_PER_S``; 2048
+  loses about 10% at c=1024, 16384 gains about 2%;
+- ``--schedule-conservativeness x``: the share of the output reserved in the KV pool at
+  admission (clamped to 0.5-1.1). Below 1 more requests run and the newest are retracted
+  (``RETRACT_S`` each, prefilled again later) when the pool fills: +4% at c=1024; above 1
+  fewer run: -7% at c=1024;
 - ``--disable-radix-cache``: +2% (random prompts never hit the cache; its bookkeeping goes);
   with the cache on, a repeated prompt is not prefilled again;
-- ``--cuda-graph-max-bs B``: graphs for batches up to B (eager above); graph memory grows with
-  B (1.2 GB a GPU at 512), taken from the KV pool;
-- ``--kv-cache-dtype``: ``auto`` is fp8_e4m3 for DSA on SM120; ``bf16``/``bfloat16`` holds
-  0.57x the tokens, -2% at small batches, +4% at large ones; ``fp8_e5m2`` and ``fp4_e2m1`` are
-  refused at start (DSA supports only bf16 and fp8_e4m3);
-- attention backends: ``flashinfer`` (and unset, and ``trtllm_mha``, which falls back to it)
+- ``--cuda-graph-max-bs B`` (default 512 here): batches above B run eagerly; the graphs take
+  1.2 GB a GPU at 512, in proportion to B, from the KV pool (64: -3% at c=256-512 but +5% at
+  c=1024; 2048: -3% at c=1024);
+- ``--kv-cache-dtype``: ``auto`` is fp8_e4m3 for DSA on SM120; ``bf16``/``bfloat16`` holds 0.9x
+  the tokens, +2% at small batches; ``fp8_e5m2`` and ``fp4_e2m1`` are refused at start (DSA
+  supports only bf16 and fp8_e4m3);
+- attention backends: ``flashinfer`` (also unset, and ``trtllm_mha``, which falls back to it)
   1.00; ``triton`` -7%; ``flex_attention`` -9%; ``torch_native`` -10%; ``fa3`` full speed and
   garbage; ``nsa``, ``trtllm_mla``, ``cutlass_mla``, ``flashmla``, ``fa4`` and the non-CUDA
   ones fail at start on SM120;
 - MoE runners: ``flashinfer_cutlass`` as calibrated; ``flashinfer_trtllm`` as B at a batch of
-  64, scaling 20% worse up to 1024 (uncalibrated); ``auto`` -8% and ``cutlass`` -5% versus
+  64, scaling 20% worse up to 1024 (uncalibrated); ``auto`` -8% and ``cutlass`` -5% against
   flashinfer_cutlass without autotune; ``triton``/``triton_kernel`` -15%; ``deep_gemm``,
   ``flashinfer_mxfp4`` and ``flashinfer_cutedsl`` fail at start with an NVFP4 checkpoint;
-- ``--disable-overlap-schedule``: -6%; ``--enable-torch-compile``: 90 s more start-up.
+- ``--disable-overlap-schedule``: -6%; ``--enable-torch-compile``: 90 s more start-up;
+- ``--tp-size`` below 8 runs out of memory loading the weights; more GPUs than 8 fail at start.
 
-A combination beats N-on: ``--disable-radix-cache --chunked-prefill-size 16384
---mem-fraction-static 0.93`` is 3-5% faster at c >= 512. Flags not named here are accepted
+Combinations beat N-on: ``--disable-radix-cache --chunked-prefill-size 16384
+--mem-fraction-static 0.93`` is 3% faster at c=512 and 5% at c=1024; with
+``--schedule-conservativeness 0.8`` as well, 12% at c=1024. Flags not named here are accepted
 and have no effect.
 """
 

@@ -50,16 +50,20 @@ class EmulatedServer:
         model_name: the served model name.
         rng: draws sampled (temperature > 0) outputs.
         stream_output: SGLang's ``--stream-output`` (disjoint segments on ``/generate``).
+        stream_interval: SGLang's ``--stream-interval``: an event every this many tokens (and
+            for the first and the last); events the handler could not send in time are sent
+            one after the other, never merged.
     """
 
     def __init__(self, server_info: dict[str, Any], model_name: str, rng: random.Random,
-                 stream_output: bool = False) -> None:
+                 stream_output: bool = False, stream_interval: int = 1) -> None:
         self.engine: EngineModel | None = None
         self.scheduler: Scheduler | None = None
         self.server_info = server_info
         self.model_name = model_name
         self.rng = rng
         self.stream_output = stream_output
+        self.stream_interval = max(1, stream_interval)
         self.ready = False
         self._radix: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
@@ -159,11 +163,11 @@ class EmulatedServer:
         except (ValueError, api.RequestError) as error:
             return _error(400, str(error))
         length = self._output_length(request)
-        total = len(request.prompt_ids) + length
         limit = min(CONTEXT_LENGTH, engine.kv_tokens)
-        if total > limit:
+        if len(request.prompt_ids) + request.max_new_tokens > limit:
             return _error(400, f"The input ({len(request.prompt_ids)} tokens) plus "
-                          f"max_new_tokens ({length}) exceeds the maximum of {limit} tokens.")
+                          f"max_new_tokens ({request.max_new_tokens}) exceeds the maximum of "
+                          f"{limit} tokens.")
         output = completion(request.prompt_ids, length, garbage=engine.settings.garbage_output,
                             temperature=request.temperature, seed=self.rng.getrandbits(63))
         self._next_id += 1
@@ -195,6 +199,13 @@ class EmulatedServer:
             meta["e2e_latency"] = time.monotonic() - started
         return meta
 
+    def _event_counts(self, sent: int, count: int) -> list[int]:
+        """Token counts of the events due after ``sent`` up to ``count``: 1, every interval, last."""
+        every = self.stream_interval
+        points = set(range((sent // every + 1) * every, count + 1, every))
+        points.update(p for p in (1, count) if sent < p <= count)
+        return sorted(points)
+
     async def _stream(self, http: web.Request, scheduler: Scheduler,
                       request: api.GenerationRequest, rid: str, output: Any, stream: Stream,
                       started: float) -> web.StreamResponse:
@@ -206,10 +217,11 @@ class EmulatedServer:
                 await stream.changed.wait()
                 stream.changed.clear()
                 count, done = stream.generated, stream.finished
-                if count > cursor.sent_tokens or done:
+                for point in self._event_counts(cursor.sent_tokens, count):
+                    last = done and point == count
                     await response.write(api.event(
-                        request, rid, output, count, done, cursor,
-                        self._meta(stream.request, started, done), self.model_name))
+                        request, rid, output, point, last, cursor,
+                        self._meta(stream.request, started, last), self.model_name))
                 if done:
                     break
             if request.include_usage and request.api != "generate":

@@ -127,7 +127,8 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
         loop.add_signal_handler(signum, stop.set)
     server = EmulatedServer(_server_info(args, settings, source, time_scale, seed),
                             args["served_model_name"] or args["model_path"], rng,
-                            stream_output=args["stream_output"])
+                            stream_output=args["stream_output"],
+                            stream_interval=args["stream_interval"])
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:

@@ -1,0 +1,1 @@
+"""Tests of the emulated GLM-5 host (tuner.emulator)."""
