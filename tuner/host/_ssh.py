@@ -277,6 +277,11 @@ class SshHost(Host):
                     return b""
                 with stream:
                     stream.seek(offset)
-                    return stream.read(limit)
+                    try:
+                        return stream.read(limit)
+                    except OSError:
+                        if path.startswith("/proc/") and connection.is_connected:
+                            return b""  # the process ended between open and read
+                        raise
 
         return self._call(f"reading {path}", action)
