@@ -21,6 +21,8 @@ from tuner.loadgen import APIS, LevelMetrics, LevelSpec, fetch_time_scale, run_l
 
 __all__ = ["bench", "parse_concurrency"]
 
+TABLE_WIDTH = 170
+
 
 def parse_concurrency(text: str) -> list[int]:
     """``"64,256,1024"`` -> ``[64, 256, 1024]``; anything else is a ``typer.BadParameter``."""
@@ -45,10 +47,10 @@ def _table(url: str, levels: list[LevelMetrics]) -> Table:
     title = f"tuner bench {url}"
     if emulated:
         title += f" (emulated, host time: K={levels[0].time_scale:g})"
-    table = Table(title=title)
-    for header in ("concurrency", "done", "failed", "output tok/s", "total tok/s", "req/s",
-                   "median TTFT ms", "p99 TTFT ms", "median TPOT ms", "median ITL ms",
-                   "median e2e ms", "best 1 s tok/s", "stopped"):
+    table = Table(title=title, caption="latencies in ms (p50 = median); peak = best 1 s")
+    for header in ("concurrency", "done", "failed", "out tok/s", "total tok/s", "req/s",
+                   "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "e2e p50", "peak tok/s",
+                   "stopped"):
         table.add_column(header, justify="left" if header == "stopped" else "right")
     for level in levels:
         table.add_row(
@@ -147,6 +149,9 @@ def bench(
             document["error"] = error
         typer.echo(json.dumps(document, indent=2))
     else:
-        Console().print(_table(url, measured))
+        console_out = Console()
+        if not console_out.is_terminal:
+            console_out = Console(width=TABLE_WIDTH)  # not a terminal: do not cut columns
+        console_out.print(_table(url, measured))
     if error:
         raise _fail(error, 1)

@@ -87,7 +87,7 @@ async def run_level(
     timeout = aiohttp.ClientTimeout(
         total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout
     )
-    connector = aiohttp.TCPConnector(limit=spec.concurrency, enable_cleanup_closed=True)
+    connector = aiohttp.TCPConnector(limit=spec.concurrency)
     async with aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,

@@ -16,7 +16,7 @@ import aiohttp
 from tuner.errors import TunerError
 from tuner.loadgen._apis import api_format
 from tuner.loadgen._prompts import Prompt
-from tuner.loadgen._stream import JSON_HEADERS
+from tuner.loadgen._stream import JSON_HEADERS, describe_error
 from tuner.timescale import TimeScale
 
 GET_TIMEOUT_S = 5.0
@@ -36,8 +36,8 @@ def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
 
 
 def _unreachable(url: str, exc: BaseException) -> TunerError:
-    kind = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__
-    return TunerError(f"{url} does not answer ({kind}): start the server or fix the URL")
+    return TunerError(f"{url} does not answer ({describe_error(exc)}): start the server or fix "
+                      "the URL")
 
 
 async def _get_json(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from typing import Any
 
@@ -17,7 +18,13 @@ import aiohttp
 
 from tuner.loadgen._apis import ApiFormat, RequestFailed
 
-__all__ = ["JSON_HEADERS", "RequestLog", "send_time_trace", "stream_request"]
+__all__ = [
+    "JSON_HEADERS",
+    "RequestLog",
+    "describe_error",
+    "send_time_trace",
+    "stream_request",
+]
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -71,9 +78,21 @@ class RequestLog:
         return [i for i, value in enumerate(self.status) if value == status]
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:240]
+def describe_error(exc: BaseException) -> str:
+    """A short one-line message for a failed request."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        errno = exc.os_error.errno
+        reason = os.strerror(errno) if errno else str(exc.os_error)
+        text = f"cannot connect to {exc.host}:{exc.port} ({reason})"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        text = "connection closed in the middle of the stream"
+    elif isinstance(exc, aiohttp.ServerDisconnectedError):
+        text = "server closed the connection"
+    elif isinstance(exc, asyncio.TimeoutError):
+        text = "no data from the server within the read timeout"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(f"{type(exc).__name__}: {text}".split())[:240]
 
 
 def _prompt_tokens(event: dict[str, Any] | None) -> int | None:
@@ -164,7 +183,7 @@ async def stream_request(
         return False, str(exc), False
     except CONNECTION_ERRORS as exc:
         log.status[index] = FAILED
-        return False, _describe(exc), True
+        return False, describe_error(exc), True
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as exc:
         log.status[index] = FAILED
-        return False, _describe(exc), False
+        return False, describe_error(exc), False
