@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -37,11 +36,6 @@ def fixture(name: str) -> str:
     if not path.is_file():
         pytest.skip(f"{path} is absent")
     return path.read_text()
-
-
-def shape(value: str) -> str:
-    """A value's format with digits and words generalised (``128.11 W`` -> ``9.99 W``)."""
-    return re.sub(r"[A-Za-z][A-Za-z0-9 -]*[A-Za-z0-9]|[A-Za-z]", "a", re.sub(r"\d", "9", value))
 
 
 def same_format(real: str, ours: str) -> None:
@@ -90,16 +84,19 @@ def test_one_process_samples_every_interval_until_killed(host: dict[str, str]) -
     process = subprocess.Popen(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv",
                                 "-lms", "100"], env={**os.environ, **host},
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
     try:
-        time.sleep(1.0)
+        assert process.stdout is not None
+        while len(lines) < 1 + 8 * 4:  # four samples of eight GPUs, from one process
+            line = process.stdout.readline()
+            assert line, "the sampling loop ended"
+            lines.append(line.rstrip("\n"))
         assert process.poll() is None  # still sampling
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        out, _ = process.communicate(timeout=10)
-    lines = out.strip().splitlines()
+        process.communicate(timeout=10)
     assert lines.count(lines[0]) == 1 and lines[0] == real.splitlines()[0]
-    same_format(real, "\n".join(lines[: 1 + 8 * ((len(lines) - 1) // 8)]))
-    assert len(lines) - 1 >= 8 * 4
+    same_format(real, "\n".join(lines))
     stamps = [re.match(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}", line) for line in lines[1:]]
     assert all(stamps)
 
