@@ -90,6 +90,14 @@ def _figures(study: optuna.Study, view: StudyView) -> list[tuple[go.Figure, int]
     ]
 
 
+def _relative(path: str) -> str:
+    """``path`` relative to the current folder when it lies below it (shorter in the header)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def build_report(study: optuna.Study, space_name: str | None = None) -> str:
     """The report of ``study`` as one self-contained HTML page.
 
@@ -104,7 +112,7 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
     view = read_study(study)
     figures = _figures(study, view)
     title = report_title(view)
-    space = space_name or view.attrs.get("space_file") or "?"
+    space = _relative(str(space_name or view.attrs.get("space_file") or "?"))
     tag = '<span class="emulated-tag">emulated</span>' if view.emulated else ""
     sub = " · ".join(
         html.escape(str(part))
