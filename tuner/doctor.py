@@ -190,13 +190,14 @@ def check_gpus_idle(
     host: Host,
     own_pids: Iterable[int] = (),
     env: Mapping[str, str] | None = None,
-    max_hidden_mib: float = 1024.0,
+    max_hidden_mib: float = 2048.0,
 ) -> Check:
     """No GPU is used by another user's process (a shared host must not be disturbed).
 
     A listed compute process other than ``own_pids`` fails the check, and so does memory in use
     on a GPU beyond what its listed processes hold by more than ``max_hidden_mib``: processes of
-    another container are not listed, their memory is.
+    another container are not listed, their memory is (a CUDA context's own overhead, about
+    1 GiB, stays under the default).
     """
     queries = [
         "--query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits",
@@ -210,7 +211,8 @@ def check_gpus_idle(
     except (TunerError, ValueError) as error:
         return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
     own = {int(pid) for pid in own_pids}
-    foreign, held = [], {}
+    held: dict[str, float] = {}  # GPU uuid -> MiB its listed processes hold
+    others: dict[str, tuple[str, int, float]] = {}  # PID -> (name, GPUs, MiB)
     for line in outputs[0].splitlines():
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) < 4 or not cells[0].isdigit():
@@ -218,7 +220,12 @@ def check_gpus_idle(
         memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
         held[cells[3]] = held.get(cells[3], 0.0) + memory
         if int(cells[0]) not in own:
-            foreign.append(f"PID {cells[0]} {cells[1]}, {cells[2]} MiB")
+            _, count, total = others.get(cells[0], (cells[1], 0, 0.0))
+            others[cells[0]] = (cells[1], count + 1, total + memory)
+    foreign = [
+        f"PID {pid} {name} on {count} GPU(s), {total:.0f} MiB"
+        for pid, (name, count, total) in others.items()
+    ]
     for gpu in gpus:
         hidden = (gpu.memory_used_mib or 0.0) - held.get(gpu.values.get("uuid", ""), 0.0)
         if hidden > max_hidden_mib:

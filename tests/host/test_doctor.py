@@ -69,7 +69,8 @@ def test_prefixes_are_judged_as_argparse_judges_them(host: Host, help_command: s
 def test_a_gpu_busy_with_a_foreign_process_is_caught(host: Host, smi_env: dict[str, str]) -> None:
     assert doctor.check_gpus_idle(host, env=smi_env).ok
     busy = doctor.check_gpus_idle(host, env={**smi_env, "FAKE_SMI_FOREIGN": "1"})
-    assert not busy.ok and "PID 4242" in busy.detail and "never stops them" in busy.fix
+    assert not busy.ok and "never stops them" in busy.fix
+    assert "PID 4242 /usr/bin/python3 on 1 GPU(s), 81234 MiB" in busy.detail
     assert doctor.check_gpus_idle(
         host, own_pids=[4242], env={**smi_env, "FAKE_SMI_FOREIGN": "1"}
     ).ok

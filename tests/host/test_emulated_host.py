@@ -2,7 +2,8 @@
 
 The emulator's host root (``tuner.emulator.host_root``) gives a stand-in ``sglang`` 0.5.9 package
 and a stand-in ``nvidia-smi`` through the environment; the patches are the two that ship in
-``search_spaces/glm5.yaml``. Each test runs locally and over the real sshd.
+``search_spaces/glm5.yaml``; the server is the emulated SGLang started as on a real host
+(``python3 -m sglang.launch_server``). Each test runs locally and over the real sshd.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from tests.host.conftest import group_members, wait_until
+from tests.support.sshd import free_port
 from tuner import doctor
-from tuner.host import Host
+from tuner.emulator import host_root
+from tuner.host import Host, ServerHandle
 from tuner.patches import PatchManager
+from tuner.space import load_space
 from tuner.telemetry import GpuSampler, under_utilised
-
-host_root = pytest.importorskip("tuner.emulator.host_root")
-space_module = pytest.importorskip("tuner.space")
 
 REPO = Path(__file__).resolve().parents[2]
 SPACE_FILE = REPO / "search_spaces" / "glm5.yaml"
@@ -37,7 +39,7 @@ def emulated(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def space() -> Any:
     """The shipped GLM-5 search space (its flags and its two patches)."""
-    return space_module.load_space(SPACE_FILE)
+    return load_space(SPACE_FILE)
 
 
 def test_doctor_passes_on_the_emulated_host(
@@ -114,3 +116,49 @@ def test_telemetry_of_idle_emulated_cards(host: Host, emulated: dict[str, str]) 
     assert summary is not None and summary.samples >= 8 and summary.samples % 8 == 0
     assert summary.power_limit_w == 600.0
     assert under_utilised(summary)  # idle cards draw far less than half the limit
+
+
+APPS = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+CALIBRATION_FLAGS = [
+    "--model-path",
+    "/models/glm5",
+    "--tp-size",
+    "8",
+    "--quantization",
+    "modelopt_fp4",
+    "--trust-remote-code",
+    "--mem-fraction-static",
+    "0.92",
+]
+
+
+def test_a_serving_emulated_server_is_seen_on_the_gpus_and_released_by_stop(
+    host: Host, emulated: dict[str, str], servers: list[ServerHandle]
+) -> None:
+    port = free_port()
+    argv = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        *CALIBRATION_FLAGS,
+        "--port",
+        str(port),
+        "--time-scale",
+        "200",
+    ]
+    handle = host.start_server(argv, env=emulated, run_dir=f"{host.run_root}/emulated")
+    servers.append(handle)
+    assert wait_until(lambda: str(handle.pid) in host.run(APPS, env=emulated).stdout, 60, 0.2)
+    assert not doctor.check_gpus_idle(host, env=emulated).ok  # seen as busy by anyone else
+    assert doctor.check_gpus_idle(host, own_pids=[handle.pid], env=emulated).ok
+    assert wait_until(lambda: not host.port_free(port), 60, 0.2)
+    with GpuSampler(host, interval_ms=100, env=emulated) as sampler:
+        time.sleep(1.0)
+    assert sampler.summary is not None and sampler.summary.max_memory_used_mib > 90_000
+    assert under_utilised(sampler.summary)  # the seeds' 250 W of 600 W
+
+    host.stop_server(handle, grace_s=10.0, env=emulated, wait_gpu_s=30.0)
+
+    assert group_members(handle.pgid) == []
+    assert host.port_free(port)
+    assert host.run(APPS, env=emulated).stdout.strip() == ""  # its GPU memory is released
