@@ -35,11 +35,14 @@ class Host(abc.ABC):
         name: ``"local"`` or ``"user@host:port"``, for messages.
         address: the address a client on the tuner's machine uses to reach servers on the host.
         run_root: the folder on the host under which run folders live.
+        connections: how many connections were opened so far (0 locally); a change during a
+            trial means the connection dropped and was re-established meanwhile.
     """
 
     name: str
     address: str
     run_root: str
+    connections: int = 0
 
     # -- transport primitives -------------------------------------------------------------------
 
