@@ -119,6 +119,7 @@ class ServerSession:
                     grace_s=self.stop_grace_s,
                     port=self.port,
                     stop_command=self.stop_command,
+                    env=self.env,
                 )
             finally:
                 self.times.stopped = time.monotonic()

@@ -201,7 +201,8 @@ def test_doctor_catches_a_gpu_busy_with_a_foreign_process(emulated_study, sshd) 
     foreign_port = free_port()
     foreign = subprocess.Popen(
         [sys.executable, "-m", "tuner.emulator", "--model-path", "/models/other", "--port", str(foreign_port),
-         "--time-scale", "200"],
+         "--tp-size", "8", "--quantization", "modelopt_fp4", "--trust-remote-code",
+         "--mem-fraction-static", "0.92", "--time-scale", "200"],
         env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )

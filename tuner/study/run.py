@@ -134,7 +134,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             console.print(f"restored {len(restored)} patched file(s) left by an earlier run")
         for orphan in target.host.find_orphans():
             console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
-            target.host.stop_server(orphan, port=target.port)
+            target.host.stop_server(orphan, port=orphan.port, env=target.env)
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
