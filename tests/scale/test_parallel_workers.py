@@ -1,0 +1,199 @@
+"""Several hosts, one study: two `tuner optimize` workers on two emulated hosts (each behind its
+own sshd on 127.0.0.1) feeding one Optuna study in a real PostgreSQL server.
+
+Each worker runs in its own folder, so each has its own emulated host root (its patched files,
+GPU state and run directory: ``studies/<stem>-emulated.host`` under the worker's current folder)
+and its own server port. A worker SIGKILLed mid-trial stops sending heartbeats; the other worker
+marks its trial FAIL ``worker-died`` and runs that configuration again; a configuration that
+crashed its server is never run again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.study.conftest import EmulatedStudy
+from tests.support.sshd import SSHD_BINARY, SshServer, free_port
+
+pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
+
+SMALL = {"levels": [64, 256, 512], "output_len": 32,
+         "requests_per_level": {"per_concurrency": 1, "min": 64}, "time_scale": 200}
+# Levels long enough (host time / 50) to kill a worker in the middle of one.
+SLOW = {"levels": [64, 256, 512], "output_len": 256,
+        "requests_per_level": {"per_concurrency": 2, "min": 128}, "time_scale": 50}
+FA3 = "attention_backend=fa3"  # serves garbage: FAIL wrong-output, a crash of the configuration
+
+
+@pytest.fixture
+def second_sshd(tmp_path: Path) -> Iterator[SshServer]:
+    """Another sshd on 127.0.0.1: the second emulated host."""
+    if not os.access(SSHD_BINARY, os.X_OK):
+        pytest.skip(f"{SSHD_BINARY} is missing: apt-get install -y openssh-server")
+    server = SshServer(tmp_path / "sshd-b")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+class Worker:
+    """One ``tuner optimize`` process on one emulated host, in its own folder."""
+
+    def __init__(self, run: EmulatedStudy, sshd: SshServer, name: str, url: str) -> None:
+        self.run, self.sshd, self.url = run, sshd, url
+        self.dir = run.dir / name
+        self.dir.mkdir()
+        self.port = free_port()
+        self.host_name = f"{sshd.user}@127.0.0.1:{sshd.port}"
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self, trials: int, seed: int) -> None:
+        command = [
+            sys.executable, "-m", "tuner", "optimize", str(self.run.path), "--trials", str(trials),
+            "--emulate", "--port", str(self.port), "--seed", str(seed),
+            "--host", self.host_name, "--ssh-key", self.sshd.key_path,
+            "--known-hosts", self.sshd.known_hosts_path,
+            "--storage", self.url, "--study-name", self.run.name, "--heartbeat-seconds", "1",
+        ]
+        self.process = subprocess.Popen(
+            command, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def finish(self, timeout: float = 150) -> tuple[int, str]:
+        assert self.process is not None
+        output, _ = self.process.communicate(timeout=timeout)
+        return self.process.returncode, output
+
+    def server_pids(self) -> list[int]:
+        """The emulated servers this worker started (from their PID files)."""
+        runs = self.dir / "studies" / f"{self.run.name}-emulated.host" / "runs" / self.run.name
+        return [int(p.read_text().split()[0]) for p in runs.glob("trial-*/server.pid")
+                if p.read_text().split()]
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group (it started no other group of its own)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.communicate(timeout=30)
+
+
+def _stop_servers(workers: list[Worker]) -> None:
+    """Stop, by the PIDs in their own files, the servers a killed worker left behind."""
+    for worker in workers:
+        for pid in worker.server_pids():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _enqueue(run: EmulatedStudy, url: str, assignment: str) -> None:
+    run.run("enqueue", str(run.path), "--emulate", "--storage", url, "--study-name", run.name,
+            "--set", assignment)
+
+
+def _host_runs(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """Trials that spent host time (not skipped by a constraint or the gate, not reused)."""
+    return [t for t in trials if "config_key" in t.user_attrs
+            and "reused_from" not in t.user_attrs
+            and not (t.state == TrialState.PRUNED and t.user_attrs.get("pruned_by") != "baseline")
+            and t.user_attrs.get("failure_reason") != "worker-died"]
+
+
+def _load(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+
+
+def test_two_hosts_feed_one_study(tmp_path: Path, postgres_url: str, sshd: SshServer,
+                                  second_sshd: SshServer) -> None:
+    run = EmulatedStudy(tmp_path, name="pair", workload__emulated=SMALL)
+    _enqueue(run, postgres_url, FA3)
+    workers = [Worker(run, sshd, "worker-a", postgres_url),
+               Worker(run, second_sshd, "worker-b", postgres_url)]
+    try:
+        for seed, worker in enumerate(workers, start=1):
+            worker.start(trials=3, seed=seed)
+        outcomes = [worker.finish() for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+        _stop_servers(workers)
+    for code, output in outcomes:
+        assert code == 0, output
+    trials = _load(postgres_url, run.name)
+    assert all(t.state != TrialState.RUNNING for t in trials)
+    assert all(t.user_attrs.get("host") in {w.host_name for w in workers} for t in trials)
+    ran = _host_runs(trials)
+    assert Counter(t.user_attrs["host"] for t in ran) == {w.host_name: 3 for w in workers}
+    keys = Counter(t.user_attrs["config_key"] for t in ran)
+    assert max(keys.values()) == 1, f"ran twice: {[k for k, n in keys.items() if n > 1]}"
+    assert sum(bool(t.user_attrs.get("is_baseline")) for t in ran) == 1
+    crashed = [t for t in ran if t.user_attrs.get("failure_reason") == "wrong-output"]
+    assert len(crashed) == 1 and crashed[0].user_attrs["config"]["attention_backend"] == "fa3"
+    assert not any(t.user_attrs.get("retry_of") is not None for t in trials)
+
+
+def _running_with_a_level(url: str, name: str, host: str) -> optuna.trial.FrozenTrial | None:
+    for trial in _load(url, name):
+        if (trial.state == TrialState.RUNNING and trial.user_attrs.get("host") == host
+                and trial.user_attrs.get("levels")):
+            return trial
+    return None
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
+        tmp_path: Path, postgres_url: str, sshd: SshServer, second_sshd: SshServer) -> None:
+    run = EmulatedStudy(tmp_path, name="heartbeat", workload__emulated=SLOW)
+    _enqueue(run, postgres_url, FA3)
+    doomed = Worker(run, sshd, "worker-a", postgres_url)
+    survivor = Worker(run, second_sshd, "worker-b", postgres_url)
+    try:
+        doomed.start(trials=4, seed=1)
+        survivor.start(trials=4, seed=2)
+        victim = _wait_for(lambda: _running_with_a_level(postgres_url, run.name, doomed.host_name),
+                           120, "a trial of worker A in the middle of its levels")
+        doomed.kill()  # SIGKILL: no Ctrl-C handling, no tell(): only its heartbeats stop
+        code, output = survivor.finish(timeout=240)
+    finally:
+        doomed.kill()
+        survivor.kill()
+        _stop_servers([doomed, survivor])
+    assert code == 0, output
+    trials = _load(postgres_url, run.name)
+    died = trials[victim.number]
+    assert died.state == TrialState.FAIL
+    assert died.user_attrs["failure_reason"] == "worker-died"
+    retries = [t for t in trials if t.user_attrs.get("retry_of") is not None]
+    assert [t.user_attrs["retry_of"] for t in retries] == [victim.number]
+    retry = retries[0]
+    assert retry.user_attrs["config_key"] == died.user_attrs["config_key"]
+    assert retry.user_attrs["host"] == survivor.host_name
+    assert retry.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    assert retry.user_attrs.get("failure_reason") != "worker-died"
+    crashed = [t for t in trials if t.user_attrs.get("failure_reason") == "wrong-output"]
+    assert len(crashed) == 1  # the configuration that crashed ran once and was never retried
+    assert all(t.state != TrialState.RUNNING for t in trials)
