@@ -31,9 +31,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.pacing_server import PacingServer  # noqa: E402
-from tuner.loadgen import LevelSpec, make_prompts, run_level  # noqa: E402
-from tuner.loadgen._apis import api_format  # noqa: E402
+from tests.support.pacing_server import PacingServer
+from tuner.loadgen import LevelSpec, make_prompts, run_level
+from tuner.loadgen._apis import api_format
 
 TARGET_TOKENS_PER_S = 40_000
 TARGET_RATIO = 0.8
@@ -56,8 +56,9 @@ class Measurement:
         return self.tokens / self.cpu_s
 
 
-async def bare_loop(url: str, concurrency: int, warm: list[bytes],
-                    bodies: list[bytes]) -> tuple[int, float]:
+async def bare_loop(
+    url: str, concurrency: int, warm: list[bytes], bodies: list[bytes]
+) -> tuple[int, float]:
     """Stream ``warm`` (untimed, to open the connections), then every body, with
     ``concurrency`` workers that only read each event line and ``json.loads`` it.
 
@@ -86,28 +87,42 @@ async def bare_loop(url: str, concurrency: int, warm: list[bytes],
         return received, time.perf_counter() - started
 
 
-def measure_bare(url: str, api: str, concurrency: int, requests: int, input_len: int,
-                 output_len: int, seed: int) -> Measurement:
+def measure_bare(
+    url: str, api: str, concurrency: int, requests: int, input_len: int, output_len: int, seed: int
+) -> Measurement:
     cpu_started = time.process_time()
     fmt = api_format(api)
-    warm = [json.dumps(fmt.body(p, WARMUP_OUTPUT_LEN, "pacing-model", True)).encode()
-            for p in make_prompts(concurrency, input_len, [seed, 1], api=api)]
-    bodies = [json.dumps(fmt.body(p, output_len, "pacing-model", True)).encode()
-              for p in make_prompts(requests, input_len, [seed, 0], api=api)]
+    warm = [
+        json.dumps(fmt.body(p, WARMUP_OUTPUT_LEN, "pacing-model", True)).encode()
+        for p in make_prompts(concurrency, input_len, [seed, 1], api=api)
+    ]
+    bodies = [
+        json.dumps(fmt.body(p, output_len, "pacing-model", True)).encode()
+        for p in make_prompts(requests, input_len, [seed, 0], api=api)
+    ]
     events, seconds = asyncio.run(bare_loop(url + fmt.path, concurrency, warm, bodies))
     assert events == requests * output_len, (events, requests * output_len)
     return Measurement(events, events / seconds, time.process_time() - cpu_started)
 
 
-def measure_full(url: str, api: str, concurrency: int, requests: int, input_len: int,
-                 output_len: int, seed: int) -> Measurement:
+def measure_full(
+    url: str, api: str, concurrency: int, requests: int, input_len: int, output_len: int, seed: int
+) -> Measurement:
     cpu_started = time.process_time()
-    spec = LevelSpec(concurrency=concurrency, num_requests=requests, input_len=input_len,
-                     output_len=output_len, time_limit_s=600, warmup=concurrency, seed=seed)
+    spec = LevelSpec(
+        concurrency=concurrency,
+        num_requests=requests,
+        input_len=input_len,
+        output_len=output_len,
+        time_limit_s=600,
+        warmup=concurrency,
+        seed=seed,
+    )
     metrics = asyncio.run(run_level(url, spec, api=api))
     assert metrics.clean() and metrics.output_tokens == requests * output_len, metrics
-    return Measurement(metrics.output_tokens, metrics.output_throughput,
-                       time.process_time() - cpu_started)
+    return Measurement(
+        metrics.output_tokens, metrics.output_throughput, time.process_time() - cpu_started
+    )
 
 
 def main() -> None:
@@ -125,32 +140,51 @@ def main() -> None:
     bare: list[Measurement] = []
     with PacingServer(ttft_ms=0, itl_ms=0, events_per_write=args.events_per_write) as server:
         for round_index in range(args.rounds):
-            common = (server.url, args.api, args.concurrency, args.requests, args.input_len,
-                      args.output_len, round_index)
+            common = (
+                server.url,
+                args.api,
+                args.concurrency,
+                args.requests,
+                args.input_len,
+                args.output_len,
+                round_index,
+            )
             bare.append(measure_bare(*common))
             full.append(measure_full(*common))
-            print(f"round {round_index + 1}: full client {full[-1].tokens_per_s:,.0f} tokens/s "
-                  f"({full[-1].tokens_per_cpu_s:,.0f} per client CPU-s), bare loop "
-                  f"{bare[-1].tokens_per_s:,.0f} tokens/s "
-                  f"({bare[-1].tokens_per_cpu_s:,.0f} per client CPU-s)", flush=True)
+            print(
+                f"round {round_index + 1}: full client {full[-1].tokens_per_s:,.0f} tokens/s "
+                f"({full[-1].tokens_per_cpu_s:,.0f} per client CPU-s), bare loop "
+                f"{bare[-1].tokens_per_s:,.0f} tokens/s "
+                f"({bare[-1].tokens_per_cpu_s:,.0f} per client CPU-s)",
+                flush=True,
+            )
     best_full = max(m.tokens_per_s for m in full)
     best_bare = max(m.tokens_per_s for m in bare)
     ratio = statistics.median(f.tokens_per_s / b.tokens_per_s for f, b in zip(full, bare))
     cpu_ratio = statistics.median(
-        f.tokens_per_cpu_s / b.tokens_per_cpu_s for f, b in zip(full, bare))
+        f.tokens_per_cpu_s / b.tokens_per_cpu_s for f, b in zip(full, bare)
+    )
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"machine: {os.cpu_count()} cores, load average {load} at the end, "
-          f"Python {platform.python_version()}, aiohttp {aiohttp.__version__}; "
-          f"server: one process, {args.events_per_write} events a write, one token an event")
-    print(f"workload: {args.concurrency} concurrent streams, {args.requests} requests of "
-          f"{args.input_len} in / {args.output_len} out per measurement, api {args.api}")
-    print(f"full client: {best_full:,.0f} streamed tokens/s (best of {args.rounds}; "
-          f"target >= {TARGET_TOKENS_PER_S:,}): "
-          f"{'PASS' if best_full >= TARGET_TOKENS_PER_S else 'FAIL'}")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {load} at the end, "
+        f"Python {platform.python_version()}, aiohttp {aiohttp.__version__}; "
+        f"server: one process, {args.events_per_write} events a write, one token an event"
+    )
+    print(
+        f"workload: {args.concurrency} concurrent streams, {args.requests} requests of "
+        f"{args.input_len} in / {args.output_len} out per measurement, api {args.api}"
+    )
+    print(
+        f"full client: {best_full:,.0f} streamed tokens/s (best of {args.rounds}; "
+        f"target >= {TARGET_TOKENS_PER_S:,}): "
+        f"{'PASS' if best_full >= TARGET_TOKENS_PER_S else 'FAIL'}"
+    )
     print(f"bare loop:   {best_bare:,.0f} streamed tokens/s (best of {args.rounds})")
-    print(f"ratio full/bare: {ratio:.2f} in tokens/s, {cpu_ratio:.2f} in tokens per client "
-          f"CPU-second (medians of rounds; target >= {TARGET_RATIO}): "
-          f"{'PASS' if min(ratio, cpu_ratio) >= TARGET_RATIO else 'FAIL'}")
+    print(
+        f"ratio full/bare: {ratio:.2f} in tokens/s, {cpu_ratio:.2f} in tokens per client "
+        f"CPU-second (medians of rounds; target >= {TARGET_RATIO}): "
+        f"{'PASS' if min(ratio, cpu_ratio) >= TARGET_RATIO else 'FAIL'}"
+    )
 
 
 if __name__ == "__main__":

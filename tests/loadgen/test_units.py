@@ -15,7 +15,13 @@ from tuner.timescale import TimeScale
 
 
 def spec(**changes: object) -> LevelSpec:
-    values = dict(concurrency=4, num_requests=8, input_len=16, output_len=8, time_limit_s=10.0)
+    values = {
+        "concurrency": 4,
+        "num_requests": 8,
+        "input_len": 16,
+        "output_len": 8,
+        "time_limit_s": 10.0,
+    }
     values.update(changes)
     return LevelSpec(**values)  # type: ignore[arg-type]
 
@@ -66,12 +72,21 @@ def _log_with(events: list[tuple[float, list[float], list[int | None], int]]) ->
 def test_aggregate_follows_bench_serving_definitions() -> None:
     # Request 0: first token after 0.3 s, then one token every 20 ms (5 tokens).
     # Request 1: first token after 0.5 s, then events of 2 tokens every 40 ms (5 tokens).
-    log = _log_with([
-        (0.0, [0.3, 0.32, 0.34, 0.36, 0.38], [1, 2, 3, 4, 5], 5),
-        (0.0, [0.5, 0.54, 0.58], [1, 3, 5], 5),
-    ])
-    metrics = aggregate(log, concurrency=2, started=0.0, duration=1.0, scale=TimeScale(),
-                        stop_reason=None, errors=())
+    log = _log_with(
+        [
+            (0.0, [0.3, 0.32, 0.34, 0.36, 0.38], [1, 2, 3, 4, 5], 5),
+            (0.0, [0.5, 0.54, 0.58], [1, 3, 5], 5),
+        ]
+    )
+    metrics = aggregate(
+        log,
+        concurrency=2,
+        started=0.0,
+        duration=1.0,
+        scale=TimeScale(),
+        stop_reason=None,
+        errors=(),
+    )
     assert metrics.completed == 2 and metrics.failed == 0
     assert metrics.output_tokens == 10 and metrics.input_tokens == 32
     assert metrics.output_throughput == pytest.approx(10.0)
@@ -88,10 +103,24 @@ def test_aggregate_follows_bench_serving_definitions() -> None:
 
 def test_aggregate_converts_through_the_time_scale() -> None:
     log = _log_with([(0.0, [0.03, 0.032, 0.034], [1, 2, 3], 3)])
-    real = aggregate(log, concurrency=1, started=0.0, duration=0.1, scale=TimeScale(),
-                     stop_reason=None, errors=())
-    emulated = aggregate(log, concurrency=1, started=0.0, duration=0.1, scale=TimeScale(10.0),
-                         stop_reason=None, errors=())
+    real = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=0.1,
+        scale=TimeScale(),
+        stop_reason=None,
+        errors=(),
+    )
+    emulated = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=0.1,
+        scale=TimeScale(10.0),
+        stop_reason=None,
+        errors=(),
+    )
     assert emulated.emulated and emulated.time_scale == 10.0
     assert emulated.median_ttft_ms == pytest.approx(real.median_ttft_ms * 10)
     assert emulated.median_itl_ms == pytest.approx(real.median_itl_ms * 10)
@@ -102,8 +131,15 @@ def test_aggregate_converts_through_the_time_scale() -> None:
 def test_aggregate_spreads_events_without_counts_over_the_server_total() -> None:
     # 3 events of text, the server counted 6 tokens at the end: 2 tokens an event.
     log = _log_with([(0.0, [0.1, 0.14, 0.18], [None, None, None], 6)])
-    metrics = aggregate(log, concurrency=1, started=0.0, duration=1.0, scale=TimeScale(),
-                        stop_reason=None, errors=())
+    metrics = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=1.0,
+        scale=TimeScale(),
+        stop_reason=None,
+        errors=(),
+    )
     assert metrics.output_tokens == 6
     assert metrics.median_itl_ms == pytest.approx(20.0)
 
@@ -112,16 +148,30 @@ def test_failed_and_unsent_requests_are_not_measured() -> None:
     log = _log_with([(0.0, [0.1, 0.2], [1, 2], 2), (0.0, [0.1], [1], 1), (0.0, [0.1], [1], 1)])
     log.status[1] = FAILED
     log.status[2] = 0
-    metrics = aggregate(log, concurrency=1, started=0.0, duration=1.0, scale=TimeScale(),
-                        stop_reason="stopped", errors=("boom",))
+    metrics = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=1.0,
+        scale=TimeScale(),
+        stop_reason="stopped",
+        errors=("boom",),
+    )
     assert (metrics.completed, metrics.failed, metrics.output_tokens) == (1, 1, 2)
     assert metrics.failed_fraction == pytest.approx(1 / 3)
     assert not metrics.clean()
 
 
 def test_no_completed_request_gives_no_latency() -> None:
-    metrics = aggregate(RequestLog(4), concurrency=1, started=0.0, duration=0.0,
-                        scale=TimeScale(), stop_reason="server gone", errors=())
+    metrics = aggregate(
+        RequestLog(4),
+        concurrency=1,
+        started=0.0,
+        duration=0.0,
+        scale=TimeScale(),
+        stop_reason="server gone",
+        errors=(),
+    )
     assert metrics.median_ttft_ms is None and metrics.output_throughput == 0.0
     document = json.loads(json.dumps(metrics.to_dict()))
     assert document["median_ttft_ms"] is None
@@ -129,11 +179,25 @@ def test_no_completed_request_gives_no_latency() -> None:
 
 def test_metrics_round_trip_through_json() -> None:
     log = _log_with([(0.0, [0.3, 0.32], [1, 2], 2)])
-    metrics = aggregate(log, concurrency=1, started=0.0, duration=1.0, scale=TimeScale(4.0),
-                        stop_reason=None, errors=("a", "b"))
+    metrics = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=1.0,
+        scale=TimeScale(4.0),
+        stop_reason=None,
+        errors=("a", "b"),
+    )
     document = json.loads(json.dumps(metrics.to_dict()))
-    assert {"output_throughput", "median_ttft_ms", "median_tpot_ms", "p99_itl_ms",
-            "max_output_tokens_per_s", "emulated", "stop_reason"} <= set(document)
+    assert {
+        "output_throughput",
+        "median_ttft_ms",
+        "median_tpot_ms",
+        "p99_itl_ms",
+        "max_output_tokens_per_s",
+        "emulated",
+        "stop_reason",
+    } <= set(document)
     assert LevelMetrics.from_dict(document) == metrics
     assert metrics.clean()
     with pytest.raises(ValueError, match="completed"):
@@ -153,12 +217,20 @@ def test_random_prompts_have_exact_length_and_repeat_with_the_seed() -> None:
 
 def test_sharegpt_dataset_gives_the_human_turns(tmp_path) -> None:
     path = tmp_path / "sharegpt.json"
-    path.write_text(json.dumps([
-        {"conversations": [{"from": "human", "value": "hello there"},
-                           {"from": "gpt", "value": "hi"}]},
-        {"conversations": [{"from": "gpt", "value": "skipped"}]},
-        {"conversations": [{"from": "human", "value": "second"}]},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        {"from": "human", "value": "hello there"},
+                        {"from": "gpt", "value": "hi"},
+                    ]
+                },
+                {"conversations": [{"from": "gpt", "value": "skipped"}]},
+                {"conversations": [{"from": "human", "value": "second"}]},
+            ]
+        )
+    )
     assert load_sharegpt(path) == ["hello there", "second"]
     picked = make_prompts(6, 99, 1, api="sglang", dataset=str(path))
     assert set(picked) <= {"hello there", "second"} and len(picked) == 6
@@ -166,8 +238,12 @@ def test_sharegpt_dataset_gives_the_human_turns(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "content, message",
-    [(None, "not found"), ("{nope", "not readable JSON"), ('{"a": 1}', "JSON list"),
-     ('[{"conversations": []}]', "conversations")],
+    [
+        (None, "not found"),
+        ("{nope", "not readable JSON"),
+        ('{"a": 1}', "JSON list"),
+        ('[{"conversations": []}]', "conversations"),
+    ],
 )
 def test_bad_dataset_is_a_one_line_config_error(tmp_path, content, message) -> None:
     path = tmp_path / "data.json"

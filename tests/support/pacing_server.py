@@ -1,8 +1,9 @@
 """A real streaming HTTP server with known pacing, for testing the load generator.
 
 It speaks SGLang's ``/generate`` and OpenAI's ``/v1/completions`` and ``/v1/chat/completions``
-(SSE, ``data: [DONE]`` at the end), sends the first event ``--ttft-ms`` after a request arrives
-and then one event every ``--itl-ms x --tokens-per-event``, and writes its own send time
+(SSE, ``data: [DONE]`` at the end), sends the first event ``--ttft-ms`` (plus up to
+``--ttft-jitter-ms``, spread evenly over requests) after a request arrives and then one event
+every ``--itl-ms x --tokens-per-event``, and writes its own send time
 (``time.monotonic()``, the clock ``time.perf_counter()`` reads on Linux) into every event as
 ``server_send_time``. ``GET /stats`` returns its record of every streamed request (arrival,
 first and last send time, tokens, events), the reference the client's figures are checked
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["PacingServer"]
 
@@ -40,8 +41,11 @@ def _token_text(seed: int, index: int) -> str:
 
 
 def _usage(prompt_tokens: int, sent: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
-            "total_tokens": prompt_tokens + sent}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": sent,
+        "total_tokens": prompt_tokens + sent,
+    }
 
 
 class _Server:
@@ -92,7 +96,6 @@ class _Connection:
         self.sock = sock
         self.loop = asyncio.get_running_loop()
         self.buffer = b""
-        self.closed = False
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -136,7 +139,6 @@ class _Connection:
         except (ConnectionError, OSError):
             return
         finally:
-            self.closed = True
             self.sock.close()
 
     def _parse(self) -> tuple[str, str, bytes] | None:
@@ -152,8 +154,8 @@ class _Connection:
                 length = int(value)
         if len(self.buffer) < head_end + 4 + length:
             return None
-        body = self.buffer[head_end + 4:head_end + 4 + length]
-        self.buffer = self.buffer[head_end + 4 + length:]
+        body = self.buffer[head_end + 4 : head_end + 4 + length]
+        self.buffer = self.buffer[head_end + 4 + length :]
         return method, path.split("?")[0], body
 
     async def _handle(self, method: str, path: str, body: bytes, arrival: float) -> None:
@@ -196,19 +198,41 @@ class _Connection:
         await asyncio.sleep((options.ttft_ms + options.itl_ms * max_tokens) / 1e3)
         text = "".join(_token_text(seed, i) for i in range(max_tokens))
         if api == "sglang":
-            await self._respond(200, {"text": text, "meta_info": {
-                "prompt_tokens": len(prompt), "completion_tokens": max_tokens}})
+            await self._respond(
+                200,
+                {
+                    "text": text,
+                    "meta_info": {"prompt_tokens": len(prompt), "completion_tokens": max_tokens},
+                },
+            )
         else:
             choice = {"text": text} if api == "openai" else {"message": {"content": text}}
-            await self._respond(200, {"choices": [choice], "usage": _usage(len(prompt), max_tokens)})
+            await self._respond(
+                200, {"choices": [choice], "usage": _usage(len(prompt), max_tokens)}
+            )
 
-    def _event(self, api: str, continuous: bool, prompt_tokens: int, sent: int, new: str,
-               text: str, final: bool, now: float) -> bytes:
+    def _event(
+        self,
+        api: str,
+        continuous: bool,
+        prompt_tokens: int,
+        sent: int,
+        new: str,
+        text: str,
+        final: bool,
+        now: float,
+    ) -> bytes:
         if api == "sglang":
-            event: dict[str, Any] = {"text": text, "meta_info": {
-                "id": "r", "prompt_tokens": prompt_tokens, "completion_tokens": sent,
-                "finish_reason": {"type": "length"} if final else None,
-                "server_send_time": now}}
+            event: dict[str, Any] = {
+                "text": text,
+                "meta_info": {
+                    "id": "r",
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": sent,
+                    "finish_reason": {"type": "length"} if final else None,
+                    "server_send_time": now,
+                },
+            }
         else:
             choice: dict[str, Any] = {"index": 0, "finish_reason": "length" if final else None}
             if api == "openai":
@@ -220,18 +244,30 @@ class _Connection:
                 event["usage"] = _usage(prompt_tokens, sent)
         return b"data: " + json.dumps(event).encode() + b"\n\n"
 
-    async def _stream(self, api: str, body: dict, prompt_tokens: int, max_tokens: int,
-                      seed: int, arrival: float) -> None:
+    async def _stream(
+        self, api: str, body: dict, prompt_tokens: int, max_tokens: int, seed: int, arrival: float
+    ) -> None:
         options = self.server.options
         stream_options = body.get("stream_options") or {}
         continuous = bool(stream_options.get("continuous_usage_stats"))
-        await self._write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                          b"Transfer-Encoding: chunked\r\n\r\n")
+        await self._write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         per_event = options.tokens_per_event
         interval = options.itl_ms / 1e3 * per_event
-        first_due = arrival + options.ttft_ms / 1e3
-        record = {"arrival": arrival, "first_send": None, "last_send": None,
-                  "tokens": 0, "events": 0, "max_tokens": max_tokens, "api": api}
+        # A TTFT in [ttft, ttft + jitter), spread evenly over requests (golden-ratio sequence).
+        spread = (self.server.requests_seen * 0.6180339887) % 1.0
+        first_due = arrival + (options.ttft_ms + options.ttft_jitter_ms * spread) / 1e3
+        record = {
+            "arrival": arrival,
+            "first_send": None,
+            "last_send": None,
+            "tokens": 0,
+            "events": 0,
+            "max_tokens": max_tokens,
+            "api": api,
+        }
         sent, text, pending = 0, "", []
         while sent < max_tokens:
             delay = first_due + record["events"] * interval - time.monotonic()
@@ -243,8 +279,10 @@ class _Connection:
             text += new if api == "sglang" else ""
             now = time.monotonic()
             pending.append(
-                self._event(api, continuous, prompt_tokens, sent, new, text, sent == max_tokens,
-                            now))
+                self._event(
+                    api, continuous, prompt_tokens, sent, new, text, sent == max_tokens, now
+                )
+            )
             record["first_send"] = record["first_send"] or now
             record["last_send"], record["tokens"] = now, sent
             record["events"] += 1
@@ -254,8 +292,11 @@ class _Connection:
                 if interval == 0:
                     await asyncio.sleep(0)
         if api != "sglang" and stream_options.get("include_usage"):
-            await self._chunk(b"data: " + json.dumps({"choices": [], "usage": _usage(
-                prompt_tokens, sent)}).encode() + b"\n\n")
+            await self._chunk(
+                b"data: "
+                + json.dumps({"choices": [], "usage": _usage(prompt_tokens, sent)}).encode()
+                + b"\n\n"
+            )
         await self._write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
         self.server.records.append(record)
 
@@ -285,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ttft-ms", type=float, default=300.0)
+    parser.add_argument("--ttft-jitter-ms", type=float, default=0.0)
     parser.add_argument("--itl-ms", type=float, default=20.0)
     parser.add_argument("--tokens-per-event", type=int, default=1)
     parser.add_argument("--events-per-write", type=int, default=1)
@@ -313,11 +355,13 @@ class PacingServer:
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
 
-    def start(self, timeout_s: float = 20.0) -> "PacingServer":
+    def start(self, timeout_s: float = 20.0) -> PacingServer:
         """Start the server and wait until it listens."""
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--port", "0", *self.args],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
@@ -347,7 +391,7 @@ class PacingServer:
         if self.process.stdout is not None:
             self.process.stdout.close()
 
-    def __enter__(self) -> "PacingServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

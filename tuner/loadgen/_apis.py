@@ -52,7 +52,11 @@ def _error_text(event: dict[str, Any]) -> str:
 
 def _sglang_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool) -> dict:
     body: dict[str, Any] = {"text": prompt} if isinstance(prompt, str) else {"input_ids": prompt}
-    body["sampling_params"] = {"max_new_tokens": max_tokens, "ignore_eos": True, "temperature": 0.0}
+    body["sampling_params"] = {
+        "max_new_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
     body["stream"] = stream
     return body
 

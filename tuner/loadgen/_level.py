@@ -29,8 +29,8 @@ from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
 from tuner.loadgen._prompts import make_prompts
 from tuner.loadgen._server import fetch_model, fetch_time_scale_async
-from tuner.loadgen._stream import RequestLog, send_time_trace
 from tuner.loadgen._spec import LevelSpec
+from tuner.loadgen._stream import RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
 __all__ = ["run_level", "run_levels"]
@@ -42,8 +42,14 @@ CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
 
 
-def _bodies(fmt: ApiFormat, spec: LevelSpec, count: int, seed: list[int], output_len: int,
-            model: str | None) -> tuple[list[bytes], list[int]]:
+def _bodies(
+    fmt: ApiFormat,
+    spec: LevelSpec,
+    count: int,
+    seed: list[int],
+    output_len: int,
+    model: str | None,
+) -> tuple[list[bytes], list[int]]:
     prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
     bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
     lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
@@ -52,8 +58,13 @@ def _bodies(fmt: ApiFormat, spec: LevelSpec, count: int, seed: list[int], output
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
     return aggregate(
-        RequestLog(spec.num_requests), concurrency=spec.concurrency, started=0.0,
-        duration=0.0, scale=scale, stop_reason=reason, errors=(reason,),
+        RequestLog(spec.num_requests),
+        concurrency=spec.concurrency,
+        started=0.0,
+        duration=0.0,
+        scale=scale,
+        stop_reason=reason,
+        errors=(reason,),
     )
 
 
@@ -103,19 +114,26 @@ async def run_level(
         url = base + fmt.path
         if spec.warmup:
             warm_bodies, warm_lengths = _bodies(
-                fmt, spec, spec.warmup, [spec.seed, 1], min(WARMUP_OUTPUT_LEN, spec.output_len),
+                fmt,
+                spec,
+                spec.warmup,
+                [spec.seed, 1],
+                min(WARMUP_OUTPUT_LEN, spec.output_len),
                 model,
             )
-            warm = Phase(RequestLog(spec.warmup), min(spec.warmup, spec.concurrency),
-                         budget=spec.warmup - 1)
+            warm = Phase(
+                RequestLog(spec.warmup), min(spec.warmup, spec.concurrency), budget=spec.warmup - 1
+            )
             deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
-            await run_phase(session, url, fmt, warm, warm_bodies, warm_lengths, deadline,
-                            None, stop_check)
+            await run_phase(
+                session, url, fmt, warm, warm_bodies, warm_lengths, deadline, None, stop_check
+            )
             if warm.stop_reason:
                 return _empty_metrics(spec, scale, f"warm-up failed: {warm.stop_reason}")
 
-        bodies, lengths = _bodies(fmt, spec, spec.num_requests, [spec.seed, 0],
-                                  spec.output_len, model)
+        bodies, lengths = _bodies(
+            fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
+        )
         phase = Phase(RequestLog(spec.num_requests), spec.concurrency, budget=spec.error_budget)
         started = time.perf_counter()
         deadline = started + scale.to_server(spec.time_limit_s)
@@ -125,11 +143,26 @@ async def run_level(
                 scale.to_server(1.0 / spec.request_rate), size=spec.num_requests
             )
             arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
-        ended = await run_phase(session, url, fmt, phase, bodies, lengths, deadline, arrivals,
-                                stop_check, time_limit_s=spec.time_limit_s)
+        ended = await run_phase(
+            session,
+            url,
+            fmt,
+            phase,
+            bodies,
+            lengths,
+            deadline,
+            arrivals,
+            stop_check,
+            time_limit_s=spec.time_limit_s,
+        )
     return aggregate(
-        phase.log, concurrency=spec.concurrency, started=started, duration=ended - started,
-        scale=scale, stop_reason=phase.stop_reason, errors=phase.errors,
+        phase.log,
+        concurrency=spec.concurrency,
+        started=started,
+        duration=ended - started,
+        scale=scale,
+        stop_reason=phase.stop_reason,
+        errors=phase.errors,
     )
 
 

@@ -75,7 +75,7 @@ class LevelMetrics:
         return document
 
     @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> "LevelMetrics":
+    def from_dict(cls, document: dict[str, Any]) -> LevelMetrics:
         """Read back what :meth:`to_dict` wrote; unknown keys are ignored.
 
         Raises:
@@ -91,9 +91,9 @@ class LevelMetrics:
         if missing:
             raise ValueError(f"level metrics lack {', '.join(missing)}")
         values["errors"] = tuple(values.get("errors") or ())
-        for name in values:
-            if name.endswith("_ms") and values[name] is not None:
-                values[name] = _finite_or_none(values[name])
+        for name, value in list(values.items()):
+            if name.endswith("_ms") and value is not None:
+                values[name] = _finite_or_none(value)
         return cls(**values)
 
 

@@ -112,8 +112,10 @@ async def _supervise(
             if now >= deadline:
                 limit = f"{time_limit_s:g} s" if time_limit_s is not None else "its time"
                 finished = phase.log.size - phase.log.status.count(0)
-                phase.stop(f"time limit of {limit} reached with {finished} of "
-                           f"{phase.log.size} requests finished")
+                phase.stop(
+                    f"time limit of {limit} reached with {finished} of "
+                    f"{phase.log.size} requests finished"
+                )
                 break
             if stop_check is not None:
                 if poll is not None and poll.done():
@@ -125,7 +127,7 @@ async def _supervise(
                     poll = asyncio.ensure_future(asyncio.to_thread(stop_check))
             try:
                 await asyncio.wait_for(phase.wake.wait(), min(POLL_INTERVAL_S, deadline - now))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
     finally:
         if poll is not None and not poll.done():

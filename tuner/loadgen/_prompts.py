@@ -23,12 +23,82 @@ PROMPT_TOKEN_RANGE = (16, 256)
 # A prompt is token ids (exact length) or text (the server counts its tokens).
 Prompt = list[int] | str
 
-_WORDS = (
-    "the of and to in is for on that with as it by at from this be are was or an have not "
-    "you but all can has more one will they we their time new been about which other than "
-    "out into some up only its over what when also after two first year most may make "
-    "like way even back any use work could day long just how many world state such"
-).split()
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "it",
+    "by",
+    "at",
+    "from",
+    "this",
+    "be",
+    "are",
+    "was",
+    "or",
+    "an",
+    "have",
+    "not",
+    "you",
+    "but",
+    "all",
+    "can",
+    "has",
+    "more",
+    "one",
+    "will",
+    "they",
+    "we",
+    "their",
+    "time",
+    "new",
+    "been",
+    "about",
+    "which",
+    "other",
+    "than",
+    "out",
+    "into",
+    "some",
+    "up",
+    "only",
+    "its",
+    "over",
+    "what",
+    "when",
+    "also",
+    "after",
+    "two",
+    "first",
+    "year",
+    "most",
+    "may",
+    "make",
+    "like",
+    "way",
+    "even",
+    "back",
+    "any",
+    "use",
+    "work",
+    "could",
+    "day",
+    "long",
+    "just",
+    "how",
+    "many",
+    "world",
+    "state",
+    "such",
+]
 
 
 def ids_to_words(token_ids: list[int]) -> str:
@@ -53,9 +123,13 @@ def load_sharegpt(path: str | Path) -> list[str]:
     try:
         document = json.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{source}: dataset file not found: pass an existing JSON file") from None
+        raise ConfigError(
+            f"{source}: dataset file not found: pass an existing JSON file"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{source}: dataset is not readable JSON ({exc}): fix the file") from None
+        raise ConfigError(
+            f"{source}: dataset is not readable JSON ({exc}): fix the file"
+        ) from None
     if not isinstance(document, list):
         raise ConfigError(f"{source}: dataset must be a JSON list of conversations")
     prompts = []

@@ -36,8 +36,9 @@ def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
 
 
 def _unreachable(url: str, exc: BaseException) -> TunerError:
-    return TunerError(f"{url} does not answer ({describe_error(exc)}): start the server or fix "
-                      "the URL")
+    return TunerError(
+        f"{url} does not answer ({describe_error(exc)}): start the server or fix the URL"
+    )
 
 
 async def _get_json(
@@ -49,7 +50,7 @@ async def _get_json(
             if response.status != 200:
                 return response.status, None
             return 200, json.loads(await response.read())
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise _unreachable(url, exc) from None
     except ValueError:
         return 200, None
@@ -66,7 +67,9 @@ async def fetch_time_scale_async(
     try:
         return TimeScale.from_server_info(info)
     except (TypeError, ValueError) as exc:
-        raise TunerError(f"{base_url}/server_info: emulator.time_scale is invalid: {exc}") from None
+        raise TunerError(
+            f"{base_url}/server_info: emulator.time_scale is invalid: {exc}"
+        ) from None
 
 
 def fetch_time_scale(base_url: str, timeout_s: float = 5) -> TimeScale:
@@ -107,7 +110,7 @@ async def complete_async(
     try:
         async with session.post(url, data=body, headers=JSON_HEADERS) as response:
             text = await response.text()
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise _unreachable(url, exc) from None
     if response.status != 200:
         raise TunerError(f"{url} answered HTTP {response.status}: {' '.join(text.split())[:200]}")

@@ -15,6 +15,7 @@ the last JSON line, which may hold ``Infinity`` (``request_rate``); total tokens
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -72,18 +73,31 @@ def bench_serving_command(
         model: the served model name, when the tool should not ask ``/v1/models``.
     """
     argv = [
-        python, "-m", module,
-        "--backend", backend,
-        "--base-url", base_url.rstrip("/"),
-        "--dataset-name", "random-ids",
-        "--random-input-len", str(spec.input_len),
-        "--random-output-len", str(spec.output_len),
-        "--random-range-ratio", "1.0",
-        "--num-prompts", str(spec.num_requests),
-        "--max-concurrency", str(spec.concurrency),
-        "--warmup-requests", str(spec.warmup),
-        "--seed", str(spec.seed),
-        "--output-file", output_file,
+        python,
+        "-m",
+        module,
+        "--backend",
+        backend,
+        "--base-url",
+        base_url.rstrip("/"),
+        "--dataset-name",
+        "random-ids",
+        "--random-input-len",
+        str(spec.input_len),
+        "--random-output-len",
+        str(spec.output_len),
+        "--random-range-ratio",
+        "1.0",
+        "--num-prompts",
+        str(spec.num_requests),
+        "--max-concurrency",
+        str(spec.concurrency),
+        "--warmup-requests",
+        str(spec.warmup),
+        "--seed",
+        str(spec.seed),
+        "--output-file",
+        output_file,
         "--output-details",
         "--disable-tqdm",
     ]
@@ -114,7 +128,7 @@ def _ms(document: dict[str, Any], key: str, scale: TimeScale) -> float | None:
     if value is None:
         return None
     number = float(value)
-    return scale.duration(number) if number == number and abs(number) != float("inf") else None
+    return scale.duration(number) if math.isfinite(number) else None
 
 
 def parse_bench_serving_output(
@@ -139,8 +153,12 @@ def parse_bench_serving_output(
         sent = num_requests if num_requests is not None else completed
         failed = max(sent - completed, 0)
     latencies: dict[str, float | None] = {}
-    for ours, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"),
-                         ("e2e", "e2e_latency")):
+    for ours, theirs in (
+        ("ttft", "ttft"),
+        ("tpot", "tpot"),
+        ("itl", "itl"),
+        ("e2e", "e2e_latency"),
+    ):
         for stat in ("mean", "median", "p90", "p99"):
             latencies[f"{stat}_{ours}_ms"] = _ms(result, f"{stat}_{theirs}_ms", scale)
     concurrency = result.get("max_concurrency") or result.get("concurrency") or 0
@@ -184,12 +202,24 @@ def run_bench_serving(
     """
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as workdir:
         output = str(Path(workdir) / "result.jsonl")
-        command = bench_serving_command(base_url, spec, output, python=python, module=module,
-                                        backend=backend, tokenizer=tokenizer)
+        command = bench_serving_command(
+            base_url,
+            spec,
+            output,
+            python=python,
+            module=module,
+            backend=backend,
+            tokenizer=tokenizer,
+        )
         process = subprocess.Popen(
-            command, shell=True, cwd=workdir, start_new_session=True,
+            command,
+            shell=True,
+            cwd=workdir,
+            start_new_session=True,
             env={**os.environ, **(env or {})},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         try:
             log, _ = process.communicate(timeout=spec.time_limit_s + 60)
