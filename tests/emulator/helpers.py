@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tests.support.sshd import free_port
 from tuner.emulator.calibration import FIXED_ARGV
@@ -85,7 +85,7 @@ class Emulator:
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Emulator":
+    def start(self) -> Self:
         """Start the process (returns at once)."""
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -136,8 +136,9 @@ class Emulator:
             except subprocess.TimeoutExpired:
                 continue
 
-    def __enter__(self) -> "Emulator":
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -6,10 +6,11 @@ from tuner.emulator.batch_core import BatchCore, CoreRequest, CoreTiming
 
 
 def timing(**overrides: object) -> CoreTiming:
-    values: dict[str, object] = dict(
-        decode_step=lambda batch: 0.01, prefill=lambda tokens, chunks: 0.1 * chunks,
-        wakeup_s=1.0, gather_s=0.2, kv_tokens=10_000, max_running=100, chunk_tokens=1000,
-    )
+    values: dict[str, object] = {
+        "decode_step": lambda batch: 0.01, "prefill": lambda tokens, chunks: 0.1 * chunks,
+        "wakeup_s": 1.0, "gather_s": 0.2, "kv_tokens": 10_000, "max_running": 100,
+        "chunk_tokens": 1000,
+    }
     values.update(overrides)
     return CoreTiming(**values)  # type: ignore[arg-type]
 

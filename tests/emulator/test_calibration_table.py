@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from tuner.emulator.calibration import (
-    CALIBRATION_LEVELS, CALIBRATION_POINTS, CRASH, FIXED_ARGV, KV, MEMORY_LIMITS, STARTUP, WORKLOAD,
+    CALIBRATION_LEVELS,
+    CALIBRATION_POINTS,
+    CRASH,
+    FIXED_ARGV,
+    KV,
+    MEMORY_LIMITS,
+    STARTUP,
+    WORKLOAD,
 )
 
 CALIBRATION_MD = Path(__file__).parents[2].parent / "shared/reference/calibration.md"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_generate_streams_every_stream_interval_with_cumulative_text(server: Emu
     counts = [c["meta_info"]["completion_tokens"] for c in data]
     assert counts == [1, 4, 8, 12, 16]  # the prefill's first token, then every 4
     assert all(len(c["output_ids"]) == n for c, n in zip(data, counts))
-    assert all(b["text"].startswith(a["text"]) for a, b in zip(data, data[1:]))
+    assert all(b["text"].startswith(a["text"]) for a, b in pairwise(data))
     last = data[-1]["meta_info"]
     assert last["finish_reason"] == {"type": "length", "length": 16}
     assert last["prompt_tokens"] == 256 and last["e2e_latency"] > 0

@@ -15,7 +15,9 @@ time up afterwards:
 
 A burst ends when as many requests came as it expects, when none came for ``QUIET_S`` (the
 first one may take ``FIRST_ARRIVAL_S_PER_REQUEST`` per expected request longer), or after
-``MAX_HOLD_S``.
+``MAX_HOLD_S``. What is credited: a start burst from its first connection (a client's clock
+runs while it connects), a refill burst from its first request plus at most ``REACTION_S``
+before it (a client that thinks between two levels does so on its own time).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "Burst"]
+__all__ = ["FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst"]
 
 QUIET_S = 0.25
 FIRST_ARRIVAL_S_PER_REQUEST = 0.003
 MAX_HOLD_S = 5.0
+REACTION_S = 0.05  # the most of a refill's wait for its first request that is credited
 
 
 @dataclass
@@ -48,12 +51,22 @@ class Burst:
     expected: float = math.inf
     arrived: int = 0
     last: float = 0.0
+    first: float | None = None
     superseded: bool = False
 
     @classmethod
-    def start(cls, now: float) -> "Burst":
-        """A start burst whose first request arrived ``now``."""
-        return cls(opened=now, refill=False, arrived=1, last=now)
+    def start(cls, now: float, connected: float | None = None) -> Burst:
+        """A start burst whose first request arrived ``now`` (its connection at ``connected``)."""
+        opened = now if connected is None else min(now, connected)
+        return cls(opened=opened, refill=False, arrived=1, last=now, first=now)
+
+    def credited(self, now: float) -> float:
+        """The real seconds of this burst the schedule may catch up, when it ends ``now``."""
+        if self.superseded or self.first is None:
+            return 0.0
+        if not self.refill:
+            return now - self.opened
+        return now - self.first + min(self.first - self.opened, REACTION_S)
 
     def quiet_left(self, now: float) -> float:
         """Seconds until the burst is over for lack of arrivals."""
@@ -72,3 +85,5 @@ class Burst:
         """One more request of this burst arrived."""
         self.arrived += 1
         self.last = now
+        if self.first is None:
+            self.first = now

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from tuner.emulator.calibration import GPU
 from tuner.emulator.smi_fields import (
-    APP_FIELDS, CUDA_VERSION, DRIVER_VERSION, GPU_FIELDS, GpuReading, snapshot,
+    APP_FIELDS,
+    CUDA_VERSION,
+    DRIVER_VERSION,
+    GPU_FIELDS,
+    GpuReading,
+    snapshot,
 )
 
 __all__ = ["main"]
@@ -103,8 +108,8 @@ def _plain() -> str:
     lines = [
         time.strftime("%a %b %d %H:%M:%S %Y"),
         "+" + "-" * 89 + "+",
-        f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     "
-        f"CUDA Version: {CUDA_VERSION}     |",
+        (f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     "
+         f"CUDA Version: {CUDA_VERSION}     |"),
         bar,
         "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
         "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",

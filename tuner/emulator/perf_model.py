@@ -60,6 +60,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tuner.emulator import fitted
 from tuner.emulator.batch_core import CoreTiming
@@ -151,7 +152,7 @@ class EngineModel:
 def _interpolate(points: tuple[tuple[int, float], ...], batch: int) -> float:
     if batch <= points[0][0]:
         return points[0][1]
-    for (b0, v0), (b1, v1) in zip(points, points[1:]):
+    for (b0, v0), (b1, v1) in pairwise(points):
         if batch <= b1:
             return v0 + (v1 - v0) * (batch - b0) / (b1 - b0)
     return points[-1][1]

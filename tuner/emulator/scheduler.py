@@ -6,7 +6,8 @@ action's end on an absolute clock (the emulated schedule), so sleep jitter does 
 when the loop wakes late it runs the following actions without sleeping until it has caught up
 (at most ``MAX_LAG_S`` behind, plus the time it held for bursts of arrivals, see
 :mod:`tuner.emulator.bursts`; beyond that the lost time is dropped). Each request's progress
-goes to its :class:`Stream`, whose HTTP handler sends the events.
+goes to its :class:`Stream`, whose HTTP handler sends the events. ``$TUNER_EMULATOR_TRACE``
+names a file that receives the timeline, for studying the pacing.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
-from tuner.emulator.bursts import Burst
+from tuner.emulator.bursts import MAX_HOLD_S, Burst
 from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
@@ -45,6 +47,8 @@ class Scheduler:
         decode_log_interval: a ``Decode batch`` line every this many decode steps.
         cuda_graph: what the decode lines say about CUDA graphs.
         on_failure: called with ``crash`` or ``oom`` when the engine fails; it must not return.
+        trace: where to write one line per action and per burst (real time, schedule time,
+            what ran, batch and queue sizes): ``$TUNER_EMULATOR_TRACE`` names the file.
     """
 
     def __init__(
@@ -54,6 +58,7 @@ class Scheduler:
         decode_log_interval: int,
         cuda_graph: Callable[[int], bool],
         on_failure: Callable[[str], None],
+        trace: TextIO | None = None,
     ) -> None:
         self.core = core
         self.log = log
@@ -65,6 +70,13 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._burst: Burst | None = None
         self._last_log = (time.monotonic(), 0)
+        self.trace = trace
+        self._connected: float | None = None  # first connection since the server went idle
+
+    def connection_opened(self) -> None:
+        """A client connected: when the server is idle, a start burst may count from here."""
+        if self._connected is None and not self.core.busy and self._burst is None:
+            self._connected = time.monotonic()
 
     def submit(self, request: CoreRequest, follow_up: bool = False) -> Stream:
         """Queue a request; its :class:`Stream` shows its progress.
@@ -78,7 +90,9 @@ class Scheduler:
             burst.superseded = True  # a new client: not the refill the burst waits for
             burst = self._burst = None
         if burst is None and not self.core.busy:
-            self._burst = Burst.start(now)
+            connected = self._connected
+            fresh = connected is not None and now - connected < MAX_HOLD_S
+            self._burst = Burst.start(now, connected if fresh else None)
         elif burst is not None:
             burst.count(now)
         stream = Stream(request)
@@ -98,11 +112,19 @@ class Scheduler:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), max(left, 0.001))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self._burst is burst:
             self._burst = None
-        return 0.0 if burst.superseded else time.monotonic() - burst.opened
+        self._connected = None
+        held = burst.credited(time.monotonic())
+        if self.trace is not None:
+            kind = "refill" if burst.refill else "start"
+            gap = -1.0 if burst.first is None else burst.first - burst.opened
+            self.trace.write(f"{time.monotonic():.4f} burst {kind} held={held:.4f} "
+                             f"arrived={burst.arrived} expected={burst.expected} "
+                             f"first_gap={gap:.4f}\n")
+        return held
 
     async def run(self) -> None:
         """The scheduler loop (runs until cancelled, or until the engine fails)."""
@@ -138,6 +160,10 @@ class Scheduler:
                     back_to_back = 0
                     await asyncio.sleep(0)
             self._finish(action, deadline)
+            if self.trace is not None:
+                self.trace.write(f"{clock():.4f} {deadline:.4f} {action.kind} {len(action.batch)} "
+                                 f"running={len(self.core.running)} "
+                                 f"waiting={len(self.core.waiting)}\n")
 
     def _finish(self, action: Action, now: float) -> None:
         running_before = len(self.core.running)

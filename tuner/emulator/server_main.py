@@ -10,12 +10,13 @@ ends the process at once (``os._exit``, so connections drop); SIGTERM or SIGINT 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -25,6 +26,7 @@ from tuner.emulator.batch_core import BatchCore, CoreRequest
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
 from tuner.emulator.noise import Noise
+from tuner.emulator.outputs import completion
 from tuner.emulator.perf_model import EngineModel, engine_from_settings
 from tuner.emulator.scheduler import Scheduler
 from tuner.emulator.server import EmulatedServer
@@ -35,6 +37,7 @@ from tuner.emulator.startup import plan_startup, run_startup
 __all__ = ["main"]
 
 READY_LINE = "The server is fired up and ready to roll!"
+TRACE_ENV = "TUNER_EMULATOR_TRACE"
 STATE_PERIOD_S = 0.25
 WARMUP_TOKENS = 8
 
@@ -63,6 +66,19 @@ def _fatal(log: SglangLog, settings: EngineSettings, kind: str) -> None:
     log.scheduler_exception(kind, settings.failure_line(kind))
     gpu_state.clear_load(os.getpid())
     os._exit(1)
+
+
+def _counting(runner: web.AppRunner, server: EmulatedServer) -> Callable[[], asyncio.Protocol]:
+    """aiohttp's protocol factory, telling the scheduler of every new connection."""
+    factory = runner.server
+    assert factory is not None
+
+    def protocol() -> asyncio.Protocol:
+        if server.scheduler is not None:
+            server.scheduler.connection_opened()
+        return factory()
+
+    return protocol
 
 
 def _scheduler_ended(log: SglangLog, task: asyncio.Task[None]) -> None:
@@ -104,14 +120,18 @@ def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: r
                time_scale: float) -> Scheduler:
     settings = engine.settings
     core = BatchCore(engine.timing(Noise(rng), time_scale), notify_every=args["stream_interval"])
+    trace_path = os.environ.get(TRACE_ENV)
     return Scheduler(
         core, log, args["decode_log_interval"],
         cuda_graph=lambda batch: settings.cuda_graphs and batch <= settings.cuda_graph_max_bs,
         on_failure=lambda kind: _fatal(log, settings, kind),
+        trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
     )
 
 
 async def _warm_up(scheduler: Scheduler) -> None:
+    """SGLang's own warm-up request (and the first use of the output tables, off the clock)."""
+    completion([1, 2, 3, 4, 5, 6, 7, 8], WARMUP_TOKENS)
     stream = scheduler.submit(CoreRequest(0, 8, WARMUP_TOKENS))
     while not stream.finished:
         await stream.changed.wait()
@@ -132,7 +152,7 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        await web.TCPSite(runner, args["host"], args["port"]).start()
+        listener = await loop.create_server(_counting(runner, server), args["host"], args["port"])
     except OSError as error:
         log.main(f"ERROR: [Errno {error.errno}] error while attempting to bind on address "
                  f"({args['host']!r}, {args['port']}): {error.strerror}")
@@ -166,12 +186,15 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
         for task in tasks:
             task.cancel()
         gpu_state.clear_load(os.getpid())
+        listener.close()
         await runner.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the emulated server; returns the process exit code."""
     args = parse_server_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     time_scale = args.pop("time_scale")
     seed = args.pop("emulator_seed")
     seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed

@@ -7,7 +7,7 @@ Read once from the published sglang 0.5.9 wheel (``ServerArgs.add_cli_args`` run
 
 from __future__ import annotations
 
-__all__ = ["DEPRECATED_SWITCHES", "OPTIONS", "SWITCHES", "SGLANG_VERSION"]
+__all__ = ["DEPRECATED_SWITCHES", "OPTIONS", "SGLANG_VERSION", "SWITCHES"]
 
 SGLANG_VERSION = "0.5.9"
 

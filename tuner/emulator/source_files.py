@@ -51,7 +51,7 @@ def find_sglang_package() -> tuple[Path, bool]:
     """The ``sglang`` package directory on this Python's path, and whether it is the shipped one."""
     spec = importlib.util.find_spec("sglang")
     if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0]), False
+        return Path(next(iter(spec.submodule_search_locations))), False
     return STANDIN_PACKAGE, True
 
 

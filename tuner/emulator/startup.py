@@ -24,8 +24,13 @@ from dataclasses import dataclass
 
 from tuner.emulator.calibration import STARTUP
 from tuner.emulator.engine_rules import (
-    DEFAULT_CUDA_GRAPH_MAX_BS, GRAPH_GB_AT_DEFAULT, RUNTIME_GB, TOTAL_GB, WEIGHTS_GB,
-    EngineSettings, StartFailure,
+    DEFAULT_CUDA_GRAPH_MAX_BS,
+    GRAPH_GB_AT_DEFAULT,
+    RUNTIME_GB,
+    TOTAL_GB,
+    WEIGHTS_GB,
+    EngineSettings,
+    StartFailure,
 )
 from tuner.emulator.sglang_log import SglangLog
 from tuner.emulator.source_files import SourceState
