@@ -50,6 +50,7 @@ def _bodies(
     output_len: int,
     model: str | None,
 ) -> tuple[list[bytes], list[int]]:
+    """Request bodies, serialized before the level starts, and prompt lengths (0 for text)."""
     prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
     bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
     lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
@@ -68,6 +69,28 @@ def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetri
     )
 
 
+async def _warm_up(
+    session: aiohttp.ClientSession,
+    url: str,
+    fmt: ApiFormat,
+    spec: LevelSpec,
+    scale: TimeScale,
+    model: str | None,
+    stop_check: StopCheck | None,
+) -> str | None:
+    """Send the level's warm-up requests (short ones, at the level's concurrency at most);
+    they open the connections the level then reuses. Returns why it failed, if it did."""
+    if not spec.warmup:
+        return None
+    output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
+    bodies, lengths = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
+    concurrency = min(spec.warmup, spec.concurrency)
+    warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
+    deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
+    await run_phase(session, url, fmt, warm, bodies, lengths, deadline, None, stop_check)
+    return warm.stop_reason
+
+
 async def run_level(
     base_url: str,
     spec: LevelSpec,
@@ -82,7 +105,8 @@ async def run_level(
         base_url: e.g. ``http://127.0.0.1:30000``.
         spec: the level.
         api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``.
-        stop_check: polled about every 100 ms; a returned string ends the level at once and
+        stop_check: polled about every 100 ms, in a worker thread (so it may block, e.g. on
+            SSH, but must be thread-safe); a returned string ends the level at once and
             becomes its ``stop_reason``.
         time_scale: the server's time scale; None reads it from ``/server_info``.
 
@@ -112,24 +136,9 @@ async def run_level(
         except TunerError as exc:
             return _empty_metrics(spec, scale, str(exc))
         url = base + fmt.path
-        if spec.warmup:
-            warm_bodies, warm_lengths = _bodies(
-                fmt,
-                spec,
-                spec.warmup,
-                [spec.seed, 1],
-                min(WARMUP_OUTPUT_LEN, spec.output_len),
-                model,
-            )
-            warm = Phase(
-                RequestLog(spec.warmup), min(spec.warmup, spec.concurrency), budget=spec.warmup - 1
-            )
-            deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
-            await run_phase(
-                session, url, fmt, warm, warm_bodies, warm_lengths, deadline, None, stop_check
-            )
-            if warm.stop_reason:
-                return _empty_metrics(spec, scale, f"warm-up failed: {warm.stop_reason}")
+        failed_warm_up = await _warm_up(session, url, fmt, spec, scale, model, stop_check)
+        if failed_warm_up:
+            return _empty_metrics(spec, scale, f"warm-up failed: {failed_warm_up}")
 
         bodies, lengths = _bodies(
             fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
