@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from tests.loadgen.test_accuracy import server_record
-from tests.support.tiny_model import build_command
 from tuner.errors import TunerError
 from tuner.loadgen import LevelSpec, run_level
 from tuner.loadgen.bench_serving import (
@@ -150,6 +149,8 @@ def test_module_name_follows_the_sglang_version() -> None:
 def test_real_bench_serving_and_the_client_agree_on_a_paced_server(
     pacing_server, tmp_path: Path
 ) -> None:
+    from tests.support.tiny_model import build_command
+
     tokenizer = tmp_path / "tiny"
     subprocess.run(
         build_command(tokenizer, python=SGLANG_PYTHON),

@@ -101,6 +101,22 @@ def test_aggregate_follows_bench_serving_definitions() -> None:
     assert not metrics.emulated
 
 
+def test_best_second_spreads_an_events_tokens_over_the_gap_before_it() -> None:
+    # One token at 0.5 s, then an event of 4 tokens at 2.5 s: they count at 1.0, 1.5, 2.0, 2.5.
+    log = _log_with([(0.0, [0.5, 2.5], [1, 5], 5)])
+    metrics = aggregate(
+        log,
+        concurrency=1,
+        started=0.0,
+        duration=3.0,
+        scale=TimeScale(),
+        stop_reason=None,
+        errors=(),
+    )
+    assert metrics.max_output_tokens_per_s == 2.0
+    assert metrics.median_itl_ms == pytest.approx(500.0)
+
+
 def test_aggregate_converts_through_the_time_scale() -> None:
     log = _log_with([(0.0, [0.03, 0.032, 0.034], [1, 2, 3], 3)])
     real = aggregate(

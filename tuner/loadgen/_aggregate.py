@@ -3,7 +3,9 @@
 Definitions follow ``sglang.bench_serving``: TTFT is the time to the first event with text;
 TPOT is ``(e2e - ttft) / (output_tokens - 1)`` over requests with more than one token; an
 event carrying n tokens contributes n inter-token latencies of ``gap / n`` each; throughputs
-divide by the level's wall time; ``max_output_tokens_per_s`` is the best one-second bin.
+divide by the level's wall time; ``max_output_tokens_per_s`` is the best one-second bin of
+token times, an event's tokens spread over the gap before it (as bench_serving rebuilds token
+times from its spread inter-token latencies).
 Every figure is converted to host time here, through the level's :class:`TimeScale`.
 """
 
@@ -26,6 +28,25 @@ def _token_steps(counts: list[int | None], total: int) -> np.ndarray:
         steps = np.diff(np.asarray(counts, dtype=np.float64), prepend=0.0)
         return np.maximum(steps, 0.0)
     return np.full(len(counts), total / max(len(counts), 1))
+
+
+def _spread(times: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Spread each later event's tokens evenly over the gap before it, as bench_serving does.
+
+    Returns:
+        (inter-token latencies, token times, token weights): an event carrying n tokens after
+        a gap g gives n latencies of g / n and n tokens at g / n, 2g / n, ..., g after the
+        previous event (weights sum to n where the server gave no per-event count).
+    """
+    gaps, carried, previous = np.diff(times), steps[1:], times[:-1]
+    keep = carried > 0
+    gaps, carried, previous = gaps[keep], carried[keep], previous[keep]
+    whole = np.maximum(np.rint(carried).astype(np.int64), 1)
+    itls = np.repeat(gaps / carried, whole)
+    rank = np.arange(whole.sum()) - np.repeat(np.cumsum(whole) - whole, whole) + 1
+    token_times = np.repeat(previous, whole) + np.repeat(gaps / whole, whole) * rank
+    weights = np.repeat(carried / whole, whole)
+    return itls, token_times, weights
 
 
 def _stats(values_s: np.ndarray, scale: TimeScale, prefix: str) -> dict[str, float | None]:
@@ -65,13 +86,13 @@ def aggregate(
         e2es.append(e2e)
         if total > 1:
             tpots.append((e2e - ttft) / (total - 1))
+        time_parts.append(times[:1])  # the first event's tokens arrive at once
+        token_parts.append(steps[:1])
         if times.size > 1:
-            gaps, carried = np.diff(times), steps[1:]
-            keep = carried > 0
-            whole = np.maximum(np.rint(carried[keep]).astype(np.int64), 1)
-            itl_parts.append(np.repeat(gaps[keep] / carried[keep], whole))
-        time_parts.append(times)
-        token_parts.append(steps)
+            itls, token_times, weights = _spread(times, steps)
+            itl_parts.append(itls)
+            time_parts.append(token_times)
+            token_parts.append(weights)
 
     output_tokens = sum(log.output_tokens[i] for i in done)
     input_tokens = sum(log.input_tokens[i] for i in done)
