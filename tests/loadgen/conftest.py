@@ -1,10 +1,14 @@
-"""Fixtures of the load generator's tests: real pacing servers on 127.0.0.1, always stopped."""
+"""Fixtures of the load generator's tests: real pacing servers on 127.0.0.1, always stopped,
+and helpers to read a server's own record and this process's open sockets."""
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.request
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 
 from tests.support.pacing_server import PacingServer
@@ -36,3 +40,16 @@ def open_sockets() -> int:
         except OSError:
             pass
     return count
+
+
+def server_record(url: str, output_len: int) -> dict[str, np.ndarray]:
+    """The pacing server's own record of its streamed requests of ``output_len`` tokens:
+    TTFT and TPOT (ms) and tokens, one entry a request."""
+    with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
+        records = [r for r in json.load(answer)["records"] if r["max_tokens"] == output_len]
+    return {
+        "ttft": np.array([r["first_send"] - r["arrival"] for r in records]) * 1e3,
+        "tpot": np.array([(r["last_send"] - r["first_send"]) / (r["tokens"] - 1) for r in records])
+        * 1e3,
+        "tokens": np.array([r["tokens"] for r in records]),
+    }

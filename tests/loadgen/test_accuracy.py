@@ -8,29 +8,16 @@ each event; TTFT and TPOT computed from its record are the truth the client must
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 
 import numpy as np
 import pytest
 
+from tests.loadgen.conftest import server_record
 from tuner.loadgen import LevelSpec, run_level
 
 TTFT_MS = 300.0
 ITL_MS = 40.0
 OUTPUT_LEN = 64
-
-
-def server_record(url: str, output_len: int) -> dict[str, np.ndarray]:
-    """The server's TTFT, TPOT (ms), tokens and events of the measured requests."""
-    with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
-        records = [r for r in json.load(answer)["records"] if r["max_tokens"] == output_len]
-    return {
-        "ttft": np.array([r["first_send"] - r["arrival"] for r in records]) * 1e3,
-        "tpot": np.array([(r["last_send"] - r["first_send"]) / (r["tokens"] - 1) for r in records])
-        * 1e3,
-        "tokens": np.array([r["tokens"] for r in records]),
-    }
 
 
 @pytest.mark.parametrize("concurrency", [64, 256])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.loadgen.test_accuracy import server_record
+from tests.loadgen.conftest import server_record
 from tuner.errors import TunerError
 from tuner.loadgen import LevelSpec, run_level
 from tuner.loadgen.bench_serving import (
