@@ -13,9 +13,11 @@ time up afterwards:
   closed-loop client refilling its slots). A request on a new connection is a new client (a new
   level): the refill wait ends uncredited, and at an idle server a start burst begins.
 
-A burst ends when as many requests came as it expects, when none came for ``QUIET_S`` (the
+A burst ends when as many requests came as it expects, when none came for a quiet period (the
 first one may take ``FIRST_ARRIVAL_S_PER_REQUEST`` per expected request longer), or after
-``MAX_HOLD_S``. What is credited: a start burst from its first connection (a client's clock
+``MAX_HOLD_S``. The quiet period (:func:`quiet_for`) is ``QUIET_HOST_S`` emulated seconds,
+between ``MIN_QUIET_S`` and ``QUIET_S`` real ones: long enough for a busy client's pauses at a
+small K, short enough not to outlast short levels at a large K. What is credited: a start burst from its first connection (a client's clock
 runs while it connects), a refill burst from its first request plus at most ``REACTION_S``
 before it (a client that thinks between two levels does so on its own time).
 """
@@ -25,12 +27,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst"]
+__all__ = [
+    "FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
+]
 
-QUIET_S = 0.25
+
+QUIET_S = 0.25  # the longest quiet that ends a burst (at K <= 20)
+MIN_QUIET_S = 0.1
+QUIET_HOST_S = 10.0  # a quiet costs at most this much emulated time: shorter at large K
 FIRST_ARRIVAL_S_PER_REQUEST = 0.003
 MAX_HOLD_S = 5.0
 REACTION_S = 0.05  # the most of a refill's wait for its first request that is credited
+
+
+def quiet_for(time_scale: float) -> float:
+    """The quiet period that ends a burst at time scale ``time_scale`` (real seconds)."""
+    return max(MIN_QUIET_S, min(QUIET_S, QUIET_HOST_S / time_scale))
 
 
 @dataclass
@@ -49,16 +61,16 @@ class Burst:
     opened: float
     refill: bool
     expected: float = math.inf
+    quiet: float = QUIET_S
     arrived: int = 0
     last: float = 0.0
     first: float | None = None
     superseded: bool = False
 
     @classmethod
-    def start(cls, now: float, connected: float | None = None) -> Burst:
-        """A start burst whose first request arrived ``now`` (its connection at ``connected``)."""
-        opened = now if connected is None else min(now, connected)
-        return cls(opened=opened, refill=False, arrived=1, last=now, first=now)
+    def start(cls, now: float, quiet: float = QUIET_S) -> Burst:
+        """A start burst whose first request arrived ``now``."""
+        return cls(opened=now, refill=False, arrived=1, last=now, first=now, quiet=quiet)
 
     def credited(self, now: float) -> float:
         """The real seconds of this burst the schedule may catch up, when it ends ``now``."""
@@ -71,8 +83,8 @@ class Burst:
     def quiet_left(self, now: float) -> float:
         """Seconds until the burst is over for lack of arrivals."""
         if self.arrived:
-            return QUIET_S - (now - self.last)
-        first = QUIET_S + FIRST_ARRIVAL_S_PER_REQUEST * min(self.expected, 1e6)
+            return self.quiet - (now - self.last)
+        first = self.quiet + FIRST_ARRIVAL_S_PER_REQUEST * min(self.expected, 1e6)
         return first - (now - self.opened)
 
     def left(self, now: float) -> float:

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
-from tuner.emulator.bursts import MAX_HOLD_S, Burst
+from tuner.emulator.bursts import MAX_HOLD_S, QUIET_S, Burst
 from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
 
 MAX_LAG_S = 0.25
+PENDING_S = 1.0  # a connection that sent nothing for this long is no longer awaited
 YIELD_EVERY = 16  # actions run back to back before the loop lets the HTTP handlers in
 
 
@@ -49,6 +51,7 @@ class Scheduler:
         on_failure: called with ``crash`` or ``oom`` when the engine fails; it must not return.
         trace: where to write one line per action and per burst (real time, schedule time,
             what ran, batch and queue sizes): ``$TUNER_EMULATOR_TRACE`` names the file.
+        quiet_s: the quiet period that ends a burst of arrivals.
     """
 
     def __init__(
@@ -59,6 +62,7 @@ class Scheduler:
         cuda_graph: Callable[[int], bool],
         on_failure: Callable[[str], None],
         trace: TextIO | None = None,
+        quiet_s: float = QUIET_S,
     ) -> None:
         self.core = core
         self.log = log
@@ -71,12 +75,22 @@ class Scheduler:
         self._burst: Burst | None = None
         self._last_log = (time.monotonic(), 0)
         self.trace = trace
-        self._connected: float | None = None  # first connection since the server went idle
+        self.quiet_s = quiet_s
+        self._pending: deque[float] = deque()  # connections that have not sent a request yet
 
     def connection_opened(self) -> None:
-        """A client connected: when the server is idle, a start burst may count from here."""
-        if self._connected is None and not self.core.busy and self._burst is None:
-            self._connected = time.monotonic()
+        """A client connected; its first request is awaited (a start burst waits for it)."""
+        self._pending.append(time.monotonic())
+
+    def connection_used(self) -> None:
+        """A connection sent its first request."""
+        if self._pending:
+            self._pending.popleft()
+
+    def _awaiting_connections(self, now: float) -> bool:
+        while self._pending and now - self._pending[0] > PENDING_S:
+            self._pending.popleft()
+        return bool(self._pending)
 
     def submit(self, request: CoreRequest, follow_up: bool = False) -> Stream:
         """Queue a request; its :class:`Stream` shows its progress.
@@ -90,9 +104,7 @@ class Scheduler:
             burst.superseded = True  # a new client: not the refill the burst waits for
             burst = self._burst = None
         if burst is None and not self.core.busy:
-            connected = self._connected
-            fresh = connected is not None and now - connected < MAX_HOLD_S
-            self._burst = Burst.start(now, connected if fresh else None)
+            self._burst = Burst.start(now, self.quiet_s)
         elif burst is not None:
             burst.count(now)
         stream = Stream(request)
@@ -107,8 +119,12 @@ class Scheduler:
             self.core.cancel(stream.request)
 
     async def _hold(self, burst: Burst) -> float:
-        """Wait while ``burst`` lasts; the real seconds held, or 0 when it was superseded."""
-        while (left := burst.left(time.monotonic())) > 0:
+        """Wait while ``burst`` lasts; the real seconds held, or 0 when it was superseded.
+
+        A start burst also lasts while fresh connections have not sent their request yet (a
+        client opening many connections at once), up to ``MAX_HOLD_S``.
+        """
+        while (left := self._left(burst, time.monotonic())) > 0:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), max(left, 0.001))
@@ -116,7 +132,6 @@ class Scheduler:
                 pass
         if self._burst is burst:
             self._burst = None
-        self._connected = None
         held = burst.credited(time.monotonic())
         if self.trace is not None:
             kind = "refill" if burst.refill else "start"
@@ -125,6 +140,13 @@ class Scheduler:
                              f"arrived={burst.arrived} expected={burst.expected} "
                              f"first_gap={gap:.4f}\n")
         return held
+
+    def _left(self, burst: Burst, now: float) -> float:
+        left = burst.left(now)
+        if left <= 0 and not burst.refill and not burst.superseded and (
+                now - burst.opened < MAX_HOLD_S and self._awaiting_connections(now)):
+            return 0.01
+        return left
 
     async def run(self) -> None:
         """The scheduler loop (runs until cancelled, or until the engine fails)."""
@@ -189,7 +211,8 @@ class Scheduler:
         unfilled = finished - len(self.core.waiting)
         if unfilled > 0:  # the queue cannot refill the freed slots: wait for the client
             if self._burst is None:
-                self._burst = Burst(opened=time.monotonic(), refill=True, expected=0)
+                self._burst = Burst(opened=time.monotonic(), refill=True, expected=0,
+                                    quiet=self.quiet_s)
             self._burst.expected += unfilled
 
     def _usage(self) -> str:

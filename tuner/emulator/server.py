@@ -68,6 +68,7 @@ class EmulatedServer:
         self._radix: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
         self._generating_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._seen_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def serve(self, engine: EngineModel, scheduler: Scheduler) -> None:
         """Start answering generation requests with ``engine``, paced by ``scheduler``."""
@@ -76,7 +77,7 @@ class EmulatedServer:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=64 << 20, middlewares=[self._first_request])
         app.router.add_get("/health", self.health)
         app.router.add_get("/health_generate", self.health)
         app.router.add_get("/model_info", self.model_info)
@@ -89,6 +90,21 @@ class EmulatedServer:
         app.router.add_post("/v1/completions", lambda r: self.generate(r, "completions"))
         app.router.add_post("/v1/chat/completions", lambda r: self.generate(r, "chat"))
         return app
+
+    @web.middleware
+    async def _first_request(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Tell the scheduler when a connection sends its first request (of any kind)."""
+        transport = request.transport
+        if transport is not None and transport not in self._seen_connections:
+            self._seen_connections.add(transport)
+            if self.scheduler is not None:
+                self.scheduler.connection_used()
+        return await handler(request)
+
+    def connection_opened(self) -> None:
+        """A client connected (called by the listener for every accepted connection)."""
+        if self.scheduler is not None:
+            self.scheduler.connection_opened()
 
     # -- information ----------------------------------------------------------------------------
 

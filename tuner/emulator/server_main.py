@@ -23,6 +23,7 @@ from aiohttp import web
 
 from tuner.emulator import gpu_state
 from tuner.emulator.batch_core import BatchCore, CoreRequest
+from tuner.emulator.bursts import quiet_for
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
 from tuner.emulator.noise import Noise
@@ -69,13 +70,12 @@ def _fatal(log: SglangLog, settings: EngineSettings, kind: str) -> None:
 
 
 def _counting(runner: web.AppRunner, server: EmulatedServer) -> Callable[[], asyncio.Protocol]:
-    """aiohttp's protocol factory, telling the scheduler of every new connection."""
+    """aiohttp's protocol factory (one protocol per accepted connection), counting connections."""
     factory = runner.server
     assert factory is not None
 
     def protocol() -> asyncio.Protocol:
-        if server.scheduler is not None:
-            server.scheduler.connection_opened()
+        server.connection_opened()
         return factory()
 
     return protocol
@@ -126,6 +126,7 @@ def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: r
         cuda_graph=lambda batch: settings.cuda_graphs and batch <= settings.cuda_graph_max_bs,
         on_failure=lambda kind: _fatal(log, settings, kind),
         trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
+        quiet_s=quiet_for(time_scale),
     )
 
 
