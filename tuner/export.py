@@ -131,7 +131,11 @@ def render_launch_script(
         lines += ["", f"# source patch: {name}", f'"$PYTHON" - {shlex.quote(json.dumps(spec))} <<\'TUNER_PATCH\'', _PATCH_PY.strip(), "TUNER_PATCH"]
     if emulated:
         scale = float(study.user_attrs.get("time_scale", 1))
-        cmd = f'"$PYTHON" -m tuner.emulator --time-scale {scale:g} {shlex.join(launch.argv[1:])}'
+        interval = space.workload_for(True).stream_interval
+        cmd = (
+            f'"$PYTHON" -m tuner.emulator --time-scale {scale:g} --stream-interval {interval} '
+            f"{shlex.join(launch.argv[1:])}"
+        )
     else:
         cmd = shlex.join(launch.argv)
     ready_timeout = space.timeouts.ready_s / float(study.user_attrs.get("time_scale", 1) or 1)

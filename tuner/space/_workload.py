@@ -89,6 +89,7 @@ class Workload(_WorkloadFields):
     """
 
     time_scale: float = Field(default=1.0, gt=0)
+    stream_interval: int = Field(default=1, ge=1)
 
 
 class EmulatedWorkload(StrictModel):
@@ -100,6 +101,9 @@ class EmulatedWorkload(StrictModel):
     requests_per_level: RequestsPerLevel | None = None
     warmup: int | None = Field(default=None, ge=0)
     time_scale: float = Field(default=200.0, gt=0)
+    # Tokens per streamed event (SGLang's --stream-interval) given to the emulator, so that a
+    # large time scale does not flood the client with events (calibration.md).
+    stream_interval: int = Field(default=16, ge=1)
 
     @field_validator("levels")
     @classmethod

@@ -180,7 +180,7 @@ class TrialRunner:
                 input_len=workload.input_len,
                 output_len=workload.output_len,
                 time_limit_s=max(self.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S)),
-                warmup=workload.warmup if k == 1 else 0,
+                warmup=workload.warmup,  # every level: it also opens the connections
                 seed=trial.number,
             )
             with GpuSampler(self.target.host, env=self.target.env) as sampler:

@@ -117,7 +117,10 @@ def build_target(
         root = emulated_root or Path("studies") / f"{space.path.stem}-emulated.host"
         env.update(prepare_host_root(root.resolve()))
         python = sys.executable
-        command = f"{shlex.quote(sys.executable)} -m tuner.emulator --time-scale {time_scale.factor:g}"
+        command = (
+            f"{shlex.quote(sys.executable)} -m tuner.emulator --time-scale {time_scale.factor:g} "
+            f"--stream-interval {workload.stream_interval}"
+        )
         if not host_override or host_override == "local" or spec.run_root == HostSpec().run_root:
             spec = replace(spec, run_root=str(root.resolve() / "runs"))
     host = open_host(spec)
