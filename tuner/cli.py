@@ -81,6 +81,9 @@ def optimize(
     known_hosts: KnownHostsOpt = None,
     accept_new_host_key: AcceptKeyOpt = False,
     port: PortOpt = None,
+    heartbeat_seconds: Annotated[Optional[int], typer.Option(
+        "--heartbeat-seconds", min=1,
+        help="send a heartbeat this often; a trial silent for 3x as long is FAIL worker-died and runs again")] = None,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.run import OptimizeOptions, run_optimize
@@ -99,6 +102,7 @@ def optimize(
         options = OptimizeOptions(
             trials=trials, storage=url, study_name=name, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
+            heartbeat_s=heartbeat_seconds,
         )
         run_optimize(space, target, options, _console())
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages._heartbeat import fail_stale_trials, get_heartbeat_thread, is_heartbeat_enabled
+from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
 from tuner.errors import ServerFailure, TunerError
@@ -26,7 +26,7 @@ from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.feasibility import FEASIBILITY_PRUNER, FeasibilityCheck
 from tuner.study.objective import TrialRunner
 from tuner.study.progress import ProgressView
-from tuner.study.storage import retry_later
+from tuner.study.storage import fail_stale_trials, retry_later
 from tuner.study.pruner import BASELINE_ATTR
 
 __all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
@@ -110,6 +110,7 @@ def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
         if trial.user_attrs.get(BASELINE_ATTR) and trial.state in (
             TrialState.COMPLETE,
             TrialState.WAITING,
+            TrialState.RUNNING,  # on another worker (a dead worker's is failed and queued again)
         ):
             return
         if trial.user_attrs.get(BASELINE_ATTR) and trial.state == TrialState.FAIL:
@@ -175,8 +176,7 @@ def optimize_study(
     idle = 0
     progress.run_started(n_trials, study)
     while summary.ran < n_trials and not patience.exhausted:
-        if is_heartbeat_enabled(study._storage):
-            fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
+        fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         trial = study.ask()
         is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
         config = space.suggest(trial)
@@ -236,8 +236,11 @@ def _feasibility_skip(
     config: Any,
     earlier: optuna.trial.FrozenTrial | None,
 ) -> str | None:
-    """The gate's reason to skip a sampled configuration (not one that ran clean before)."""
-    if feasibility is None or trial.user_attrs.get(BASELINE_ATTR) or trial.user_attrs.get(ENQUEUED_ATTR):
+    """The gate's reason to skip a sampled configuration (never the baseline, an enqueued one, a
+    dead worker's retried one, or one that ran clean before)."""
+    if feasibility is None or any(
+        trial.user_attrs.get(key) is not None for key in (BASELINE_ATTR, ENQUEUED_ATTR, "retry_of")
+    ):
         return None
     if earlier is not None and earlier.state != TrialState.FAIL:
         return None

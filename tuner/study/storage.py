@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
+from optuna.storages._heartbeat import is_heartbeat_enabled
+from optuna.trial import TrialState
 
 from tuner.errors import ConfigError
 
@@ -24,6 +27,7 @@ __all__ = [
     "SAMPLERS",
     "FINGERPRINT_ATTR",
     "retry_later",
+    "fail_stale_trials",
 ]
 
 FINGERPRINT_ATTR = "tuner_fingerprint"
@@ -36,14 +40,31 @@ def default_storage_url(space_path: Path, emulate: bool, studies_dir: Path = Pat
     return f"sqlite:///{studies_dir / (stem + '.db')}"
 
 
-def _worker_died(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """Heartbeat callback: a dead worker's trial is FAIL ``worker-died`` and runs again later."""
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """FAIL ``worker-died`` the RUNNING trials whose worker stopped sending heartbeats, and queue
+    their configurations again; the numbers of the trials failed here.
+
+    Optuna's own ``fail_stale_trials`` fails the trial first and calls its callback after, when a
+    finished trial can no longer take the reason; so the reason is written first here. When two
+    workers find the same stale trial, only the one whose state change wins queues it again.
+    """
     storage = study._storage
-    storage.set_trial_user_attr(trial._trial_id, "failure_reason", "worker-died")
-    storage.set_trial_user_attr(
-        trial._trial_id, "failure_detail", "its worker stopped sending heartbeats; queued again"
-    )
-    retry_later(study, trial)
+    if not is_heartbeat_enabled(storage):
+        return []
+    failed = []
+    for trial_id in storage._get_stale_trial_ids(study._study_id):
+        try:
+            storage.set_trial_user_attr(trial_id, "failure_reason", "worker-died")
+            storage.set_trial_user_attr(
+                trial_id, "failure_detail", "its worker stopped sending heartbeats; queued again"
+            )
+            if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                failed.append(trial_id)
+        except UpdateFinishedTrialError:  # another worker failed it first
+            continue
+    for trial_id in failed:
+        retry_later(study, storage.get_trial(trial_id))
+    return [storage.get_trial(trial_id).number for trial_id in failed]
 
 
 def retry_later(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -65,7 +86,6 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
             url,
             heartbeat_interval=heartbeat_interval,
             grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
-            heartbeat_stale_trial_callback=None if heartbeat_interval is None else _worker_died,
             engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
         )
     except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
