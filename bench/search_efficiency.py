@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.samplers._tpe.sampler import hyperopt_default_gamma
 from optuna.trial import TrialState
 from rich.console import Console
 
@@ -160,10 +161,22 @@ class ModelRunner:
         return [max(tps for _, tps in outcome.levels)]
 
 
+def tpe_variant(seed: int, overrides: dict[str, Any]) -> optuna.samplers.BaseSampler:
+    """``make_sampler("tpe", seed)``, or with ``overrides`` of TPESampler's arguments (for
+    trying settings: these start from make_sampler's, written again here)."""
+    if not overrides:
+        return make_sampler("tpe", seed)
+    settings: dict[str, Any] = {"multivariate": True, "group": True, "n_startup_trials": 6}
+    for name, value in overrides.items():
+        settings[name] = hyperopt_default_gamma if value == "hyperopt" else value
+    return optuna.samplers.TPESampler(seed=seed, **settings)
+
+
 def run_loop(space: Any, host: ModelHost, sampler: str, seed: int, budget: int,
-             gate: bool) -> optuna.Study:
+             gate: bool, tpe: dict[str, Any] | None = None) -> optuna.Study:
     """The tuner's optimize loop on the model for ``budget`` host-run trials (in memory)."""
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed),
+    chosen = tpe_variant(seed, tpe or {}) if sampler == "tpe" else make_sampler(sampler, seed)
+    study = optuna.create_study(direction="maximize", sampler=chosen,
                                 pruner=BaselinePruner(space.objective.prune_margin))
     check = FeasibilityCheck.from_study(study, space) if gate else None
     progress = ProgressView(Console(file=io.StringIO()))
@@ -240,16 +253,17 @@ def reach(ran: list[Config], host: ModelHost, target: float) -> int | None:
 STRATEGIES = ("default", "random", "one-at-a-time")
 
 
-def _seeds_job(job: tuple[list[int], int, int]) -> list[dict[str, list[dict[str, Any]]]]:
+def _seeds_job(job: tuple[list[int], int, int, dict[str, Any], bool]
+               ) -> list[dict[str, list[dict[str, Any]]]]:
     """Every strategy on each of these seeds (one model cache for all of them); for each seed,
     the configurations each strategy ran, in order (plain dicts)."""
-    seeds, default_budget, random_budget = job
+    seeds, default_budget, random_budget, tpe, gate = job
     space = load_space(SPACE)
     host = ModelHost(space)
     results = []
     for seed in seeds:
         runs = {
-            "default": host_runs(run_loop(space, host, "tpe", seed, default_budget, True)),
+            "default": host_runs(run_loop(space, host, "tpe", seed, default_budget, gate, tpe)),
             "random": host_runs(run_loop(space, host, "random", seed, random_budget, False)),
             "one-at-a-time": run_sweep(space, host, seed),
         }
@@ -285,15 +299,20 @@ def table(results: dict[str, list[int | None]], budgets: dict[str, int]) -> str:
     """The Markdown table: strategy, median trials, per-seed trials, ratio vs random."""
     medians = {name: statistics.median(budgets[name] + 1 if t is None else t for t in trials)
                for name, trials in results.items()}
+    random_censored = any(t is None for t in results["random"])
     lines = ["| strategy | median trials to 95% | per seed | trials vs random |",
              "|---|---|---|---|"]
     for name, trials in results.items():
         per_seed = ", ".join(_cell(t, budgets[name]) for t in trials)
-        censored = any(t is None for t in results["random"])
         ratio = medians["random"] / medians[name]
-        shown = f"{ratio:.1f}x fewer" if name != "random" else "1x"
-        if censored and name != "random":
-            shown = ">= " + shown
+        if name == "random":
+            shown = "1x"
+        elif all(t is None for t in trials):
+            shown = "never reached"
+        elif ratio >= 1:
+            shown = f"{'>= ' if random_censored else ''}{ratio:.1f}x fewer"
+        else:
+            shown = f"{1 / ratio:.1f}x more"
         lines.append(f"| {name} | {medians[name]:g} | {per_seed} | {shown} |")
     return "\n".join(lines)
 
@@ -305,17 +324,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-budget", type=int, default=40)
     parser.add_argument("--random-budget", type=int, default=300)
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=None, help="write the Markdown here")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--tpe", action="append", default=[], metavar="NAME=VALUE",
+                        help="a TPESampler argument changed for the default strategy "
+                        "(prior_weight=0.5, n_startup_trials=10, gamma=hyperopt)")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="the default strategy without the feasibility gate")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the table into this Markdown file (between its bench markers)")
     options = parser.parse_args(argv)
+    tpe = {name: _literal(value) for name, _, value in (o.partition("=") for o in options.tpe)}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     started = time.monotonic()
-    groups = [list(range(options.seeds))[k::options.processes] for k in range(options.processes)]
-    jobs = [(seeds, options.default_budget, options.random_budget) for seeds in groups if seeds]
+    seeds = list(range(options.first_seed, options.first_seed + options.seeds))
+    groups = [seeds[k::options.processes] for k in range(options.processes)]
+    jobs = [(group, options.default_budget, options.random_budget, tpe, not options.no_gate)
+            for group in groups if group]
     with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
         by_seed = {seed: runs for (seeds, *_), results in zip(jobs, pool.map(_seeds_job, jobs))
                    for seed, runs in zip(seeds, results)}
-    per_seed = [by_seed[seed] for seed in range(options.seeds)]
+    per_seed = [by_seed[seed] for seed in seeds]
     space = load_space(SPACE)
     host = ModelHost(space)
     everything = [Config(c) for runs in per_seed for configs in runs.values() for c in configs]
@@ -331,40 +360,49 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target: {REACH:.0%} of {target:,.0f} output tok/s (emulated); best found by a "
           f"strategy {host.outcome(found).value:,.0f}; {options.seeds} seeds in {elapsed:.0f} s")
     if options.out:
-        options.out.write_text(_document(text, options, target, host.outcome(found).value,
-                                         best, elapsed))
+        block = _block(text, options, target, host.outcome(found).value, best, elapsed, tpe)
+        _write_between_markers(options.out, block)
     return 0
 
 
-def _document(text: str, options: argparse.Namespace, target: float, found: float | None,
-              best: Config, elapsed: float) -> str:
-    return f"""# Search efficiency: host-run trials to 95% of the best throughput
+def _literal(text: str) -> Any:
+    """``0.5`` -> 0.5, ``10`` -> 10, ``true`` -> True, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
 
-Measured with `python bench/search_efficiency.py --seeds {options.seeds} --out docs/search-efficiency.md`
-({elapsed:.0f} s on the 2-core development machine). Seeds 0-{options.seeds - 1}; budgets: default
-sampler {options.default_budget} host-run trials, random search {options.random_budget}, the
-one-flag-at-a-time sweep until a pass over all parameters gains nothing. `>N`: not reached
-within the budget (counted as N+1 in the median).
+
+MARKERS = ("<!-- search_efficiency.py: start -->", "<!-- search_efficiency.py: end -->")
+
+
+def _write_between_markers(path: Path, block: str) -> None:
+    """Replace what lies between the markers (or write a file holding only the block)."""
+    text = path.read_text() if path.exists() else f"{MARKERS[0]}\n{MARKERS[1]}\n"
+    head, _, rest = text.partition(MARKERS[0])
+    _, _, tail = rest.partition(MARKERS[1])
+    path.write_text(f"{head}{MARKERS[0]}\n{block}\n{MARKERS[1]}{tail}")
+
+
+def _block(text: str, options: argparse.Namespace, target: float, found: float | None,
+           best: Config, elapsed: float, tpe: dict[str, Any]) -> str:
+    last = options.first_seed + options.seeds - 1
+    changed = " ".join([f"--tpe {k}={v}" for k, v in tpe.items()]
+                       + (["--no-gate"] if options.no_gate else []))
+    return f"""Measured with `python bench/search_efficiency.py --seeds {options.seeds}{' --first-seed ' + str(options.first_seed) if options.first_seed else ''}{' ' + changed if changed else ''} --out docs/search-efficiency.md`
+({elapsed:.0f} s wall on the shared 2-core development machine). Seeds {options.first_seed}-{last};
+budgets: default sampler {options.default_budget} host-run trials, random search
+{options.random_budget}, the one-flag-at-a-time sweep until a pass over all parameters gains
+nothing. `>N`: not reached within the budget (counted as N+1 in the median, so a ratio against
+a censored random search is a lower bound).
 
 {text}
 
-- **Host:** the emulated GLM-5 host's performance model (`tuner/emulator/perf_model.py`, the
-  model the emulated server paces tokens with), called directly without HTTP, on
-  `search_spaces/glm5.yaml` and its emulated workload (levels 64/256/512/1024, 256 input and
-  64 output tokens). Failures are what the model says: at start, under load at a level (levels
-  before it kept), or wrong output (caught by the probe). The optimizer sees the emulator's
-  noise (2% a run, 1% a level); a trial counts as reaching the target when its
-  configuration's noise-free value is at least 95% of the target.
-- **Target:** {target:,.0f} output tok/s (emulated), the best stable configuration found by any
-  strategy on any seed ({found:,.0f}), polished by coordinate ascent on the noise-free model:
-  `{best.describe()}`.
-- **default:** the tuner's loop (`optimize_study`) with `make_sampler("tpe", seed)`, the
-  baseline first, constraints skipping (no host time), duplicates reused (no host time),
-  failures FAIL with their class, the baseline pruning rule and the feasibility gate.
-- **random:** the same loop with Optuna's `RandomSampler` and no gate.
-- **one-at-a-time:** SGLang auto_benchmark tier 1: from the baseline, each parameter's values
-  in turn (numbers on a grid), keeping the best so far; repeated passes until one gains nothing.
-"""
+Target: {REACH:.0%} of {target:,.0f} output tok/s (emulated): the best stable configuration found
+by any strategy on any seed ({found:,.0f}), polished by coordinate ascent on the noise-free model:
+`{best.describe()}`."""
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ class FeasibilityGate:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min <= self.start <= self.max <= 1.0:
-            raise ValueError(f"need 0 <= min <= start <= max <= 1, got {self}")
+            raise ValueError(f"need 0 <= min <= start <= max <= 1, got min={self.min}, "
+                             f"start={self.start}, max={self.max}")
         self.threshold = self.start
 
     def allows(self, p_fail: float) -> bool:
