@@ -35,7 +35,7 @@ __all__ = [
 QUIET_S = 0.25  # the longest quiet that ends a burst (at K <= 20)
 MIN_QUIET_S = 0.1
 QUIET_HOST_S = 10.0  # a quiet costs at most this much emulated time: shorter at large K
-FIRST_ARRIVAL_S_PER_REQUEST = 0.003
+FIRST_ARRIVAL_S_PER_REQUEST = 0.0005
 MAX_HOLD_S = 5.0
 REACTION_S = 0.05  # the most of a refill's wait for its first request that is credited
 
@@ -74,8 +74,10 @@ class Burst:
 
     def credited(self, now: float) -> float:
         """The real seconds of this burst the schedule may catch up, when it ends ``now``."""
-        if self.superseded or self.first is None:
+        if self.superseded:
             return 0.0
+        if self.first is None:  # nobody came: the wait held up only the work already there
+            return now - self.opened
         if not self.refill:
             return now - self.opened
         return now - self.first + min(self.first - self.opened, REACTION_S)

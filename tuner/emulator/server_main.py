@@ -45,7 +45,8 @@ WARMUP_TOKENS = 8
 
 def _server_info(args: dict[str, Any], settings: EngineSettings | StartFailure,
                  source: SourceState, time_scale: float, seed: int) -> dict[str, Any]:
-    info = {key: value for key, value in args.items()}
+    info = {key: ("***" if key.endswith("api_key") and value else value)
+            for key, value in args.items()}
     if isinstance(settings, EngineSettings):
         info.update(
             mem_fraction_static=settings.mem_fraction, max_running_requests=settings.max_running,
