@@ -90,10 +90,9 @@ def parse_request(api: str, body: Any, incremental: bool = False) -> GenerationR
     if api == "generate":
         params = body.get("sampling_params") or {}
         if "input_ids" in body:
-            ids = body["input_ids"]
-            if isinstance(ids, str) or not isinstance(_prompt_ids(ids, "input_ids"), list):
+            if isinstance(body["input_ids"], str):
                 raise RequestError("input_ids must be a non-empty list of token ids")
-            ids = _prompt_ids(ids, "input_ids")
+            ids = _prompt_ids(body["input_ids"], "input_ids")
         else:
             ids = _prompt_ids(body.get("text"), "text")
         max_new = params.get("max_new_tokens", SGLANG_DEFAULT_MAX_NEW)

@@ -2,7 +2,7 @@
 
 The rules SGLang 0.5.9 applies to GLM-5 on SM120 (``sglang.md`` §1 start-up checks, §5 SM120
 limits) and the emulator's documented flag effects (see :mod:`tuner.emulator.perf_model`).
-:func:`resolve_settings` returns :class:`EngineSettings`, or ``(kind, error line)`` when the
+:func:`resolve_settings` returns :class:`EngineSettings`, or the :class:`StartFailure` when the
 configuration cannot start.
 """
 
