@@ -209,6 +209,26 @@ def _grid(param: Any) -> list[Any]:
     return values + ([None] if param.unset else [])
 
 
+def _natural_default(param: Any) -> Any:
+    """The value a parameter takes when a sweep makes it active: its default, else unset where
+    allowed, else its first option (``autotune_gate: false`` when the cutlass MoE is chosen)."""
+    if param.has_default:
+        return param.default
+    if getattr(param, "unset", False):
+        return None
+    return param.low if hasattr(param, "low") else param.options()[0]
+
+
+def with_value(space: Any, config: Config, name: str, value: Any) -> Config | None:
+    """``config`` with one parameter changed (parameters it makes active take their natural
+    default), or None when the space refuses it."""
+    defaults = {n: _natural_default(p) for n, p in space.parameters.items()}
+    try:
+        return space.config({**defaults, **dict(config), name: value}, drop_inactive=True)
+    except Exception:  # a value the space refuses here (e.g. of an inactive parameter)
+        return None
+
+
 def run_sweep(space: Any, host: ModelHost, seed: int, max_trials: int = 300) -> list[Config]:
     """SGLang auto_benchmark tier 1 on the model: one parameter at a time, best kept."""
     rng = random.Random(f"sweep:{seed}")
@@ -229,11 +249,9 @@ def run_sweep(space: Any, host: ModelHost, seed: int, max_trials: int = 300) -> 
             if name not in best:
                 continue
             for value in _grid(param):
-                try:
-                    config = space.config({**dict(best), name: value}, drop_inactive=True)
-                except Exception:  # a value the space refuses here (inactive, out of range)
-                    continue
-                if any(v.action == "skip" for v in space.constraint_violations(config)):
+                config = with_value(space, best, name, value)
+                if config is None or any(
+                        v.action == "skip" for v in space.constraint_violations(config)):
                     continue
                 result = measure(config)
                 if result is not None and (best_value is None or result > best_value):
@@ -278,12 +296,12 @@ def polish(space: Any, host: ModelHost, config: Config) -> tuple[Config, float]:
     while improved:
         improved = False
         for name, param in space.parameters.items():
+            if name not in best:
+                continue
             for value in _grid(param):
-                try:
-                    candidate = space.config({**dict(best), name: value}, drop_inactive=True)
-                except Exception:  # inactive here, or refused by the space
-                    continue
-                if any(v.action == "skip" for v in space.constraint_violations(candidate)):
+                candidate = with_value(space, best, name, value)
+                if candidate is None or any(
+                        v.action == "skip" for v in space.constraint_violations(candidate)):
                     continue
                 value_now = host.outcome(candidate).value
                 if value_now is not None and value_now > best_value * 1.0001:
