@@ -166,7 +166,8 @@ def tpe_variant(seed: int, overrides: dict[str, Any]) -> optuna.samplers.BaseSam
     trying settings: these start from make_sampler's, written again here)."""
     if not overrides:
         return make_sampler("tpe", seed)
-    settings: dict[str, Any] = {"multivariate": True, "group": True, "n_startup_trials": 6}
+    settings: dict[str, Any] = {"multivariate": True, "group": True, "n_startup_trials": 6,
+                                "constant_liar": True}
     for name, value in overrides.items():
         settings[name] = hyperopt_default_gamma if value == "hyperopt" else value
     return optuna.samplers.TPESampler(seed=seed, **settings)

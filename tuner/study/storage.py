@@ -96,7 +96,11 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     """One of the samplers Optuna offers, by short name (``tpe`` by default)."""
     samplers = optuna.samplers
     factories = {
-        "tpe": lambda: samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=6),
+        # constant_liar: with several workers, a trial still running elsewhere counts as a poor one,
+        # so two workers do not sample the same neighbourhood (no effect with one worker).
+        "tpe": lambda: samplers.TPESampler(
+            seed=seed, multivariate=True, group=True, n_startup_trials=6, constant_liar=True
+        ),
         "random": lambda: samplers.RandomSampler(seed=seed),
         "gp": lambda: samplers.GPSampler(seed=seed),
         "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
