@@ -25,17 +25,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
-StorageOpt = Annotated[
-    Optional[str], typer.Option("--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)")
-]
-StudyOpt = Annotated[Optional[str], typer.Option("--study-name", help="study name (default: the YAML's name)")]
-EmulateOpt = Annotated[bool, typer.Option("--emulate", help="run against the emulated GLM-5 host")]
-HostOpt = Annotated[Optional[str], typer.Option("--host", help="[user@]address[:port] or local; overrides the YAML")]
-KeyOpt = Annotated[Optional[str], typer.Option("--ssh-key", help="private key for SSH")]
-KnownHostsOpt = Annotated[Optional[str], typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts)")]
-AcceptKeyOpt = Annotated[bool, typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time")]
-PortOpt = Annotated[Optional[int], typer.Option("--port", help="server port (default: the YAML's)")]
+from tuner.cli_options import (  # noqa: E402
+    AcceptKeyOpt,
+    EmulateOpt,
+    HostOpt,
+    KeyOpt,
+    KnownHostsOpt,
+    PortOpt,
+    SpaceArg,
+    StorageOpt,
+    StudyOpt,
+    storage_and_name,
+)
 
 
 def _console() -> Console:
@@ -46,12 +47,6 @@ def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a f
     from tuner.space import load_space
 
     return load_space(space_path)
-
-
-def _storage_and_name(space, storage: str | None, study_name: str | None, emulate: bool) -> tuple[str, str]:
-    from tuner.study.storage import default_storage_url
-
-    return storage or default_storage_url(space.path, emulate), study_name or space.name
 
 
 def _target(space, emulate: bool, host: str | None, key: str | None, known_hosts: str | None,
@@ -91,7 +86,7 @@ def optimize(
 
     space = _load(space_path)
     make_sampler(sampler, seed)  # validate before any host work
-    url, name = _storage_and_name(space, storage, study_name, emulate)
+    url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.dry_run import print_dry_run
 
@@ -123,7 +118,7 @@ def best(
     from tuner.study.storage import load_existing_study
 
     space = _load(space_path)
-    url, name = _storage_and_name(space, storage, study_name, emulate)
+    url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     record = best_stable(study)
     emulated = bool(study.user_attrs.get("emulated"))
@@ -157,7 +152,7 @@ def export(
     from tuner.study.storage import load_existing_study
 
     space = _load(space_path)
-    url, name = _storage_and_name(space, storage, study_name, emulate)
+    url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     path = write_launch_script(space, study, out, trial_number=trial, port=port)
     Console().print(f"wrote {path}")
@@ -205,7 +200,7 @@ def enqueue(
 
     space = _load(space_path)
     config = configuration_with(space, parse_assignments(assignments))
-    url, name = _storage_and_name(space, storage, study_name, emulate)
+    url, name = storage_and_name(space, storage, study_name, emulate)
     study = create_or_resume(
         open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
         pruner=study_pruner(space), directions=study_directions(space), allow_changed=False, attrs={},
@@ -236,7 +231,7 @@ def validate(
     from tuner.study.validate import DEFAULT_SOAK_S, validate_study
 
     space = _load(space_path)
-    url, name = _storage_and_name(space, storage, study_name, emulate)
+    url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
     try:

@@ -1,7 +1,7 @@
-"""Command-line arguments shared by the commands that read a study (typer ``Annotated`` types).
+"""Command-line arguments shared by the ``tuner`` commands (typer ``Annotated`` types).
 
-They say the same as the ones in :mod:`tuner.cli`, so that command modules of their own
-(``tuner/cli_report.py``) need not import the app module, which imports them in turn.
+They live here, not in :mod:`tuner.cli`, so that command modules of their own
+(``tuner/cli_report.py``, ``tuner/cli_bench.py``) need not import the app module.
 """
 
 from __future__ import annotations
@@ -11,7 +11,18 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["EmulateOpt", "SpaceArg", "StorageOpt", "StudyOpt", "storage_and_name"]
+__all__ = [
+    "AcceptKeyOpt",
+    "EmulateOpt",
+    "HostOpt",
+    "KeyOpt",
+    "KnownHostsOpt",
+    "PortOpt",
+    "SpaceArg",
+    "StorageOpt",
+    "StudyOpt",
+    "storage_and_name",
+]
 
 SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
 StorageOpt = Annotated[
@@ -26,6 +37,17 @@ StudyOpt = Annotated[
 EmulateOpt = Annotated[
     bool, typer.Option("--emulate", help="the study run against the emulated GLM-5 host")
 ]
+HostOpt = Annotated[
+    str | None, typer.Option("--host", help="[user@]address[:port] or local; overrides the YAML")
+]
+KeyOpt = Annotated[str | None, typer.Option("--ssh-key", help="private key for SSH")]
+KnownHostsOpt = Annotated[
+    str | None, typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts)")
+]
+AcceptKeyOpt = Annotated[
+    bool, typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time")
+]
+PortOpt = Annotated[int | None, typer.Option("--port", help="server port (default: the YAML's)")]
 
 
 def storage_and_name(

@@ -163,6 +163,15 @@ class ServerSession:
         with self._lock:
             return self._failure
 
+    def wait_for_failure(self, timeout_s: float) -> ServerFailure | None:
+        """The watcher's verdict, waiting up to ``timeout_s`` for one (None: the server lives)."""
+        deadline = time.monotonic() + timeout_s
+        while self.failure() is None and time.monotonic() < deadline:
+            if self._watcher is None or not self._watcher.is_alive():
+                break
+            time.sleep(0.05)
+        return self.failure()
+
     def stop_reason(self) -> str | None:
         """For the load generator's ``stop_check``: a one-line reason once the server broke."""
         failure = self.failure()

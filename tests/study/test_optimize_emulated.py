@@ -15,8 +15,10 @@ from optuna.trial import TrialState
 
 from tests.study.conftest import N_OFF, N_ON
 
-SMALL = {"levels": [64, 256, 512], "output_len": 32, "requests_per_level": {"per_concurrency": 1, "min": 64},
-         "time_scale": 200}
+# One wave a level at K=50: short, and slow enough for the client to measure the model (the
+# client costs about 1 ms of CPU a request, 50 ms of host time here).
+SMALL = {"levels": [64, 256, 512], "output_len": 256, "requests_per_level": {"per_concurrency": 1, "min": 64},
+         "time_scale": 50, "stream_interval": 32}
 
 
 def _trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

@@ -34,6 +34,8 @@ PROBE_REFERENCE_ATTR = "probe_reference"
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
 MIN_WALL_TIMEOUT_S = 30.0
+# When the client ends a level early, how long the server watcher gets to classify why.
+CLASSIFY_WAIT_S = 2.0
 
 
 def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[float] | None, bool]:
@@ -203,7 +205,8 @@ class TrialRunner:
             attrs.set(trial, "telemetry", telemetry)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
-                raise session.failure() or _client_failure(metrics, session)
+                # The client often notices first; the server's own log says why (OOM, crash).
+                raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
             if metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
                 trial, levels, getattr(metrics, self.space.objective.metric), concurrency
             ):
