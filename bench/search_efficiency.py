@@ -36,8 +36,7 @@ import statistics
 import sys
 import time
 import warnings
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +45,28 @@ from optuna.samplers._tpe.sampler import hyperopt_default_gamma
 from optuna.trial import TrialState
 from rich.console import Console
 
+from tuner.emulator.cli_args import parse_server_args
+from tuner.emulator.perf_model import Failure, predict_throughput
+from tuner.errors import ConfigError, ServerFailure
+from tuner.space import Config, load_space
+from tuner.study import attrs
+from tuner.study.feasibility import FeasibilityCheck
+from tuner.study.optimize import optimize_study
+from tuner.study.progress import ProgressView
+from tuner.study.pruner import BaselinePruner
+from tuner.study.storage import make_sampler
+
+__all__ = ["ModelHost", "ModelRunner", "host_runs", "main", "reach", "run_loop", "run_sweep"]
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tuner.emulator.cli_args import parse_server_args  # noqa: E402
-from tuner.emulator.perf_model import Failure, predict_throughput  # noqa: E402
-from tuner.errors import ServerFailure  # noqa: E402
-from tuner.space import Config, load_space  # noqa: E402
-from tuner.study import attrs  # noqa: E402
-from tuner.study.feasibility import FeasibilityCheck  # noqa: E402
-from tuner.study.optimize import optimize_study  # noqa: E402
-from tuner.study.progress import ProgressView  # noqa: E402
-from tuner.study.pruner import BaselinePruner  # noqa: E402
-from tuner.study.storage import make_sampler  # noqa: E402
-
-__all__ = ["ModelHost", "ModelRunner", "run_loop", "host_runs", "run_sweep", "reach", "main"]
-
 SPACE = REPO / "search_spaces" / "glm5.yaml"
 REACH = 0.95
-_START_FAILURES = {"refused": "startup-crash", "startup-crash": "startup-crash",
-                   "oom-at-start": "oom-at-start", "wrong-output": "wrong-output"}
+_START_FAILURES = {
+    "refused": "startup-crash",
+    "startup-crash": "startup-crash",
+    "oom-at-start": "oom-at-start",
+    "wrong-output": "wrong-output",
+}
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,21 @@ class ModelHost:
     def _evaluate(self, config: Config) -> Outcome:
         launch = self.space.render(config, command="sglang", local=True)
         args = parse_server_args(launch.argv[1:])
-        gate, forced = "autotune_gate" in launch.patches, "force_allreduce_fusion" in launch.patches
+        gate, forced = (
+            "autotune_gate" in launch.patches,
+            "force_allreduce_fusion" in launch.patches,
+        )
         levels: list[tuple[int, float]] = []
         for concurrency in self.workload.levels:
             result = predict_throughput(
-                args, gate, forced, concurrency, self.workload.input_len,
-                self.workload.output_len, num_requests=self.workload.requests_for(concurrency))
+                args,
+                gate,
+                forced,
+                concurrency,
+                self.workload.input_len,
+                self.workload.output_len,
+                num_requests=self.workload.requests_for(concurrency),
+            )
             if isinstance(result, Failure):
                 if result.kind in _START_FAILURES:
                     return Outcome((), _START_FAILURES[result.kind])
@@ -115,19 +125,23 @@ class ModelHost:
         """The outcome as one run measures it: the emulator's run and level noise applied."""
         true = self.outcome(config)
         run = 1.0 + max(-0.04, min(0.04, rng.gauss(0.0, 0.02)))
-        levels = tuple((c, tps / (run * (1.0 + max(-0.025, min(0.025, rng.gauss(0.0, 0.01))))))
-                       for c, tps in true.levels)
+        levels = tuple(
+            (c, tps / (run * (1.0 + max(-0.025, min(0.025, rng.gauss(0.0, 0.01))))))
+            for c, tps in true.levels
+        )
         return Outcome(levels, true.failure)
 
 
-@dataclass
+@dataclass(frozen=True)
+class _ModelHostName:
+    name: str = "performance-model"
+
+
+@dataclass(frozen=True)
 class _ModelTarget:
     """What the optimize loop reads from a target, for a host that is a model."""
 
-    class _Host:
-        name = "performance-model"
-
-    host: Any = _Host()
+    host: _ModelHostName = field(default_factory=_ModelHostName)
     emulated: bool = True
     command: str = "sglang"
     port: int = 30000
@@ -148,9 +162,15 @@ class ModelRunner:
             raise ServerFailure(outcome.failure, "performance model")
         levels: list[dict[str, Any]] = []
         for concurrency, tps in outcome.levels:
-            levels.append({"concurrency": concurrency, "output_throughput": tps,
-                           "completed": self.host.workload.requests_for(concurrency),
-                           "failed": 0, "stop_reason": None})
+            levels.append(
+                {
+                    "concurrency": concurrency,
+                    "output_throughput": tps,
+                    "completed": self.host.workload.requests_for(concurrency),
+                    "failed": 0,
+                    "stop_reason": None,
+                }
+            )
             attrs.set(trial, "levels", levels)
             trial.report(tps, step=concurrency)
             if trial.should_prune():
@@ -166,19 +186,31 @@ def tpe_variant(seed: int, overrides: dict[str, Any]) -> optuna.samplers.BaseSam
     trying settings: these start from make_sampler's, written again here)."""
     if not overrides:
         return make_sampler("tpe", seed)
-    settings: dict[str, Any] = {"multivariate": True, "group": True, "n_startup_trials": 6,
-                                "constant_liar": True}
+    settings: dict[str, Any] = {
+        "multivariate": True,
+        "group": True,
+        "n_startup_trials": 6,
+        "constant_liar": True,
+    }
     for name, value in overrides.items():
         settings[name] = hyperopt_default_gamma if value == "hyperopt" else value
     return optuna.samplers.TPESampler(seed=seed, **settings)
 
 
-def run_loop(space: Any, host: ModelHost, sampler: str, seed: int, budget: int,
-             gate: bool, tpe: dict[str, Any] | None = None) -> optuna.Study:
+def run_loop(
+    space: Any,
+    host: ModelHost,
+    sampler: str,
+    seed: int,
+    budget: int,
+    gate: bool,
+    tpe: dict[str, Any] | None = None,
+) -> optuna.Study:
     """The tuner's optimize loop on the model for ``budget`` host-run trials (in memory)."""
     chosen = tpe_variant(seed, tpe or {}) if sampler == "tpe" else make_sampler(sampler, seed)
-    study = optuna.create_study(direction="maximize", sampler=chosen,
-                                pruner=BaselinePruner(space.objective.prune_margin))
+    study = optuna.create_study(
+        direction="maximize", sampler=chosen, pruner=BaselinePruner(space.objective.prune_margin)
+    )
     check = FeasibilityCheck.from_study(study, space) if gate else None
     progress = ProgressView(Console(file=io.StringIO()))
     optimize_study(study, space, ModelRunner(host, seed), budget, progress, feasibility=check)
@@ -202,11 +234,15 @@ def _grid(param: Any) -> list[Any]:
     if not (hasattr(param, "low") and hasattr(param, "high")):
         return list(param.options())
     if getattr(param, "log", False):
-        values = [int(param.low * 2 ** k) for k in range(int(math.log2(param.high / param.low)) + 1)]
+        values = [int(param.low * 2**k) for k in range(int(math.log2(param.high / param.low)) + 1)]
     else:
         count = round((param.high - param.low) / param.step)
-        values = [param.grid.normalize(param.low + k * param.step) if hasattr(param, "grid")
-                  else param.low + k * param.step for k in range(count + 1)]
+        values = [
+            param.grid.normalize(param.low + k * param.step)
+            if hasattr(param, "grid")
+            else param.low + k * param.step
+            for k in range(count + 1)
+        ]
     return values + ([None] if param.unset else [])
 
 
@@ -226,7 +262,7 @@ def with_value(space: Any, config: Config, name: str, value: Any) -> Config | No
     defaults = {n: _natural_default(p) for n, p in space.parameters.items()}
     try:
         return space.config({**defaults, **dict(config), name: value}, drop_inactive=True)
-    except Exception:  # a value the space refuses here (e.g. of an inactive parameter)
+    except ConfigError:  # a value the space refuses here (e.g. of an inactive parameter)
         return None
 
 
@@ -252,7 +288,8 @@ def run_sweep(space: Any, host: ModelHost, seed: int, max_trials: int = 300) -> 
             for value in _grid(param):
                 config = with_value(space, best, name, value)
                 if config is None or any(
-                        v.action == "skip" for v in space.constraint_violations(config)):
+                    v.action == "skip" for v in space.constraint_violations(config)
+                ):
                     continue
                 result = measure(config)
                 if result is not None and (best_value is None or result > best_value):
@@ -272,8 +309,9 @@ def reach(ran: list[Config], host: ModelHost, target: float) -> int | None:
 STRATEGIES = ("default", "random", "one-at-a-time")
 
 
-def _seeds_job(job: tuple[list[int], int, int, dict[str, Any], bool]
-               ) -> list[dict[str, list[dict[str, Any]]]]:
+def _seeds_job(
+    job: tuple[list[int], int, int, dict[str, Any], bool],
+) -> list[dict[str, list[dict[str, Any]]]]:
     """Every strategy on each of these seeds (one model cache for all of them); for each seed,
     the configurations each strategy ran, in order (plain dicts)."""
     seeds, default_budget, random_budget, tpe, gate = job
@@ -302,7 +340,8 @@ def polish(space: Any, host: ModelHost, config: Config) -> tuple[Config, float]:
             for value in _grid(param):
                 candidate = with_value(space, best, name, value)
                 if candidate is None or any(
-                        v.action == "skip" for v in space.constraint_violations(candidate)):
+                    v.action == "skip" for v in space.constraint_violations(candidate)
+                ):
                     continue
                 value_now = host.outcome(candidate).value
                 if value_now is not None and value_now > best_value * 1.0001:
@@ -316,11 +355,15 @@ def _cell(trials: int | None, budget: int) -> str:
 
 def table(results: dict[str, list[int | None]], budgets: dict[str, int]) -> str:
     """The Markdown table: strategy, median trials, per-seed trials, ratio vs random."""
-    medians = {name: statistics.median(budgets[name] + 1 if t is None else t for t in trials)
-               for name, trials in results.items()}
+    medians = {
+        name: statistics.median(budgets[name] + 1 if t is None else t for t in trials)
+        for name, trials in results.items()
+    }
     random_censored = any(t is None for t in results["random"])
-    lines = ["| strategy | median trials to 95% | per seed | trials vs random |",
-             "|---|---|---|---|"]
+    lines = [
+        "| strategy | median trials to 95% | per seed | trials vs random |",
+        "|---|---|---|---|",
+    ]
     for name, trials in results.items():
         per_seed = ", ".join(_cell(t, budgets[name]) for t in trials)
         ratio = medians["random"] / medians[name]
@@ -344,42 +387,67 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-budget", type=int, default=300)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--tpe", action="append", default=[], metavar="NAME=VALUE",
-                        help="a TPESampler argument changed for the default strategy "
-                        "(prior_weight=0.5, n_startup_trials=10, gamma=hyperopt)")
-    parser.add_argument("--no-gate", action="store_true",
-                        help="the default strategy without the feasibility gate")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write the table into this Markdown file (between its bench markers)")
+    parser.add_argument(
+        "--tpe",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a TPESampler argument changed for the default strategy "
+        "(prior_weight=0.5, n_startup_trials=10, gamma=hyperopt)",
+    )
+    parser.add_argument(
+        "--no-gate", action="store_true", help="the default strategy without the feasibility gate"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the table into this Markdown file (between its bench markers)",
+    )
     options = parser.parse_args(argv)
     tpe = {name: _literal(value) for name, _, value in (o.partition("=") for o in options.tpe)}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     started = time.monotonic()
     seeds = list(range(options.first_seed, options.first_seed + options.seeds))
-    groups = [seeds[k::options.processes] for k in range(options.processes)]
-    jobs = [(group, options.default_budget, options.random_budget, tpe, not options.no_gate)
-            for group in groups if group]
+    groups = [seeds[k :: options.processes] for k in range(options.processes)]
+    jobs = [
+        (group, options.default_budget, options.random_budget, tpe, not options.no_gate)
+        for group in groups
+        if group
+    ]
     with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
-        by_seed = {seed: runs for (seeds, *_), results in zip(jobs, pool.map(_seeds_job, jobs))
-                   for seed, runs in zip(seeds, results)}
+        by_seed = {
+            seed: runs
+            for (seeds, *_), results in zip(jobs, pool.map(_seeds_job, jobs))
+            for seed, runs in zip(seeds, results)
+        }
     per_seed = [by_seed[seed] for seed in seeds]
     space = load_space(SPACE)
     host = ModelHost(space)
     everything = [Config(c) for runs in per_seed for configs in runs.values() for c in configs]
     found = max(everything, key=lambda c: host.outcome(c).value or 0.0)
     best, target = polish(space, host, found)
-    budgets = {"default": options.default_budget, "random": options.random_budget,
-               "one-at-a-time": max(len(runs["one-at-a-time"]) for runs in per_seed)}
-    results = {name: [reach([Config(c) for c in runs[name]], host, target) for runs in per_seed]
-               for name in STRATEGIES}
+    budgets = {
+        "default": options.default_budget,
+        "random": options.random_budget,
+        "one-at-a-time": max(len(runs["one-at-a-time"]) for runs in per_seed),
+    }
+    results = {
+        name: [reach([Config(c) for c in runs[name]], host, target) for runs in per_seed]
+        for name in STRATEGIES
+    }
     text = table(results, budgets)
     elapsed = time.monotonic() - started
     print(text)
-    print(f"target: {REACH:.0%} of {target:,.0f} output tok/s (emulated); best found by a "
-          f"strategy {host.outcome(found).value:,.0f}; {options.seeds} seeds in {elapsed:.0f} s")
+    print(
+        f"target: {REACH:.0%} of {target:,.0f} output tok/s (emulated); best found by a "
+        f"strategy {host.outcome(found).value:,.0f}; {options.seeds} seeds in {elapsed:.0f} s"
+    )
     if options.out:
-        block = _block(text, options, target, host.outcome(found).value, best, elapsed, tpe)
+        block = _block(
+            text, options, target, host.outcome(found).value, best, elapsed, tpe, host.workload
+        )
         _write_between_markers(options.out, block)
     return 0
 
@@ -405,17 +473,29 @@ def _write_between_markers(path: Path, block: str) -> None:
     path.write_text(f"{head}{MARKERS[0]}\n{block}\n{MARKERS[1]}{tail}")
 
 
-def _block(text: str, options: argparse.Namespace, target: float, found: float | None,
-           best: Config, elapsed: float, tpe: dict[str, Any]) -> str:
+def _block(
+    text: str,
+    options: argparse.Namespace,
+    target: float,
+    found: float | None,
+    best: Config,
+    elapsed: float,
+    tpe: dict[str, Any],
+    workload: Any,
+) -> str:
     last = options.first_seed + options.seeds - 1
-    changed = " ".join([f"--tpe {k}={v}" for k, v in tpe.items()]
-                       + (["--no-gate"] if options.no_gate else []))
-    return f"""Measured with `python bench/search_efficiency.py --seeds {options.seeds}{' --first-seed ' + str(options.first_seed) if options.first_seed else ''}{' ' + changed if changed else ''} --out docs/search-efficiency.md`
+    levels = "/".join(str(c) for c in workload.levels)
+    changed = " ".join(
+        [f"--tpe {k}={v}" for k, v in tpe.items()] + (["--no-gate"] if options.no_gate else [])
+    )
+    return f"""Measured with `python bench/search_efficiency.py --seeds {options.seeds}{" --first-seed " + str(options.first_seed) if options.first_seed else ""}{" " + changed if changed else ""} --out docs/search-efficiency.md`
 ({elapsed:.0f} s wall on the shared 2-core development machine). Seeds {options.first_seed}-{last};
 budgets: default sampler {options.default_budget} host-run trials, random search
 {options.random_budget}, the one-flag-at-a-time sweep until a pass over all parameters gains
 nothing. `>N`: not reached within the budget (counted as N+1 in the median, so a ratio against
-a censored random search is a lower bound).
+a censored random search is a lower bound). Workload: the emulated workload of
+`search_spaces/glm5.yaml`: levels {levels}, {workload.input_len} input and
+{workload.output_len} output tokens, {workload.requests_for(workload.levels[0])} requests at the first level.
 
 {text}
 

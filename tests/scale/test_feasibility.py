@@ -46,14 +46,19 @@ def _random_configs(space: Any, count: int, seed: int, **fixed: Any) -> list[Con
 
 
 def _add(study: optuna.Study, config: Config, state: TrialState, **user_attrs: Any) -> None:
-    study.add_trial(create_trial(
-        state=state, value=1000.0 if state == TrialState.COMPLETE else None,
-        user_attrs={"config": dict(config), **user_attrs}))
+    study.add_trial(
+        create_trial(
+            state=state,
+            value=1000.0 if state == TrialState.COMPLETE else None,
+            user_attrs={"config": dict(config), **user_attrs},
+        )
+    )
 
 
 def _sqlite_study(tmp_path: Path, name: str = "crashes") -> optuna.Study:
-    return optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name=name,
-                               direction="maximize")
+    return optuna.create_study(
+        storage=f"sqlite:///{tmp_path / 'study.db'}", study_name=name, direction="maximize"
+    )
 
 
 def test_a_value_that_always_fails_is_learnt(space: Any, tmp_path: Path) -> None:
@@ -62,7 +67,9 @@ def test_a_value_that_always_fails_is_learnt(space: Any, tmp_path: Path) -> None
         _add(study, config, TrialState.FAIL, failure_reason="wrong-output")
     for config in _random_configs(space, 12, seed=2, attention_backend="flashinfer"):
         _add(study, config, TrialState.COMPLETE, stable=True)
-    model = FeasibilityModel.from_study(optuna.load_study(study_name="crashes", storage=study._storage), space)
+    model = FeasibilityModel.from_study(
+        optuna.load_study(study_name="crashes", storage=study._storage), space
+    )
     fresh_fa3 = _random_configs(space, 5, seed=3, attention_backend="fa3")
     fresh_ok = _random_configs(space, 5, seed=3, attention_backend="flashinfer")
     assert min(model.p_fail(c) for c in fresh_fa3) > 0.7
@@ -93,16 +100,28 @@ def test_an_interaction_is_learnt(space: Any, tmp_path: Path) -> None:
         _add(study, config, TrialState.FAIL, failure_reason="unstable-at-512")
     for config in _random_configs(space, 8, seed=6, cuda_graph=False, attention_backend="triton"):
         _add(study, config, TrialState.COMPLETE)
-    for config in _random_configs(space, 8, seed=7, cuda_graph=True, attention_backend="flashinfer"):
+    for config in _random_configs(
+        space, 8, seed=7, cuda_graph=True, attention_backend="flashinfer"
+    ):
         _add(study, config, TrialState.COMPLETE)
     model = FeasibilityModel.from_study(study, space)
-    fresh = lambda **values: _random_configs(space, 8, seed=8, **values)  # noqa: E731
+
+    def fresh(**values: Any) -> list[Config]:
+        return _random_configs(space, 8, seed=8, **values)
+
     crashing = [model.p_fail(c) for c in fresh(**crash)]
-    graphs_off_triton = [model.p_fail(c) for c in fresh(cuda_graph=False, attention_backend="triton",
-                                                         max_running_requests=None)]
-    graphs_on = [model.p_fail(c) for c in fresh(cuda_graph=True, attention_backend="flashinfer",
-                                                max_running_requests=None)]
-    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    graphs_off_triton = [
+        model.p_fail(c)
+        for c in fresh(cuda_graph=False, attention_backend="triton", max_running_requests=None)
+    ]
+    graphs_on = [
+        model.p_fail(c)
+        for c in fresh(cuda_graph=True, attention_backend="flashinfer", max_running_requests=None)
+    ]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
     assert mean(crashing) > 0.5  # the combination is ranked well above either half of it
     assert mean(crashing) > mean(graphs_off_triton) + 0.25
     assert mean(crashing) > mean(graphs_on) + 0.25
@@ -140,11 +159,16 @@ def test_check_names_the_failed_trials_it_resembles(space: Any, tmp_path: Path) 
     assert check.gate.threshold == pytest.approx(0.65)  # replayed: 4 failures, then 8 successes
     candidate = _random_configs(space, 1, seed=11, attention_backend="fa3")[0]
     reason = check.skip_reason(candidate)
-    match = re.fullmatch(r"feasibility: p_fail=(\d\.\d\d) like failed trials (\d+), (\d+)", reason or "")
+    match = re.fullmatch(
+        r"feasibility: p_fail=(\d\.\d\d) like failed trials (\d+), (\d+)", reason or ""
+    )
     assert match, reason
     assert float(match.group(1)) > 0.6
     assert {int(match.group(2)), int(match.group(3))} <= {0, 1, 2, 3}
-    assert check.skip_reason(_random_configs(space, 1, seed=11, attention_backend="triton")[0]) is None
+    assert (
+        check.skip_reason(_random_configs(space, 1, seed=11, attention_backend="triton")[0])
+        is None
+    )
 
 
 def test_a_pessimistic_model_cannot_stall_the_study(space: Any, tmp_path: Path) -> None:
@@ -168,15 +192,21 @@ def test_failing_values_reports_a_value_that_keeps_failing(space: Any, tmp_path:
         _add(study, config, TrialState.FAIL, failure_reason="unstable-at-512")
     for config in _random_configs(space, 6, seed=17, attention_backend="triton", cuda_graph=True):
         _add(study, config, TrialState.COMPLETE)
-    _add(study, _random_configs(space, 1, seed=18, attention_backend="fa3")[0], TrialState.FAIL,
-         failure_reason="host-error")  # not the configuration's fault: not counted
+    _add(
+        study,
+        _random_configs(space, 1, seed=18, attention_backend="fa3")[0],
+        TrialState.FAIL,
+        failure_reason="host-error",
+    )  # not the configuration's fault: not counted
     found = failing_values(study)
     assert found[0] == "attention_backend=fa3: 4 of 4 trials failed (wrong-output)"
     assert not any(line.startswith("cuda_graph=false") for line in found)  # 2 failures only
     assert "cuda_graph=false: 2 of 2 trials failed (unstable-at-512)" in failing_values(
-        study, min_failures=2)
-    assert not any(line.startswith("attention_backend=fa3")
-                   for line in failing_values(study, min_failures=5))  # 4 failures only
+        study, min_failures=2
+    )
+    assert not any(
+        line.startswith("attention_backend=fa3") for line in failing_values(study, min_failures=5)
+    )  # 4 failures only
 
 
 def _crash_count(space: Any, host: Any, seeds: range, gate: bool) -> tuple[int, list[Any]]:
@@ -196,9 +226,15 @@ def test_gate_cuts_crashing_configurations_on_the_performance_model(space: Any) 
     without, _ = _crash_count(space, host, seeds, gate=False)
     with_gate, studies = _crash_count(space, host, seeds, gate=True)
     assert with_gate < 0.8 * without, (with_gate, without)
-    skipped = [t for s in studies for t in s.trials if t.user_attrs.get("pruned_by") == "feasibility"]
+    skipped = [
+        t for s in studies for t in s.trials if t.user_attrs.get("pruned_by") == "feasibility"
+    ]
     assert skipped and all(
-        re.fullmatch(r"feasibility: p_fail=\d\.\d\d like failed trials \d+(, \d+)?",
-                     t.user_attrs["pruned_reason"]) for t in skipped)
+        re.fullmatch(
+            r"feasibility: p_fail=\d\.\d\d like failed trials \d+(, \d+)?",
+            t.user_attrs["pruned_reason"],
+        )
+        for t in skipped
+    )
     assert not any(t.user_attrs.get("is_baseline") for t in skipped)
     assert all(len(host_runs(s)) == 30 for s in studies)  # skipped ones cost no budget

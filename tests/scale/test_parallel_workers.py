@@ -29,11 +29,19 @@ from tests.support.sshd import SSHD_BINARY, SshServer, free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
 
-SMALL = {"levels": [64, 256, 512], "output_len": 32,
-         "requests_per_level": {"per_concurrency": 1, "min": 64}, "time_scale": 200}
+SMALL = {
+    "levels": [64, 256, 512],
+    "output_len": 32,
+    "requests_per_level": {"per_concurrency": 1, "min": 64},
+    "time_scale": 200,
+}
 # Levels long enough (host time / 50) to kill a worker in the middle of one.
-SLOW = {"levels": [64, 256, 512], "output_len": 256,
-        "requests_per_level": {"per_concurrency": 2, "min": 128}, "time_scale": 50}
+SLOW = {
+    "levels": [64, 256, 512],
+    "output_len": 256,
+    "requests_per_level": {"per_concurrency": 2, "min": 128},
+    "time_scale": 50,
+}
 FA3 = "attention_backend=fa3"  # serves garbage: FAIL wrong-output, a crash of the configuration
 
 
@@ -63,15 +71,40 @@ class Worker:
 
     def start(self, trials: int, seed: int) -> None:
         command = [
-            sys.executable, "-m", "tuner", "optimize", str(self.run.path), "--trials", str(trials),
-            "--emulate", "--port", str(self.port), "--seed", str(seed),
-            "--host", self.host_name, "--ssh-key", self.sshd.key_path,
-            "--known-hosts", self.sshd.known_hosts_path,
-            "--storage", self.url, "--study-name", self.run.name, "--heartbeat-seconds", "1",
+            sys.executable,
+            "-m",
+            "tuner",
+            "optimize",
+            str(self.run.path),
+            "--trials",
+            str(trials),
+            "--emulate",
+            "--port",
+            str(self.port),
+            "--seed",
+            str(seed),
+            "--host",
+            self.host_name,
+            "--ssh-key",
+            self.sshd.key_path,
+            "--known-hosts",
+            self.sshd.known_hosts_path,
+            "--storage",
+            self.url,
+            "--study-name",
+            self.run.name,
+            "--heartbeat-seconds",
+            "1",
         ]
         self.process = subprocess.Popen(
-            command, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            command,
+            cwd=self.dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def finish(self, timeout: float = 150) -> tuple[int, str]:
         assert self.process is not None
@@ -88,8 +121,11 @@ class Worker:
     def server_pids(self) -> list[int]:
         """The emulated servers this worker started (from their PID files)."""
         runs = self.dir / "studies" / f"{self.run.name}-emulated.host" / "runs" / self.run.name
-        return [int(p.read_text().split()[0]) for p in runs.glob("trial-*/server.pid")
-                if p.read_text().split()]
+        return [
+            int(p.read_text().split()[0])
+            for p in runs.glob("trial-*/server.pid")
+            if p.read_text().split()
+        ]
 
     def kill(self) -> None:
         """SIGKILL the worker's process group (it started no other group of its own)."""
@@ -109,28 +145,44 @@ def _stop_servers(workers: list[Worker]) -> None:
 
 
 def _enqueue(run: EmulatedStudy, url: str, assignment: str) -> None:
-    run.run("enqueue", str(run.path), "--emulate", "--storage", url, "--study-name", run.name,
-            "--set", assignment)
+    run.run(
+        "enqueue",
+        str(run.path),
+        "--emulate",
+        "--storage",
+        url,
+        "--study-name",
+        run.name,
+        "--set",
+        assignment,
+    )
 
 
 def _host_runs(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     """Trials that spent host time (not skipped by a constraint or the gate, not reused)."""
-    return [t for t in trials if "config_key" in t.user_attrs
-            and "reused_from" not in t.user_attrs
-            and not (t.state == TrialState.PRUNED and t.user_attrs.get("pruned_by") != "baseline")
-            and t.user_attrs.get("failure_reason") != "worker-died"]
+    return [
+        t
+        for t in trials
+        if "config_key" in t.user_attrs
+        and "reused_from" not in t.user_attrs
+        and not (t.state == TrialState.PRUNED and t.user_attrs.get("pruned_by") != "baseline")
+        and t.user_attrs.get("failure_reason") != "worker-died"
+    ]
 
 
 def _load(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
 
 
-def test_two_hosts_feed_one_study(tmp_path: Path, postgres_url: str, sshd: SshServer,
-                                  second_sshd: SshServer) -> None:
+def test_two_hosts_feed_one_study(
+    tmp_path: Path, postgres_url: str, sshd: SshServer, second_sshd: SshServer
+) -> None:
     run = EmulatedStudy(tmp_path, name="pair", workload__emulated=SMALL)
     _enqueue(run, postgres_url, FA3)
-    workers = [Worker(run, sshd, "worker-a", postgres_url),
-               Worker(run, second_sshd, "worker-b", postgres_url)]
+    workers = [
+        Worker(run, sshd, "worker-a", postgres_url),
+        Worker(run, second_sshd, "worker-b", postgres_url),
+    ]
     try:
         for seed, worker in enumerate(workers, start=1):
             worker.start(trials=3, seed=seed)
@@ -156,8 +208,11 @@ def test_two_hosts_feed_one_study(tmp_path: Path, postgres_url: str, sshd: SshSe
 
 def _running_with_a_level(url: str, name: str, host: str) -> optuna.trial.FrozenTrial | None:
     for trial in _load(url, name):
-        if (trial.state == TrialState.RUNNING and trial.user_attrs.get("host") == host
-                and trial.user_attrs.get("levels")):
+        if (
+            trial.state == TrialState.RUNNING
+            and trial.user_attrs.get("host") == host
+            and trial.user_attrs.get("levels")
+        ):
             return trial
     return None
 
@@ -173,7 +228,8 @@ def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
-        tmp_path: Path, postgres_url: str, sshd: SshServer, second_sshd: SshServer) -> None:
+    tmp_path: Path, postgres_url: str, sshd: SshServer, second_sshd: SshServer
+) -> None:
     run = EmulatedStudy(tmp_path, name="heartbeat", workload__emulated=SLOW)
     _enqueue(run, postgres_url, FA3)
     doomed = Worker(run, sshd, "worker-a", postgres_url)
@@ -181,17 +237,25 @@ def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
     try:
         doomed.start(trials=4, seed=1)
         survivor.start(trials=10, seed=2)  # more than it needs: stopped once the retry ran
-        victim = _wait_for(lambda: _running_with_a_level(postgres_url, run.name, doomed.host_name),
-                           120, "a trial of worker A in the middle of its levels")
+        victim = _wait_for(
+            lambda: _running_with_a_level(postgres_url, run.name, doomed.host_name),
+            120,
+            "a trial of worker A in the middle of its levels",
+        )
         doomed.kill()  # SIGKILL: no Ctrl-C handling, no tell(): only its heartbeats stop
-        _wait_for(lambda: _finished_retry(postgres_url, run.name, victim.number), 180,
-                  f"trial {victim.number} failed by heartbeat and run again to its end")
+        _wait_for(
+            lambda: _finished_retry(postgres_url, run.name, victim.number),
+            180,
+            f"trial {victim.number} failed by heartbeat and run again to its end",
+        )
         code, output = survivor.stop()
     finally:
         doomed.kill()
         survivor.kill()
         _stop_servers([doomed, survivor])
-    assert code in (0, 130), output  # finished, or stopped like Ctrl-C (its trial FAIL interrupted)
+    assert code in (0, 130), (
+        output
+    )  # finished, or stopped like Ctrl-C (its trial FAIL interrupted)
     trials = _load(postgres_url, run.name)
     died = trials[victim.number]
     assert died.state == TrialState.FAIL
@@ -209,6 +273,8 @@ def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
 
 
 def _finished_retry(url: str, name: str, number: int) -> bool:
-    return any(t.user_attrs.get("retry_of") == number
-               and t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-               for t in _load(url, name))
+    return any(
+        t.user_attrs.get("retry_of") == number
+        and t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        for t in _load(url, name)
+    )

@@ -22,10 +22,18 @@ GLM5 = REPO / "search_spaces" / "glm5.yaml"
 # The earlier study's winner (K2-Thinking-like run): it had a flag the GLM-5 space lacks, and no
 # kv_cache_dtype dimension.
 WINNER = {
-    "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "cuda_graph": True,
-    "cuda_graph_max_bs": None, "max_running_requests": None, "attention_backend": "flashinfer",
-    "allreduce_fusion": False, "mem_fraction_static": 0.93, "chunked_prefill_size": 16384,
-    "schedule_conservativeness": 0.8, "radix_cache": False, "enable_dp_attention": True,
+    "moe_runner_backend": "flashinfer_cutlass",
+    "autotune_gate": True,
+    "cuda_graph": True,
+    "cuda_graph_max_bs": None,
+    "max_running_requests": None,
+    "attention_backend": "flashinfer",
+    "allreduce_fusion": False,
+    "mem_fraction_static": 0.93,
+    "chunked_prefill_size": 16384,
+    "schedule_conservativeness": 0.8,
+    "radix_cache": False,
+    "enable_dp_attention": True,
 }
 
 
@@ -34,10 +42,13 @@ def space() -> Any:
     return load_space(GLM5)
 
 
-def _trial(config: dict[str, Any], value: float | None, state: TrialState = TrialState.COMPLETE,
-           stable: bool = True) -> optuna.trial.FrozenTrial:
-    return create_trial(state=state, value=value,
-                        user_attrs={"config": config, "stable": stable})
+def _trial(
+    config: dict[str, Any],
+    value: float | None,
+    state: TrialState = TrialState.COMPLETE,
+    stable: bool = True,
+) -> optuna.trial.FrozenTrial:
+    return create_trial(state=state, value=value, user_attrs={"config": config, "stable": stable})
 
 
 @pytest.fixture
@@ -58,17 +69,21 @@ def earlier(tmp_path: Path, space: Any) -> Path:
 
 
 def _new_study(tmp_path: Path) -> optuna.Study:
-    return optuna.create_study(storage=f"sqlite:///{tmp_path / 'new.db'}", study_name="glm5",
-                               direction="maximize")
+    return optuna.create_study(
+        storage=f"sqlite:///{tmp_path / 'new.db'}", study_name="glm5", direction="maximize"
+    )
 
 
 def test_best_stable_configurations_that_fit_are_queued_after_the_baseline(
-        tmp_path: Path, earlier: Path, space: Any) -> None:
+    tmp_path: Path, earlier: Path, space: Any
+) -> None:
     study = _new_study(tmp_path)
     queued = warm_start(study, space, str(earlier), top=5)
 
-    fitted_winner = {**{k: v for k, v in WINNER.items() if k != "enable_dp_attention"},
-                     "kv_cache_dtype": None}
+    fitted_winner = {
+        **{k: v for k, v in WINNER.items() if k != "enable_dp_attention"},
+        "kv_cache_dtype": None,
+    }
     second = {**fitted_winner, "max_running_requests": 1024, "cuda_graph": False}
     del second["cuda_graph_max_bs"]  # inactive with graphs off
     assert [c.to_dict() for c in queued] == [fitted_winner, second]
@@ -104,8 +119,9 @@ def test_only_the_named_study(tmp_path: Path, earlier: Path, space: Any) -> None
     assert [c["max_running_requests"] for c in queued] == [1024]
 
 
-def test_mistakes_are_one_line_errors_naming_what_exists(tmp_path: Path, earlier: Path,
-                                                         space: Any) -> None:
+def test_mistakes_are_one_line_errors_naming_what_exists(
+    tmp_path: Path, earlier: Path, space: Any
+) -> None:
     study = _new_study(tmp_path)
     with pytest.raises(ConfigError, match=r"missing\.db: no such study database") as missing:
         warm_start(study, space, str(tmp_path / "missing.db"))
@@ -113,8 +129,11 @@ def test_mistakes_are_one_line_errors_naming_what_exists(tmp_path: Path, earlier
         warm_start(study, space, str(earlier), study_name="k3")
     empty = tmp_path / "empty.db"
     optuna.create_study(storage=f"sqlite:///{empty}", study_name="fresh").add_trial(
-        _trial(WINNER, None, TrialState.FAIL))
-    with pytest.raises(ConfigError, match=r"no stable completed trial.*studies there: fresh \(1 trials\)") as none:
+        _trial(WINNER, None, TrialState.FAIL)
+    )
+    with pytest.raises(
+        ConfigError, match=r"no stable completed trial.*studies there: fresh \(1 trials\)"
+    ) as none:
         warm_start(study, space, str(empty))
     for error in (missing, unknown, none):
         assert "\n" not in str(error.value) and "fix:" in str(error.value)

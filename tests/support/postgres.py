@@ -64,8 +64,13 @@ class PostgresServer:
 
     def _as_postgres(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            ["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True,
-            stdin=subprocess.DEVNULL, timeout=60, cwd=self.directory,
+            ["runuser", "-u", "postgres", "--", *argv],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            cwd=self.directory,
+            check=False,
         )
         if check and result.returncode != 0:
             log = self.log_path.read_text()[-800:] if self.log_path.exists() else ""
@@ -78,29 +83,81 @@ class PostgresServer:
         self.socket_dir.mkdir()
         shutil.chown(self.directory, "postgres", "postgres")
         shutil.chown(self.socket_dir, "postgres", "postgres")
-        self._as_postgres(str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust",
-                          "-U", "postgres", "-E", "UTF8", "--no-sync")
+        self._as_postgres(
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(_SETTINGS.format(port=self.port, socket_dir=self.socket_dir))
         self._started = True
-        self._as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_path),
-                          "-w", "-t", "30", "start")
-        self._as_postgres(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.port),
-                          "-U", "postgres", "-d", "postgres", "-q", "-c", "CREATE DATABASE tuner")
+        self._as_postgres(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log_path),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        )
+        self._as_postgres(
+            str(PG_BIN / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-c",
+            "CREATE DATABASE tuner",
+        )
 
     def create_database(self, name: str) -> str:
         """Create another database; its URL."""
-        self._as_postgres(str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.port),
-                          "-U", "postgres", "-d", "postgres", "-q", "-c",
-                          f'CREATE DATABASE "{name}"')
+        self._as_postgres(
+            str(PG_BIN / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-c",
+            f'CREATE DATABASE "{name}"',
+        )
         return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
         """``pg_ctl stop -m fast`` and remove the cluster's folder; idempotent."""
         if self._started:
             self._started = False
-            self._as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
-                              "-t", "30", "stop", check=False)
+            self._as_postgres(
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "30",
+                "stop",
+                check=False,
+            )
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> Self:

@@ -30,12 +30,12 @@ from tuner.space._conditions import same_value
 from tuner.study import attrs
 
 __all__ = [
-    "FeasibilityModel",
-    "FeasibilityGate",
-    "FeasibilityCheck",
-    "training_label",
-    "failing_values",
     "FEASIBILITY_PRUNER",
+    "FeasibilityCheck",
+    "FeasibilityGate",
+    "FeasibilityModel",
+    "failing_values",
+    "training_label",
 ]
 
 FEASIBILITY_PRUNER = "feasibility"  # the ``pruned_by`` of a configuration the gate skipped
@@ -173,8 +173,10 @@ class FeasibilityGate:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min <= self.start <= self.max <= 1.0:
-            raise ValueError(f"need 0 <= min <= start <= max <= 1, got min={self.min}, "
-                             f"start={self.start}, max={self.max}")
+            raise ValueError(
+                f"need 0 <= min <= start <= max <= 1, got min={self.min}, "
+                f"start={self.start}, max={self.max}"
+            )
         self.threshold = self.start
 
     def allows(self, p_fail: float) -> bool:
@@ -209,8 +211,9 @@ class FeasibilityCheck:
     skips_in_a_row: int = 0
 
     @classmethod
-    def from_study(cls, study: optuna.Study, space: Any, gate: FeasibilityGate | None = None
-                   ) -> FeasibilityCheck:
+    def from_study(
+        cls, study: optuna.Study, space: Any, gate: FeasibilityGate | None = None
+    ) -> FeasibilityCheck:
         """Trained on the study so far, with the gate replayed over its trials in order."""
         gate = gate or FeasibilityGate()
         model = FeasibilityModel.from_study(study, space)
@@ -240,8 +243,9 @@ class FeasibilityCheck:
             self.record(trial.user_attrs["config"], label, trial.number)
 
 
-def failing_values(study: optuna.Study, min_failures: int = 3, min_share: float = 0.75
-                   ) -> list[str]:
+def failing_values(
+    study: optuna.Study, min_failures: int = 3, min_share: float = 0.75
+) -> list[str]:
     """Parameter values that keep failing, worst first.
 
     ``attention_backend=fa3: 4 of 4 trials failed (wrong-output)``: a value (``unset`` for None)
@@ -283,5 +287,6 @@ def _shown(value: Any) -> str:
 
 
 def _reasons_text(counts: Counter[str]) -> str:
-    return ", ".join(f"{r} x{n}" if n > 1 and len(counts) > 1 else r
-                     for r, n in counts.most_common())
+    return ", ".join(
+        f"{r} x{n}" if n > 1 and len(counts) > 1 else r for r, n in counts.most_common()
+    )

@@ -25,7 +25,7 @@ from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.optimize import ensure_baseline_queued
 from tuner.study.storage import open_storage
 
-__all__ = ["warm_start", "warm_start_candidates", "Candidate", "storage_url", "WARM_START_ATTR"]
+__all__ = ["WARM_START_ATTR", "Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
 WARM_START_ATTR = "warm_start_from"  # "<study>#<trial number>" on each enqueued trial
 
@@ -61,7 +61,9 @@ def _studies(url: str, study_name: str | None) -> list[optuna.Study]:
             "fix: give the .db file of an earlier study (studies/<name>.db)"
         )
     storage = open_storage(url)
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    names = [
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    ]
     if study_name is not None and study_name not in names:
         raise ConfigError(
             f"--warm-start {url}: no study named {study_name!r}; existing: "
