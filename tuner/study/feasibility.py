@@ -11,8 +11,11 @@ not is recorded PRUNED (``pruned_by: feasibility``) without host time, which ste
 (TPE ranks PRUNED trials without values with the worst).
 
 A random forest, as SCOOT uses, because the failures of this domain are interactions (graphs off
-*and* flashinfer attention *and* a batch of 512 crash) as well as single values (``fa3``); it
-needs no tuning, and on tens of trials it fits in milliseconds.
+*and* flashinfer attention *and* a batch of 512 crash) as well as single values (``fa3``). Every
+split considers all features (``max_features=None``): on 10-30 random glm5 configurations labelled
+by the emulator's performance model that ranked failures best (ROC AUC 0.67/0.81/0.88 at 10/20/30
+trials, against 0.65/0.78/0.85 with the square-root default and 0.64/0.74/0.81 for a logistic
+regression). 50 trees fit in about 0.1 s.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def training_label(trial: FrozenTrial) -> bool | None:
 
 
 def _encoder_columns(space: Any) -> list[tuple[str, Any]]:
-    """``(name, spec)`` per feature column: ``("x", None)`` marks a number scaled to [0, 1]."""
+    """``(name, spec)`` per feature column: ``None`` the number scaled to [0, 1] (-1 when unset
+    or inactive), ``"unset"`` 1 when unset or inactive, ``("is", option)`` one-hot."""
     columns: list[tuple[str, Any]] = []
     for name, param in space.parameters.items():
         if hasattr(param, "low") and hasattr(param, "high"):
