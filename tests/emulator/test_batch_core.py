@@ -109,3 +109,28 @@ def test_cancel_frees_the_kv_tokens_of_a_running_request() -> None:
     assert core.kv_used == 101
     core.cancel(request)
     assert core.kv_used == 0 and not core.busy
+
+
+def _decode_until_failure(core: BatchCore, limit_s: float) -> tuple[str, float]:
+    """Run until an OOM or ``limit_s`` of schedule: (last action kind, schedule time)."""
+    now = 0.0
+    while now < limit_s and (action := core.plan(now)) is not None:
+        if action.kind == "oom":
+            return "oom", now
+        now += action.duration
+        core.apply(action, now)
+    return "ok", now
+
+
+def test_a_slow_leak_fails_only_after_sustained_decode_at_a_large_batch() -> None:
+    leaky = timing(leak_batch=8, leak_after_s=5.0, kv_tokens=1_000_000)
+    core = BatchCore(leaky)
+    for rid in range(8):  # at the leaking batch size: out of memory after 5 s of decode
+        core.submit(CoreRequest(rid, 10, 10_000))
+    kind, when = _decode_until_failure(core, 60.0)
+    assert kind == "oom" and 5.0 <= when < 7.0
+
+    core = BatchCore(leaky)
+    for rid in range(7):  # one request fewer: no leak, however long it runs
+        core.submit(CoreRequest(rid, 10, 10_000))
+    assert _decode_until_failure(core, 60.0)[0] == "ok"

@@ -87,6 +87,9 @@ class CoreTiming:
         reserve_ratio: share of the output reserved in the KV pool at admission.
         crash_batch: a prefill that brings the batch to this size crashes the scheduler.
         oom_batch: a decode step of this many requests runs out of memory.
+        leak_batch: decode with this many requests or more in the engine (running and waiting)
+            slowly leaks memory (a soak failure) ...
+        leak_after_s: ... and runs out of it after this many seconds of such decode in all.
         retract_s: seconds added to a decode step for each request retracted before it.
     """
 
@@ -101,6 +104,8 @@ class CoreTiming:
     crash_batch: int | None = None
     oom_batch: int | None = None
     retract_s: float = 0.0
+    leak_batch: int | None = None
+    leak_after_s: float = 0.0
 
 
 class BatchCore:
@@ -123,6 +128,7 @@ class BatchCore:
         self._idle = True
         self._idle_since: float | None = None
         self._wakeups: dict[int, list[tuple[CoreRequest, int]]] = {}
+        self._leaked_s = 0.0  # seconds of decode at or above timing.leak_batch so far
 
     # -- queue ----------------------------------------------------------------------------------
 
@@ -177,6 +183,8 @@ class BatchCore:
         size = len(self.running)
         if self.timing.oom_batch is not None and size >= self.timing.oom_batch:
             return Action("oom", 0.0)
+        if self._leaking(size + len(self.waiting)) and self._leaked_s >= self.timing.leak_after_s:
+            return Action("oom", 0.0)
         return Action("decode", self.timing.decode_step(size) + retracted * self.timing.retract_s)
 
     def _reserve(self, request: CoreRequest) -> int:
@@ -214,6 +222,9 @@ class BatchCore:
 
     # -- applying -------------------------------------------------------------------------------
 
+    def _leaking(self, size: int) -> bool:
+        return self.timing.leak_batch is not None and size >= self.timing.leak_batch
+
     def apply(self, action: Action, now: float = 0.0) -> list[Progress]:
         """Finish ``action`` at ``now``: update the state, return the requests whose output moved."""
         if action.kind == "wakeup":
@@ -222,6 +233,8 @@ class BatchCore:
         if action.kind == "prefill":
             progress = self._apply_prefill(action.batch)
         elif action.kind == "decode":
+            if self._leaking(len(self.running) + len(self.waiting)):
+                self._leaked_s += action.duration
             progress = self._apply_decode()
         else:
             raise ValueError(f"action {action.kind!r} cannot be applied: the engine failed")

@@ -64,7 +64,7 @@ from itertools import pairwise
 
 from tuner.emulator import fitted
 from tuner.emulator.batch_core import CoreTiming
-from tuner.emulator.calibration import WORKLOAD
+from tuner.emulator.calibration import MEMORY_LIMITS, WORKLOAD
 from tuner.emulator.cli_args import server_args_from_flags
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
 from tuner.emulator.noise import Noise
@@ -146,6 +146,8 @@ class EngineModel:
             crash_batch=settings.crash_batch,
             oom_batch=OOM_DECODE_BATCH if settings.oom_under_load else None,
             retract_s=RETRACT_S / time_scale,
+            leak_batch=MEMORY_LIMITS.slow_leak_concurrency if settings.oom_under_load else None,
+            leak_after_s=MEMORY_LIMITS.slow_leak_after_s / time_scale,
         )
 
 

@@ -22,7 +22,7 @@ from tuner.errors import ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelSpec, run_level
 from tuner.patches import PatchManager
-from tuner.study.objective import MIN_WALL_TIMEOUT_S
+from tuner.study.objective import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
 from tuner.study.results import VALIDATION_ATTR, TrialRecord, records
 from tuner.study.target import Target
 
@@ -84,7 +84,7 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
             run_level(session.base_url, spec, api=workload.api or target.profile.api,
                       stop_check=session.stop_reason, time_scale=target.time_scale)
         )
-        failure = session.failure()
+        failure = session.wait_for_failure(CLASSIFY_WAIT_S) if metrics.stop_reason else session.failure()
         if failure is not None or metrics.stop_reason is not None:
             reason = str(failure) if failure is not None else metrics.stop_reason
             return ValidationResult(record.number, False, concurrency, index + 1, throughputs,

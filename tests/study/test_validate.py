@@ -1,0 +1,40 @@
+"""`tuner validate` on the emulator: a configuration that passes the study but not a long soak."""
+
+from __future__ import annotations
+
+import optuna
+
+from tests.study.conftest import N_ON
+from tests.study.test_optimize_emulated import SMALL, _emulator_pids
+
+# Memory 0.95: it starts cleanly and survives short levels up to 512 concurrent requests, but a
+# sustained load of 512 leaks until it runs out of memory (tuner/emulator/calibration.py).
+LEAKY = {**N_ON, "mem_fraction_static": 0.95}
+
+
+def test_a_configuration_that_fails_only_in_a_long_soak_is_never_exported(emulated_study) -> None:
+    run = emulated_study(workload__emulated=SMALL, constraints=[])
+    run.enqueue(LEAKY)
+    run.optimize(2)
+    trials = run.study().get_trials()
+    leaky = trials[1]
+    assert leaky.state == optuna.trial.TrialState.COMPLETE  # the study alone cannot tell
+    assert leaky.value > trials[0].value
+
+    result = run.run("validate", str(run.path), "--emulate", "--port", str(run.port),
+                     "--top", "2", "--duration", "1200")
+    assert f"trial {leaky.number}: unstable" in result.stderr
+    assert "out of memory" in result.stderr.lower() or "unstable-at-512" in result.stderr
+    assert "trial 0: stable" in result.stderr
+    validation = run.study().user_attrs["validation"]
+    assert validation[str(leaky.number)]["stable"] is False
+    assert validation["0"]["stable"] is True and validation["0"]["runs"] == 3
+    assert validation["0"]["std_output_throughput"] >= 0.0
+    assert _emulator_pids(run.port) == []
+
+    best = run.run("best", str(run.path), "--emulate", "--json")
+    assert '"trial": 0' in best.stdout
+    script = run.dir / "launch.sh"
+    run.run("export", str(run.path), "--emulate", "--out", str(script))
+    header = script.read_text().splitlines()[:4]
+    assert any("trial: 0" in line for line in header)
