@@ -245,6 +245,28 @@ def validate(
         raise TunerError("no configuration survived the soak")
 
 
+@app.command()
+def dashboard(
+    space_path: SpaceArg,
+    storage: StorageOpt = None,
+    emulate: EmulateOpt = False,
+    port: Annotated[int, typer.Option("--port", help="dashboard port on 127.0.0.1")] = 8080,
+) -> None:
+    """Open the study in optuna-dashboard (on 127.0.0.1; the storage URL worked out for you)."""
+    import os
+    import shutil
+
+    space = _load(space_path)
+    url, _ = storage_and_name(space, storage, None, emulate)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        raise ConfigError(f"no study database at {url.removeprefix('sqlite:///')}; fix: run `tuner optimize` first")
+    program = shutil.which("optuna-dashboard")
+    if program is None:
+        raise ConfigError("optuna-dashboard is not installed; fix: pip install optuna-dashboard")
+    Console(stderr=True).print(f"optuna-dashboard {url} on http://127.0.0.1:{port}/", highlight=False)
+    os.execv(program, [program, url, "--host", "127.0.0.1", "--port", str(port)])
+
+
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
 from tuner.cli_report import report, trials  # noqa: E402
 
