@@ -79,6 +79,10 @@ def optimize(
     heartbeat_seconds: Annotated[Optional[int], typer.Option(
         "--heartbeat-seconds", min=1,
         help="send a heartbeat this often; a trial silent for 3x as long is FAIL worker-died and runs again")] = None,
+    warm_start: Annotated[Optional[str], typer.Option(
+        "--warm-start", help="queue the best stable configurations of an earlier study (a .db file or URL)")] = None,
+    no_feasibility: Annotated[bool, typer.Option(
+        "--no-feasibility", help="run sampled configurations even when they look like ones that crashed")] = False,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.run import OptimizeOptions, run_optimize
@@ -97,7 +101,7 @@ def optimize(
         options = OptimizeOptions(
             trials=trials, storage=url, study_name=name, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
-            heartbeat_s=heartbeat_seconds,
+            heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
         )
         run_optimize(space, target, options, _console())
     finally:

@@ -200,3 +200,15 @@ def test_export_starts_the_emulator_until_ready(emulated_study) -> None:
     assert "server ready" in done.stdout
     assert "patch autotune_gate: applied" in done.stdout
     assert _emulator_pids(run.port) == []
+
+
+def test_warm_start_queues_an_earlier_studys_best(emulated_study, tmp_path: Path) -> None:
+    from tests.report.study_factory import make_study
+
+    earlier = tmp_path / "k2-thinking.db"
+    make_study(f"sqlite:///{earlier}", study_name="earlier")
+    run = emulated_study(workload__emulated=SMALL)
+    result = run.optimize(1, "--warm-start", str(earlier))
+    assert "warm start: queued" in result.stderr
+    queued = [t for t in _trials(run.study()) if "warm_start_from" in t.user_attrs]
+    assert queued and all(t.state == TrialState.WAITING for t in queued)

@@ -17,6 +17,7 @@ from rich.console import Console
 from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.patches import PatchManager
+from tuner.study.feasibility import FeasibilityCheck, failing_values
 from tuner.study.objective import TrialRunner
 from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
 from tuner.study.preflight import (
@@ -29,6 +30,7 @@ from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, make_sampler, open_storage
 from tuner.study.target import Target
+from tuner.study.warm_start import warm_start
 
 __all__ = ["OptimizeOptions", "run_optimize", "open_study", "patch_manager", "study_directions", "study_pruner"]
 
@@ -46,6 +48,8 @@ class OptimizeOptions:
     allow_changed: bool = False
     skip_doctor: bool = False
     heartbeat_s: int | None = None
+    warm_start: str | None = None
+    feasibility: bool = True
 
 
 def patch_manager(space: Any, target: Target) -> PatchManager:
@@ -139,6 +143,9 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
+        if options.warm_start:
+            queued = warm_start(study, space, options.warm_start)
+            console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")
         runner = TrialRunner(
             space=space,
             target=target,
@@ -148,7 +155,13 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             emulate=options.emulate,
             engine_version=read_engine_version(target),
         )
-        return optimize_study(study, space, runner, options.trials, progress, unavailable)
+        feasibility = FeasibilityCheck.from_study(study, space) if options.feasibility else None
+        summary = optimize_study(
+            study, space, runner, options.trials, progress, unavailable, feasibility=feasibility
+        )
+        for line in failing_values(study):
+            console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)
+        return summary
     finally:
         progress.close()
         try:
