@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the comparison, print the table and write it (with how it was measured)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--default-budget", type=int, default=40)
+    parser.add_argument("--default-budget", type=int, default=80)
     parser.add_argument("--random-budget", type=int, default=300)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0)
