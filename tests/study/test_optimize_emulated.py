@@ -67,7 +67,9 @@ def _crash_seconds(trial: optuna.trial.FrozenTrial) -> float:
 
 
 def test_crash_during_the_third_level_fails_with_its_reason(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    # Two waves at K=20, as in the calibration workload: 512 requests are really in flight at once.
+    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20,
+                                             "requests_per_level": {"per_concurrency": 2, "min": 128}})
     run.enqueue(N_OFF)
     run.optimize(2)
     trial = _trials(run.study())[1]

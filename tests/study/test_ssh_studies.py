@@ -240,6 +240,7 @@ def test_shell_metacharacters_reach_the_server_unchanged(tmp_path: Path, sshd) -
     document["workload"] = {**document["workload"], **SMALL, "levels": [64, 256]}
     document["workload"].pop("emulated", None)
     document["workload"].pop("time_scale", None)
+    document["workload"].pop("stream_interval", None)
     space = tmp_path / "quoting.yaml"
     space.write_text(yaml.safe_dump(document, sort_keys=False))
     done = subprocess.run(
