@@ -178,49 +178,53 @@ def optimize_study(
     while summary.ran < n_trials and not patience.exhausted:
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         trial = study.ask()
-        is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
-        config = space.suggest(trial)
-        key = config.key()
-        attrs.set(trial, "config", dict(config))
-        attrs.set(trial, "config_key", key)
-        attrs.set(trial, "worker", worker_id())
-        attrs.set(trial, "host", runner.target.host.name)
-        attrs.set(trial, "emulated", runner.target.emulated)
-        violations = [] if is_baseline else space.constraint_violations(config)
-        skips = [v.reason for v in violations if v.action == "skip"]
-        if not is_baseline and unavailable_patches:
-            needed = unavailable_patches & set(space.render(config, resolve=False).patches)
-            skips += [f"patch {name} does not apply on this host" for name in sorted(needed)]
-        if skips:
-            attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
-            attrs.set(trial, "pruned_by", "constraint")
-            study.tell(trial, state=TrialState.PRUNED)
-            summary.skipped += 1
-            progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
-        elif (unsafe := _feasibility_skip(feasibility, trial, config, finished.get(key))):
-            attrs.set(trial, "pruned_reason", unsafe)
-            attrs.set(trial, "pruned_by", FEASIBILITY_PRUNER)
-            study.tell(trial, state=TrialState.PRUNED)
-            summary.skipped += 1
-            progress.trial_skipped(trial.number, unsafe)
-        elif key in finished:
-            _reuse(study, trial, finished[key])
-            summary.reused += 1
-            progress.trial_skipped(trial.number, f"same as trial {finished[key].number}: reused")
-        else:
-            idle = -1
-            summary.ran += 1
-            with get_heartbeat_thread(trial._trial_id, study._storage):
-                state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
-            summary.states[state.name] = summary.states.get(state.name, 0) + 1
-            frozen = study._storage.get_trial(trial._trial_id)
-            if feasibility is not None:
-                feasibility.record_trial(frozen)
-            patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
-            if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
-                frozen.user_attrs.get("failure_reason")
-            ) or frozen.user_attrs.get("pruned_by") == "baseline":
-                finished[key] = frozen
+        try:
+            is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+            config = space.suggest(trial)
+            key = config.key()
+            attrs.set(trial, "config", dict(config))
+            attrs.set(trial, "config_key", key)
+            attrs.set(trial, "worker", worker_id())
+            attrs.set(trial, "host", runner.target.host.name)
+            attrs.set(trial, "emulated", runner.target.emulated)
+            violations = [] if is_baseline else space.constraint_violations(config)
+            skips = [v.reason for v in violations if v.action == "skip"]
+            if not is_baseline and unavailable_patches:
+                needed = unavailable_patches & set(space.render(config, resolve=False).patches)
+                skips += [f"patch {name} does not apply on this host" for name in sorted(needed)]
+            if skips:
+                attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
+                attrs.set(trial, "pruned_by", "constraint")
+                study.tell(trial, state=TrialState.PRUNED)
+                summary.skipped += 1
+                progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
+            elif (unsafe := _feasibility_skip(feasibility, trial, config, finished.get(key))):
+                attrs.set(trial, "pruned_reason", unsafe)
+                attrs.set(trial, "pruned_by", FEASIBILITY_PRUNER)
+                study.tell(trial, state=TrialState.PRUNED)
+                summary.skipped += 1
+                progress.trial_skipped(trial.number, unsafe)
+            elif key in finished:
+                _reuse(study, trial, finished[key])
+                summary.reused += 1
+                progress.trial_skipped(trial.number, f"same as trial {finished[key].number}: reused")
+            else:
+                idle = -1
+                summary.ran += 1
+                with get_heartbeat_thread(trial._trial_id, study._storage):
+                    state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
+                summary.states[state.name] = summary.states.get(state.name, 0) + 1
+                frozen = study._storage.get_trial(trial._trial_id)
+                if feasibility is not None:
+                    feasibility.record_trial(frozen)
+                patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
+                if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
+                    frozen.user_attrs.get("failure_reason")
+                ) or frozen.user_attrs.get("pruned_by") == "baseline":
+                    finished[key] = frozen
+        except KeyboardInterrupt:
+            _fail_if_running(study, trial, "interrupted", "Ctrl-C: this configuration may run again")
+            raise
         idle += 1
         if idle >= MAX_IDLE_ASKS:
             summary.exhausted = True
@@ -228,6 +232,15 @@ def optimize_study(
     summary.patience_stop = patience.exhausted
     progress.run_finished(summary)
     return summary
+
+
+def _fail_if_running(study: optuna.Study, trial: optuna.Trial, reason: str, detail: str) -> None:
+    """Record an interrupted trial as FAIL (unless it already finished), so none stays RUNNING."""
+    if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+        return
+    attrs.set(trial, "failure_reason", reason)
+    attrs.set(trial, "failure_detail", detail)
+    study.tell(trial, state=TrialState.FAIL)
 
 
 def _feasibility_skip(
@@ -285,11 +298,6 @@ def _run_one(
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
         return TrialState.FAIL
-    except KeyboardInterrupt:
-        attrs.set(trial, "failure_reason", "interrupted")
-        attrs.set(trial, "failure_detail", "Ctrl-C: the server was stopped; this configuration may run again")
-        study.tell(trial, state=TrialState.FAIL)
-        raise
     except TunerError as error:  # host trouble: the configuration is not to blame
         attrs.set(trial, "failure_reason", "host-error")
         attrs.set(trial, "failure_detail", str(error))
