@@ -177,6 +177,7 @@ def optimize_study(
     progress.run_started(n_trials, study)
     while summary.ran < n_trials and not patience.exhausted:
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
+        finished.update(_finished_by_key(study))  # other workers' results too
         trial = study.ask()
         try:
             is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))

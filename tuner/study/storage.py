@@ -75,6 +75,11 @@ def retry_later(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
 
 
+def _with_driver(url: str) -> str:
+    """``postgresql://`` with the driver the project installs (SQLAlchemy 2.1 would pick psycopg 3)."""
+    return "postgresql+psycopg2://" + url.removeprefix("postgresql://") if url.startswith("postgresql://") else url
+
+
 def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
     """An Optuna RDB storage (SQLite or PostgreSQL); the SQLite folder is created if missing."""
     if url.startswith("sqlite:///"):
@@ -83,7 +88,7 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
         raise ConfigError(f"--storage {url}: not a database URL; fix: use sqlite:///path.db or postgresql://...")
     try:
         return RDBStorage(
-            url,
+            _with_driver(url),
             heartbeat_interval=heartbeat_interval,
             grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
             engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
