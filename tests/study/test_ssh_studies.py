@@ -8,6 +8,7 @@ text is not what the patch expects, a flag the installed version lacks, a busy G
 from __future__ import annotations
 
 import hashlib
+import shlex
 import json
 import os
 import signal
@@ -253,3 +254,22 @@ def test_shell_metacharacters_reach_the_server_unchanged(tmp_path: Path, sshd) -
     argv = json.loads(record.read_text())
     assert argv[argv.index("--served-model-name") + 1] == nasty
     assert not pwned.exists()
+
+
+def test_exported_script_runs_over_ssh_until_ready(emulated_study, sshd) -> None:
+    from tuner.host import HostSpec, open_host
+
+    run = emulated_study(workload__emulated=SMALL)
+    run.optimize(1, *ssh_args(sshd))
+    script = run.dir / "launch.sh"
+    run.run("export", str(run.path), "--emulate", "--out", str(script), "--port", str(run.port))
+    host = open_host(HostSpec(address="127.0.0.1", user=sshd.user, port=sshd.port,
+                              key_path=sshd.key_path, known_hosts=sshd.known_hosts_path))
+    try:
+        done = host.run(f"cd {shlex.quote(str(run.dir))} && bash launch.sh", timeout=120,
+                        env={"PYTHON": sys.executable, "TUNER_EXIT_WHEN_READY": "1"})
+    finally:
+        host.close()
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert "server ready" in done.stdout
+    assert _emulator_pids(run.port) == []
