@@ -268,7 +268,10 @@ def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
     assert retry.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     assert retry.user_attrs.get("failure_reason") != "worker-died"
     crashed = [t for t in trials if t.user_attrs.get("failure_reason") == "wrong-output"]
-    assert len(crashed) == 1  # the configuration that crashed ran once and was never retried
+    # The configuration that crashed its server is never retried: it ran at most once (whether a
+    # worker reached it before the kill depends on the scheduling of the two workers).
+    assert len(crashed) <= 1
+    assert all(t.user_attrs.get("retry_of") is None for t in crashed)
     assert all(t.state != TrialState.RUNNING for t in trials)
 
 
