@@ -217,7 +217,7 @@ class TrialRunner:
         value, stable = objective_value(levels, self.space.objective)
         attrs.set(trial, "stable", stable)
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
-        if "gpu" in peak and under_utilised_dict(peak["gpu"]):
+        if "gpu" in peak and under_utilised(peak["gpu"]):
             attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
         if value is None:
             raise ServerFailure(
@@ -262,11 +262,6 @@ class TrialRunner:
             attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass
-
-
-def under_utilised_dict(gpu: dict[str, Any]) -> bool:
-    """The telemetry summary's verdict, from its stored dict."""
-    return under_utilised(gpu)
 
 
 def _client_failure(metrics: LevelMetrics, session: ServerSession) -> ServerFailure:
