@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from tuner.errors import TunerError
-from tuner.host import Host
+from tuner.host import STALE_AFTER_S, Host, read_claim
 from tuner.patches import PatchManager, PatchSpec
 from tuner.telemetry import parse_gpu_csv
 
@@ -27,6 +27,7 @@ __all__ = [
     "check_flags_known",
     "check_gpus",
     "check_gpus_idle",
+    "check_host_claim",
     "check_patches",
     "check_port_free",
     "check_python",
@@ -324,6 +325,30 @@ def check_disk(host: Host, path: str, min_free_gb: float = 1.0) -> Check:
             f"free at least {min_free_gb:g} GB or move host.run_root",
         )
     return Check("disk", True, f"{free_gb:.1f} GB free for {path}")
+
+
+def check_host_claim(host: Host, run_root: str, stale_after_s: float = STALE_AFTER_S) -> Check:
+    """No other tuner holds the host (``<run_root>/tuner.claim``). Read only: never claims it."""
+    try:
+        held = read_claim(host, run_root)
+    except TunerError as error:
+        return _failed_run("host not claimed", run_root, error)
+    if held is None:
+        return Check("host not claimed", True, "no other tuner runs on this host")
+    if held.mine:
+        return Check("host not claimed", True, "claimed by this tuner")
+    if held.stale(stale_after_s):
+        return Check(
+            "host not claimed",
+            True,
+            f"a claim left by {held.who()} ({held.why_stale(stale_after_s)}) is taken over at the start",
+        )
+    return Check(
+        "host not claimed",
+        False,
+        f"in use by {held.who()}, refreshed {held.age_s:.0f} s ago ({run_root.rstrip('/')}/tuner.claim)",
+        "run one tuner per host (give this one another --host), or wait for that one to end",
+    )
 
 
 def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[Check]:

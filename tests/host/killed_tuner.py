@@ -6,6 +6,7 @@ and, per action, ``patch``, ``python``, ``env``, ``journal_dir`` or ``argv``/``r
 - ``patch:before-write`` / ``patch:after-write`` / ``patch:applied``: apply the patch and kill
   itself just before the patched file is written, just after, or once all is done.
 - ``serve``: start a server, print its handle as JSON, then wait to be killed by the test.
+- ``claim``: claim the host's run root for study ``study``, then kill itself (the claim stays).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import signal
 import sys
 import time
 
-from tuner.host import HostSpec, open_host
+from tuner.host import HostClaim, HostSpec, open_host
 from tuner.patches import PatchManager, PatchSpec
 
 
@@ -52,10 +53,18 @@ def serve(spec: dict) -> None:
     time.sleep(120)  # the test kills this process long before
 
 
+def claim(spec: dict) -> None:
+    host = open_host(HostSpec(**spec["host"]))
+    HostClaim(host, host.run_root, study=spec["study"]).acquire()
+    _die()
+
+
 def main() -> None:
     spec, action = json.loads(sys.argv[1]), sys.argv[2]
     if action == "serve":
         serve(spec)
+    elif action == "claim":
+        claim(spec)
     else:
         patch(spec, action.removeprefix("patch:"))
 

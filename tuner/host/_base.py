@@ -83,6 +83,11 @@ class Host(abc.ABC):
     def close(self) -> None:
         """Release the connection (nothing to do locally)."""
 
+    def sibling(self) -> Host:
+        """Another handle on the same host with a connection of its own, for a background thread
+        whose errors must not reach the run's connection (locally: this host itself)."""
+        return self
+
     def __enter__(self) -> Self:
         return self
 

@@ -205,6 +205,10 @@ class SshHost(Host):
     def close(self) -> None:
         self._discard()
 
+    def sibling(self) -> SshHost:
+        """A second SshHost on the same spec: it connects on its first call, separately."""
+        return SshHost(self._spec)
+
     # -- primitives -----------------------------------------------------------------------------
 
     def run(
