@@ -33,6 +33,7 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
         doctor.check_port_free(host, target.port),
         doctor.check_disk(host, target.run_root),
+        doctor.check_host_claim(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
     return checks

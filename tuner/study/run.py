@@ -1,8 +1,11 @@
-"""``tuner optimize`` from start to end: preflight, orphans, patches, the loop, cleanup.
+"""``tuner optimize`` from start to end: the host claim, preflight, orphans, patches, the loop,
+cleanup.
 
-Everything that touches the host is undone on every exit path: the server of the current trial is
-stopped by its session, and every patch is reverted here, also at the start of the next run after
-a tuner that was killed.
+The host is claimed first (``<run_root>/tuner.claim``, :mod:`tuner.study.host_claim`): a second
+tuner on the same host stops there with :class:`tuner.host.HostBusy`, before it reverts anything
+of the first one's. Everything that touches the host is undone on every exit path: the server of
+the current trial is stopped by its session, and every patch is reverted here, also at the start
+of the next run after a tuner that was killed; the claim is released last.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.patches import PatchManager
 from tuner.study.feasibility import FeasibilityCheck, failing_values
+from tuner.study.host_claim import claim_host, release_host
 from tuner.study.objective import TrialRunner
 from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
 from tuner.study.preflight import (
@@ -130,6 +134,11 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
     """Run the study on the target (see the module docstring)."""
     study = open_study(space, target, options)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
+    except BaseException:
+        signal.signal(signal.SIGTERM, previous)
+        raise
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
     try:
@@ -168,4 +177,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             patches.revert_all()
         finally:
             signal.signal(signal.SIGTERM, previous)
-            target.host.cleanup_run_dirs()
+            try:
+                target.host.cleanup_run_dirs()
+            finally:
+                release_host(claim, console)

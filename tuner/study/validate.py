@@ -5,6 +5,7 @@ load (vllm#21410: out of memory long after start-up). Each of the best K stable 
 again and held at its peak concurrency for ``duration`` host seconds, split into ``repeats``
 windows whose throughputs give a spread. A crash or errors during the soak mark the trial
 unstable; ``tuner export`` then never picks it. Results are stored on the trial as ``validation``.
+The soaks run under the host's claim (:class:`tuner.host.HostClaim`), like ``tuner optimize``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tuner.errors import ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelSpec, run_level
 from tuner.patches import PatchManager
+from tuner.study.host_claim import claim_host, release_host
 from tuner.study.objective import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
 from tuner.study.results import VALIDATION_ATTR, TrialRecord, records
 from tuner.study.target import Target
@@ -127,7 +129,8 @@ def validate_study(
     candidates = _candidates(study, top)
     if not candidates:
         raise TunerError(f"study {study.study_name!r} has no stable completed trial to validate")
-    results = []
+    results: list[ValidationResult] = []
+    claim = claim_host(target, study.study_name, console)  # HostBusy: nothing touched
     try:
         for record in candidates:
             config = space.config_from_params(record.params)
@@ -157,5 +160,8 @@ def validate_study(
             console.print(f"  trial {record.number}: {verdict}", highlight=False)
             results.append(result)
     finally:
-        patches.set_active(set())
+        try:
+            patches.set_active(set())
+        finally:
+            release_host(claim, console)
     return results
