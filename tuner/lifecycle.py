@@ -101,10 +101,14 @@ class ServerSession:
     def start(self) -> ServerHandle:
         """Start the server detached, in its own process group, and begin watching it."""
         self.times.started = time.monotonic()
-        self.handle = self.host.start_server(self.argv, env=self.env, run_dir=self.run_dir)
-        self._connections = _connections(self.host)
-        self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
-        self._watcher.start()
+        try:
+            self.handle = self.host.start_server(self.argv, env=self.env, run_dir=self.run_dir)
+            self._connections = _connections(self.host)
+            self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
+            self._watcher.start()
+        except BaseException:  # Ctrl-C or a lost host mid-start: ``with`` will not call stop()
+            self._stop_after_failed_start()
+            raise
         return self.handle
 
     def stop(self) -> None:
@@ -124,6 +128,16 @@ class ServerSession:
             finally:
                 self.times.stopped = time.monotonic()
                 self._drain_log()
+
+    def _stop_after_failed_start(self) -> None:
+        """Stop a server whose start was cut short (its handle read back from the run folder when
+        ``start_server`` did not return it), so that no server outlives an interrupted start."""
+        try:
+            if self.handle is None:
+                self.handle = self.host.server_in(self.run_dir)
+            self.stop()
+        except Exception:  # the host is gone: the next run stops the server as an orphan
+            pass
 
     # -- readiness ---------------------------------------------------------------------------
 

@@ -167,6 +167,16 @@ class Host(abc.ABC):
             started_at=started_at,
         )
 
+    def server_in(self, run_dir: str) -> ServerHandle | None:
+        """The server started in ``run_dir`` if it still runs (its ``server.json`` is written
+        right after the spawn), else None: how a start interrupted before it returned its handle
+        is cleaned up."""
+        try:
+            handle = ServerHandle.from_record(json.loads(self.read_file(f"{run_dir}/server.json")))
+        except (HostError, ValueError, KeyError, TypeError):
+            return None
+        return handle if self.is_running(handle) else None
+
     def is_running(self, handle: ServerHandle) -> bool:
         """True while the server's leader process lives (a zombie counts as dead).
 

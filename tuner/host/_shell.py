@@ -27,7 +27,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Shell functions used by several scripts. ``proc_state PID`` prints "STATE STARTTIME" of a
 # process (nothing if it is gone); ``members PGID`` prints the live (non-zombie) PIDs of a process
-# group; ``listening PORT_HEX`` succeeds if a TCP socket listens on that port.
+# group; ``group_or_leader PGID STARTTIME`` the same, or the leader alone when it has not yet made
+# its own group; ``listening PORT_HEX`` succeeds if a TCP socket listens on that port.
 _FUNCTIONS = r"""
 proc_state() {
   line=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
@@ -40,6 +41,13 @@ members() {
   cat /proc/[0-9]*/stat 2>/dev/null | awk -v pg="$1" '{
     s = $0; sub(/^.*\) /, "", s); split(s, a, " ");
     if (a[3] == pg && a[1] != "Z" && a[1] != "X") print $1 }'
+}
+group_or_leader() {  # PGID STARTTIME: the group's members, or the leader alone (still with
+  m=$(members "$1")  # that start time) while it has not yet run setsid
+  if [ -z "$m" ]; then
+    case $(proc_state "$1") in "R $2"|"S $2"|"D $2"|"T $2"|"t $2"|"I $2") m=$1 ;; esac
+  fi
+  printf '%s' "$m"
 }
 listening() {
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$1" 'BEGIN { f = 0 } {
@@ -75,9 +83,11 @@ def start_script(
     """Start ``argv`` detached in its own session; print ``PID STARTTIME BOOT_ID``.
 
     ``nohup setsid env ... CMD`` all exec, so ``$!`` is the server's own PID and, once ``setsid``
-    has run, its process group id too; the script waits (at most 5 s) for that before it records
-    the start time. It writes ``server.json`` (the handle, ``record_json_tail`` being the JSON
-    object of the remaining fields without its opening brace) and then ``server.pid``.
+    has run, its process group id too. The record is written at once, before anything else:
+    ``server.json`` (the handle, ``record_json_tail`` being the JSON object of the remaining fields
+    without its opening brace; a process keeps its start time through ``exec``) and then
+    ``server.pid``, so a tuner interrupted a moment after the spawn still finds its server
+    (:meth:`Host.server_in`). Then it waits (at most 5 s) for ``setsid`` to have run.
     """
     if not argv:
         raise ConfigError("the server command line is empty: give the engine command")
@@ -99,6 +109,13 @@ cd -- {shlex.quote(cwd)} || exit 98
 rm -f -- {rd}/server.pid
 nohup setsid {command} > {log} 2>&1 < /dev/null &
 pid=$!
+st=$(proc_state "$pid" | cut -d' ' -f2)
+boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
+{{ printf '{{"pid": %s, "pgid": %s, "starttime": "%s", "boot_id": "%s", ' \
+    "$pid" "$pid" "$st" "$boot"
+  printf '%s\\n' {shlex.quote(record_json_tail)}; }} > {rd}/server.json.tmp
+mv -f -- {rd}/server.json.tmp {rd}/server.json
+printf '%s\\n' "$pid" > {rd}/server.pid
 i=0
 while [ "$i" -lt 250 ]; do
   line=$(cat "/proc/$pid/stat" 2>/dev/null) || break
@@ -109,13 +126,6 @@ while [ "$i" -lt 250 ]; do
   sleep 0.02
   i=$((i + 1))
 done
-st=$(proc_state "$pid" | cut -d' ' -f2)
-boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
-{{ printf '{{"pid": %s, "pgid": %s, "starttime": "%s", "boot_id": "%s", ' \
-    "$pid" "$pid" "$st" "$boot"
-  printf '%s\\n' {shlex.quote(record_json_tail)}; }} > {rd}/server.json.tmp
-mv -f -- {rd}/server.json.tmp {rd}/server.json
-printf '%s\\n' "$pid" > {rd}/server.pid
 printf '%s %s %s\\n' "$pid" "$st" "$boot"
 """
 
@@ -167,17 +177,17 @@ ours() {{
 }}
 wait_gone() {{  # $1: hundredths of a second; polls fast at first, then every 0.1 s
   t=0
-  alive=$(members "$pid")
+  alive=$(group_or_leader "$pid" "$st")
   while [ -n "$alive" ] && [ "$t" -lt "$1" ]; do
     if [ "$t" -lt 50 ]; then sleep 0.02; t=$((t + 2)); else sleep 0.1; t=$((t + 10)); fi
-    alive=$(members "$pid")
+    alive=$(group_or_leader "$pid" "$st")
   done
 }}
 pids=""
 alive=""
-ours && pids=$(members "$pid")
+ours && pids=$(group_or_leader "$pid" "$st")
 {stop_part}if ours; then
-  alive=$(members "$pid")
+  alive=$(group_or_leader "$pid" "$st")
   if [ -n "$alive" ]; then
     kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
     wait_gone {ticks}

@@ -1,0 +1,108 @@
+"""Ctrl-C while a server is starting leaves no server running, at whatever moment it lands.
+
+``with ServerSession(...)`` cannot stop a server whose start was cut short: ``__exit__`` is not
+called when ``__enter__`` raises, and ``start_server`` never returned the handle. The session
+therefore reads the handle back from the run folder (``server.json`` is written right after the
+spawn) and stops that server before the interrupt goes on. The test lands a real SIGALRM, raised
+as KeyboardInterrupt like Ctrl-C, at a sweep of moments from the first millisecond of the start to
+after it returned, and checks each time that no process of the server is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from types import FrameType
+
+from tests.host.conftest import wait_until
+from tuner.engines import load_profile
+from tuner.host import Host
+from tuner.lifecycle import ServerSession
+
+
+def _processes_with(marker: str) -> list[int]:
+    """PIDs of live processes whose environment holds ``marker`` (the servers of this test)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                state = (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(environ.parent.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt("SIGALRM standing in for Ctrl-C")
+
+
+def test_ctrl_c_at_any_moment_of_a_start_leaves_no_server(host: Host, run_root: str) -> None:
+    profile = load_profile("sglang")
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    outcomes = {"interrupted": 0, "started": 0}
+    leftovers: dict[float, list[int]] = {}
+    try:
+        # From inside the start script to well after the start returned (local: ~30 ms, ssh: more).
+        for delay_ms in (1, 3, 5, 8, 12, 17, 23, 30, 40, 55, 75, 100, 140, 200, 300):
+            marker = f"TUNER_TEST_INTERRUPT={uuid.uuid4().hex}"
+            name, _, value = marker.partition("=")
+            session = ServerSession(
+                host, profile, ["sleep", "300"], {name: value}, port=0,
+                run_dir=f"{run_root}/start-{delay_ms}", stop_grace_s=1.0,
+            )
+            try:
+                signal.setitimer(signal.ITIMER_REAL, delay_ms / 1000.0)
+                try:
+                    session.start()
+                    time.sleep(1.0)  # the alarm, if still due, lands here: after the start
+                except KeyboardInterrupt:
+                    pass
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                if session.handle is not None and host.is_running(session.handle):
+                    outcomes["started"] += 1  # the start won the race: the session owns it
+                    session.stop()
+                else:
+                    outcomes["interrupted"] += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            if not wait_until(lambda: not _processes_with(marker), timeout=10.0):
+                leftovers[delay_ms] = _processes_with(marker)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        for pids in leftovers.values():
+            for pid in pids:  # only this test's own servers, found by their unique marker
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    assert not leftovers, f"servers left running after an interrupted start: {leftovers}"
+    assert outcomes["interrupted"] >= 3, f"the sweep never interrupted a start: {outcomes}"
+
+
+def test_server_in_reads_back_the_server_of_a_run_folder_while_it_runs(
+    host: Host, run_root: str
+) -> None:
+    """What an interrupted start relies on: the run folder names its server (and the whole
+    group, a child included, is stopped through it); once stopped, it names nothing."""
+    marker = f"TUNER_TEST_READBACK={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    session = ServerSession(host, load_profile("sglang"), ["sh", "-c", "sleep 300 & wait"],
+                            {name: value}, port=0, run_dir=f"{run_root}/readback", stop_grace_s=1.0)
+    assert host.server_in(session.run_dir) is None
+    session.start()
+    try:
+        found = host.server_in(session.run_dir)
+        assert found is not None and session.handle is not None
+        assert (found.pid, found.starttime) == (session.handle.pid, session.handle.starttime)
+        assert wait_until(lambda: len(_processes_with(marker)) == 2, timeout=5.0)
+    finally:
+        session.stop()
+    assert wait_until(lambda: not _processes_with(marker), timeout=10.0), _processes_with(marker)
+    assert host.server_in(session.run_dir) is None
