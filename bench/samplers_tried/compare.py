@@ -55,6 +55,7 @@ def main():
     p.add_argument("--first", type=int, default=0)
     p.add_argument("--budget", type=int, default=40); p.add_argument("--no-gate", action="store_true")
     p.add_argument("--workload", default="emulated"); p.add_argument("--target", type=float)
+    p.add_argument("--also", default="", help="other fractions of the target to report, e.g. 0.8,0.9")
     o = p.parse_args()
     t0 = time.time()
     seeds = list(range(o.first, o.first + o.seeds))
@@ -73,6 +74,10 @@ def main():
     reach = [se.reach([Config(c) for c in by[s]], host, target) for s in seeds]
     med = statistics.median(o.budget + 1 if r is None else r for r in reach)
     bestfrac = [max((host.outcome(Config(c)).value or 0) for c in by[s]) / target for s in seeds]
+    for fraction in [float(f) for f in o.also.split(",") if f]:
+        hits = [next((i for i, c in enumerate(by[s], 1)
+                      if (host.outcome(Config(c)).value or 0) >= fraction * target), None) for s in seeds]
+        print(f"to {fraction:.0%}: median {statistics.median(o.budget + 1 if h is None else h for h in hits)} {hits}")
     print(f"{o.sampler} [{o.workload}] median={med} reach={reach} best%={[round(b*100) for b in bestfrac]} {time.time()-t0:.0f}s")
 
 if __name__ == "__main__":
