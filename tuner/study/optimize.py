@@ -25,6 +25,7 @@ from tuner.study import attrs
 from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.feasibility import FEASIBILITY_PRUNER, FeasibilityCheck
 from tuner.study.objective import TrialRunner
+from tuner.study.probe_reference import wait_for_probe_reference
 from tuner.study.progress import ProgressView
 from tuner.study.storage import fail_stale_trials, retry_later
 from tuner.study.pruner import BASELINE_ATTR
@@ -177,6 +178,7 @@ def optimize_study(
     progress.run_started(n_trials, study)
     while summary.ran < n_trials and not patience.exhausted:
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
+        wait_for_probe_reference(study, space, say=progress.console.print)
         finished.update(_finished_by_key(study))  # other workers' results too
         trial = study.ask()
         try:
