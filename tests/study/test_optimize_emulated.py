@@ -116,6 +116,21 @@ def test_wrong_output_is_caught_by_the_probe(emulated_study) -> None:
     assert trial.user_attrs["probe_outputs"] != _trials(run.study())[0].user_attrs["probe_outputs"]
 
 
+def test_a_failed_baseline_stops_the_run_before_anything_is_left_unchecked(emulated_study) -> None:
+    """Without the baseline's probe outputs no other configuration can be checked (fa3's garbage
+    would pass): the run stops after the baseline's failure, naming it, and runs nothing else."""
+    run = emulated_study(workload__emulated=SMALL, baseline__mem_fraction_static=0.96)
+    run.enqueue({"attention_backend": "fa3", "mem_fraction_static": 0.92})
+    result = run.optimize(3, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("tuner: error: no probe reference: baseline trial 0 ended FAIL (oom-at-start)")
+    assert "fix:" in error
+    trials = _trials(run.study())
+    assert [t.state for t in trials if t.state != TrialState.WAITING] == [TrialState.FAIL]
+    assert not any(t.user_attrs.get("config", {}).get("attention_backend") == "fa3" for t in trials)
+
+
 def test_changed_search_space_is_refused_on_resume(emulated_study) -> None:
     run = emulated_study(workload__emulated=SMALL)
     run.optimize(1)

@@ -25,7 +25,7 @@ from tuner.study import attrs
 from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.feasibility import FEASIBILITY_PRUNER, FeasibilityCheck
 from tuner.study.objective import TrialRunner
-from tuner.study.probe_reference import wait_for_probe_reference
+from tuner.study.probe_reference import require_probe_reference, wait_for_probe_reference
 from tuner.study.progress import ProgressView
 from tuner.study.storage import fail_stale_trials, retry_later
 from tuner.study.pruner import BASELINE_ATTR
@@ -179,6 +179,7 @@ def optimize_study(
     while summary.ran < n_trials and not patience.exhausted:
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         wait_for_probe_reference(study, space, say=progress.console.print)
+        require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
         finished.update(_finished_by_key(study))  # other workers' results too
         trial = study.ask()
         try:

@@ -8,6 +8,10 @@ nothing to compare against and could end COMPLETE, even best. So a worker waits,
 and outside any trial, while the baseline runs elsewhere. Dead workers' trials are failed while
 it waits (heartbeats), so a baseline whose worker died is queued again and the next ``ask`` of
 this worker takes it: the wait cannot outlive the baseline.
+
+A baseline that failed gives no reference at all: every later probe would pass whatever the server
+says, so the run stops there (:func:`require_probe_reference`) rather than spend host time on
+configurations it cannot check.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.errors import TunerError
 from tuner.study.objective import PROBE_REFERENCE_ATTR
 from tuner.study.pruner import BASELINE_ATTR
 from tuner.study.storage import fail_stale_trials
 
-__all__ = ["wait_for_probe_reference"]
+__all__ = ["require_probe_reference", "wait_for_probe_reference"]
 
 
 def _baseline_running(study: optuna.Study) -> bool:
@@ -49,3 +54,29 @@ def wait_for_probe_reference(
         time.sleep(poll_s)
         fail_stale_trials(study)
     return time.monotonic() - started
+
+
+def require_probe_reference(study: optuna.Study, space: Any) -> None:
+    """Raise when the probe has no reference and no baseline is queued or running to give one.
+
+    Raises:
+        TunerError: the baseline ended without probe outputs (its reason named), before any
+            other configuration spends host time.
+    """
+    if not space.probe.prompts or PROBE_REFERENCE_ATTR in study.user_attrs:
+        return
+    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE_ATTR)]
+    if any(t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE) for t in baselines):
+        return  # queued, running, or run by a runner without a probe (the search benchmark's model)
+    last = baselines[-1] if baselines else None
+    why = (
+        f"baseline trial {last.number} ended {last.state.name} "
+        f"({last.user_attrs.get('failure_reason') or 'no reason recorded'})"
+        if last is not None else "no baseline trial ran"
+    )
+    raise TunerError(
+        f"no probe reference: {why}, so the correctness probe cannot check any other "
+        "configuration; fix: read that trial's failure and log (tuner trials SPACE), then correct "
+        "the baseline in SPACE and start a new study (--study-name), or set `probe: {prompts: []}` "
+        "to run without the probe"
+    )
