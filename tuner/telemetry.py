@@ -219,10 +219,21 @@ class GpuSampler:
         ]
         if len(found) > 1:  # line-buffer the output: a SIGTERM must not lose the last samples
             argv = ["stdbuf", "-oL", *argv]
-        self._handle = self.host.start_server(
-            argv, env=self.env, run_dir=self.run_dir, log_name="gpu.csv", port=None
-        )
+        try:
+            self._handle = self.host.start_server(
+                argv, env=self.env, run_dir=self.run_dir, log_name="gpu.csv", port=None
+            )
+        except BaseException:  # Ctrl-C mid-start: ``with`` will not call __exit__; stop it here
+            self._handle = self._started_anyway()
+            self.__exit__()
+            raise
         return self
+
+    def _started_anyway(self) -> ServerHandle | None:
+        try:
+            return self.host.server_in(self.run_dir)
+        except HostError:
+            return None
 
     def __exit__(self, *exc_info: object) -> None:
         handle, self._handle = self._handle, None

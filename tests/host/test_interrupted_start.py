@@ -106,3 +106,40 @@ def test_server_in_reads_back_the_server_of_a_run_folder_while_it_runs(
         session.stop()
     assert wait_until(lambda: not _processes_with(marker), timeout=10.0), _processes_with(marker)
     assert host.server_in(session.run_dir) is None
+
+
+def test_ctrl_c_while_the_gpu_sampler_starts_leaves_no_sampler(host: Host) -> None:
+    """The same sweep for the telemetry sampler (a long-running ``nvidia-smi -lms``), which is
+    started the same way and entered by ``with`` too."""
+    from tests.host.conftest import FAKE_BIN
+    from tuner.telemetry import GpuSampler
+
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    leftovers: dict[int, list[int]] = {}
+    interrupted = 0
+    try:
+        for delay_ms in (2, 5, 9, 14, 20, 28, 40, 60, 90, 130, 200, 300):
+            marker = f"TUNER_TEST_SAMPLER={uuid.uuid4().hex}"
+            name, _, value = marker.partition("=")
+            env = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", name: value}
+            try:
+                signal.setitimer(signal.ITIMER_REAL, delay_ms / 1000.0)
+                with GpuSampler(host, interval_ms=50, env=env):
+                    time.sleep(1.0)  # the alarm, if still due, lands inside the block
+            except KeyboardInterrupt:
+                interrupted += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            if not wait_until(lambda: not _processes_with(marker), timeout=10.0):
+                leftovers[delay_ms] = _processes_with(marker)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        for pids in leftovers.values():
+            for pid in pids:  # only this test's own samplers, found by their unique marker
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    assert not leftovers, f"samplers left running after an interrupted start: {leftovers}"
+    assert interrupted >= 3
