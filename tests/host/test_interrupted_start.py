@@ -14,13 +14,15 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from tests.host.conftest import wait_until
+from tests.host.conftest import FAKE_BIN, wait_until
 from tuner.engines import load_profile
 from tuner.host import Host
 from tuner.lifecycle import ServerSession
+from tuner.telemetry import GpuSampler
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -41,49 +43,59 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt("SIGALRM standing in for Ctrl-C")
 
 
-def test_ctrl_c_at_any_moment_of_a_start_leaves_no_server(host: Host, run_root: str) -> None:
-    profile = load_profile("sglang")
+def _sweep(delays_ms: tuple[int, ...], attempt: Callable[[dict[str, str], int], bool]) -> int:
+    """Run ``attempt(env, delay_ms)`` with an interrupt due after each delay; ``env`` holds a
+    unique marker the attempt's processes carry. Returns how many attempts were interrupted;
+    fails naming the delays after which a marked process was still alive (those are killed)."""
     previous = signal.signal(signal.SIGALRM, _interrupt)
-    outcomes = {"interrupted": 0, "started": 0}
-    leftovers: dict[float, list[int]] = {}
+    leftovers: dict[int, list[int]] = {}
+    interrupted = 0
     try:
-        # From inside the start script to well after the start returned (local: ~30 ms, ssh: more).
-        for delay_ms in (1, 3, 5, 8, 12, 17, 23, 30, 40, 55, 75, 100, 140, 200, 300):
-            marker = f"TUNER_TEST_INTERRUPT={uuid.uuid4().hex}"
-            name, _, value = marker.partition("=")
-            session = ServerSession(
-                host, profile, ["sleep", "300"], {name: value}, port=0,
-                run_dir=f"{run_root}/start-{delay_ms}", stop_grace_s=1.0,
-            )
+        for delay_ms in delays_ms:
+            name, value = "TUNER_TEST_INTERRUPT", uuid.uuid4().hex
             try:
                 signal.setitimer(signal.ITIMER_REAL, delay_ms / 1000.0)
-                try:
-                    session.start()
-                    time.sleep(1.0)  # the alarm, if still due, lands here: after the start
-                except KeyboardInterrupt:
-                    pass
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                if session.handle is not None and host.is_running(session.handle):
-                    outcomes["started"] += 1  # the start won the race: the session owns it
-                    session.stop()
-                else:
-                    outcomes["interrupted"] += 1
+                interrupted += attempt({name: value}, delay_ms)
+            except KeyboardInterrupt:
+                interrupted += 1
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+            marker = f"{name}={value}"
             if not wait_until(lambda: not _processes_with(marker), timeout=10.0):
                 leftovers[delay_ms] = _processes_with(marker)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         for pids in leftovers.values():
-            for pid in pids:  # only this test's own servers, found by their unique marker
+            for pid in pids:  # only this test's own processes, found by their unique marker
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-    assert not leftovers, f"servers left running after an interrupted start: {leftovers}"
-    assert outcomes["interrupted"] >= 3, f"the sweep never interrupted a start: {outcomes}"
+    assert not leftovers, f"processes left running after an interrupted start: {leftovers}"
+    return interrupted
+
+
+def test_ctrl_c_at_any_moment_of_a_start_leaves_no_server(host: Host, run_root: str) -> None:
+    profile = load_profile("sglang")
+
+    def start(env: dict[str, str], delay_ms: int) -> bool:
+        session = ServerSession(host, profile, ["sleep", "300"], env, port=0,
+                                run_dir=f"{run_root}/start-{delay_ms}", stop_grace_s=1.0)
+        try:
+            session.start()
+            time.sleep(1.0)  # the alarm, if still due, lands here: after the start
+        except KeyboardInterrupt:
+            pass
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if session.handle is not None and host.is_running(session.handle):
+            session.stop()  # the start won the race: the session owns its server
+            return False
+        return True
+
+    # From inside the start script to well after the start returned (local: ~30 ms, ssh: more).
+    interrupted = _sweep((1, 3, 5, 8, 12, 17, 23, 30, 40, 55, 75, 100, 140, 200, 300), start)
+    assert interrupted >= 3, "the sweep never interrupted a start"
 
 
 def test_server_in_reads_back_the_server_of_a_run_folder_while_it_runs(
@@ -111,35 +123,10 @@ def test_server_in_reads_back_the_server_of_a_run_folder_while_it_runs(
 def test_ctrl_c_while_the_gpu_sampler_starts_leaves_no_sampler(host: Host) -> None:
     """The same sweep for the telemetry sampler (a long-running ``nvidia-smi -lms``), which is
     started the same way and entered by ``with`` too."""
-    from tests.host.conftest import FAKE_BIN
-    from tuner.telemetry import GpuSampler
 
-    previous = signal.signal(signal.SIGALRM, _interrupt)
-    leftovers: dict[int, list[int]] = {}
-    interrupted = 0
-    try:
-        for delay_ms in (2, 5, 9, 14, 20, 28, 40, 60, 90, 130, 200, 300):
-            marker = f"TUNER_TEST_SAMPLER={uuid.uuid4().hex}"
-            name, _, value = marker.partition("=")
-            env = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", name: value}
-            try:
-                signal.setitimer(signal.ITIMER_REAL, delay_ms / 1000.0)
-                with GpuSampler(host, interval_ms=50, env=env):
-                    time.sleep(1.0)  # the alarm, if still due, lands inside the block
-            except KeyboardInterrupt:
-                interrupted += 1
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if not wait_until(lambda: not _processes_with(marker), timeout=10.0):
-                leftovers[delay_ms] = _processes_with(marker)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        for pids in leftovers.values():
-            for pid in pids:  # only this test's own samplers, found by their unique marker
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    assert not leftovers, f"samplers left running after an interrupted start: {leftovers}"
-    assert interrupted >= 3
+    def sample(env: dict[str, str], delay_ms: int) -> bool:
+        with GpuSampler(host, interval_ms=50, env={"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", **env}):
+            time.sleep(1.0)  # the alarm, if still due, lands inside the block
+        return False
+
+    assert _sweep((2, 5, 9, 14, 20, 28, 40, 60, 90, 130, 200, 300), sample) >= 3
