@@ -32,6 +32,9 @@ class PhaseTimes:
     stopped: float | None = None
     levels: dict[int, tuple[float, float]] = field(default_factory=dict)
 
+# How long an interrupted start looks for the server it may still have spawned (over SSH).
+_READ_BACK_S = 3.0
+
 
 class ServerSession:
     """Start one server, wait for readiness, watch it, and always stop it.
@@ -134,7 +137,7 @@ class ServerSession:
         ``start_server`` did not return it), so that no server outlives an interrupted start."""
         try:
             if self.handle is None:
-                self.handle = self.host.server_in(self.run_dir)
+                self.handle = self.host.server_in(self.run_dir, wait_s=_READ_BACK_S)
             self.stop()
         except Exception:  # the host is gone: the next run stops the server as an orphan
             pass

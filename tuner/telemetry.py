@@ -231,7 +231,7 @@ class GpuSampler:
 
     def _started_anyway(self) -> ServerHandle | None:
         try:
-            return self.host.server_in(self.run_dir)
+            return self.host.server_in(self.run_dir, wait_s=3.0)
         except HostError:
             return None
 

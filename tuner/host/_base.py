@@ -167,15 +167,21 @@ class Host(abc.ABC):
             started_at=started_at,
         )
 
-    def server_in(self, run_dir: str) -> ServerHandle | None:
+    def server_in(self, run_dir: str, *, wait_s: float = 0.0) -> ServerHandle | None:
         """The server started in ``run_dir`` if it still runs (its ``server.json`` is written
         right after the spawn), else None: how a start interrupted before it returned its handle
-        is cleaned up."""
-        try:
-            handle = ServerHandle.from_record(json.loads(self.read_file(f"{run_dir}/server.json")))
-        except (HostError, ValueError, KeyError, TypeError):
-            return None
-        return handle if self.is_running(handle) else None
+        is cleaned up. ``wait_s``: how long to keep looking (over SSH an interrupted start script
+        goes on on the host and may spawn the server a moment later)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                record = json.loads(self.read_file(f"{run_dir}/server.json"))
+                handle = ServerHandle.from_record(record)
+                return handle if self.is_running(handle) else None
+            except (HostError, ValueError, KeyError, TypeError):
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.2)
 
     def is_running(self, handle: ServerHandle) -> bool:
         """True while the server's leader process lives (a zombie counts as dead).
