@@ -109,20 +109,7 @@ class PostgresServer:
             "30",
             "start",
         )
-        self._as_postgres(
-            str(PG_BIN / "psql"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-q",
-            "-c",
-            "CREATE DATABASE tuner",
-        )
+        self.create_database("tuner")
 
     def create_database(self, name: str) -> str:
         """Create another database; its URL."""
