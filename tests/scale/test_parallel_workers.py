@@ -120,10 +120,12 @@ class Worker:
         return self.finish(timeout)
 
     def server_pids(self) -> list[tuple[int, str]]:
-        """(PID, start time) of the emulated servers this worker started (their run records)."""
-        runs = self.dir / "studies" / f"{self.run.name}-emulated.host" / "runs" / self.run.name
+        """(PID, start time) of the emulated servers and GPU samplers this worker started (their
+        run records)."""
+        runs = self.dir / "studies" / f"{self.run.name}-emulated.host" / "runs"
         found = []
-        for record in runs.glob("trial-*/server.json"):
+        records = [*runs.glob(f"{self.run.name}/trial-*/server.json"), *runs.glob(".telemetry/*/server.json")]
+        for record in records:
             try:
                 fields = json.loads(record.read_text())
                 found.append((int(fields["pid"]), str(fields["starttime"])))
