@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["TunerError", "ConfigError", "HostError", "ServerFailure", "FAILURE_CLASSES"]
+__all__ = [
+    "TunerError",
+    "ConfigError",
+    "HostError",
+    "NoAnswerInTime",
+    "ServerFailure",
+    "FAILURE_CLASSES",
+]
 
 # The reason classes a FAIL trial carries in its ``failure_reason`` user attribute.
 # ``unstable-at-<c>`` is formed with the concurrency level at which the server broke.
@@ -38,6 +45,10 @@ class ConfigError(TunerError):
 
 class HostError(TunerError):
     """The host could not be reached or a command on it failed unexpectedly."""
+
+
+class NoAnswerInTime(TunerError):
+    """A request to the server got no answer within its time limit (the server may hang)."""
 
 
 class ServerFailure(TunerError):

@@ -215,8 +215,11 @@ def test_two_hosts_feed_one_study(
     keys = Counter(t.user_attrs["config_key"] for t in ran)
     assert max(keys.values()) == 1, f"ran twice: {[k for k, n in keys.items() if n > 1]}"
     assert sum(bool(t.user_attrs.get("is_baseline")) for t in ran) == 1
-    crashed = [t for t in ran if t.user_attrs.get("failure_reason") == "wrong-output"]
-    assert len(crashed) == 1 and crashed[0].user_attrs["config"]["attention_backend"] == "fa3"
+    # The enqueued fa3 is caught by the probe; a sampler may draw fa3 again with other values
+    # (a new configuration), and it must be caught the same way; nothing else is wrong output.
+    garbage = {t.number for t in ran if t.user_attrs["config"]["attention_backend"] == "fa3"}
+    wrong = {t.number for t in ran if t.user_attrs.get("failure_reason") == "wrong-output"}
+    assert garbage and wrong == garbage, [(t.number, t.user_attrs.get("failure_detail")) for t in ran]
     assert not any(t.user_attrs.get("retry_of") is not None for t in trials)
 
 
@@ -286,10 +289,11 @@ def test_a_killed_worker_s_trial_is_failed_by_heartbeat_and_run_again(
     assert retry.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     assert retry.user_attrs.get("failure_reason") != "worker-died"
     crashed = [t for t in trials if t.user_attrs.get("failure_reason") == "wrong-output"]
-    # The configuration that crashed its server is never run again after the crash: it crashed at
-    # most once, no trial is a retry of it, and no later host run has its configuration. (It may
-    # itself be the retry of the killed worker's trial, when that trial was this configuration.)
-    assert len(crashed) <= 1
+    # A configuration that crashed its server is never run again after the crash: no trial is a
+    # retry of it and no later host run has its configuration. (It may itself be the retry of the
+    # killed worker's trial, when that trial was this configuration.) A sampler may draw fa3 again
+    # with other values: that is another configuration, caught by the probe the same way.
+    assert len({t.user_attrs["config_key"] for t in crashed}) == len(crashed)
     for bad in crashed:
         assert not any(t.user_attrs.get("retry_of") == bad.number for t in trials)
         assert not [

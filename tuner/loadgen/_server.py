@@ -1,7 +1,7 @@
 """Small questions to a running server: its time scale, its model name, one greedy completion.
 
 Each call is bounded by ``timeout_s``. A server that does not answer raises a one-line
-:class:`TunerError`; a server without ``/server_info`` (vLLM answers 404) runs at K = 1.
+:class:`TunerError` (:class:`NoAnswerInTime` when the time ran out); a server without ``/server_info`` (vLLM answers 404) runs at K = 1.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from tuner.errors import TunerError
+from tuner.errors import NoAnswerInTime, TunerError
 from tuner.loadgen._apis import api_format
 from tuner.loadgen._prompts import Prompt
 from tuner.loadgen._stream import JSON_HEADERS, describe_error
@@ -36,9 +36,9 @@ def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
 
 
 def _unreachable(url: str, exc: BaseException) -> TunerError:
-    return TunerError(
-        f"{url} does not answer ({describe_error(exc)}): start the server or fix the URL"
-    )
+    """The one-line error of a request without an answer: NoAnswerInTime when it timed out."""
+    kind = NoAnswerInTime if isinstance(exc, TimeoutError) else TunerError
+    return kind(f"{url} does not answer ({describe_error(exc)}): start the server or fix the URL")
 
 
 async def _get_json(

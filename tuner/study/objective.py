@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import optuna
 
-from tuner.errors import ServerFailure, TunerError
+from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.patches import PatchManager
@@ -147,6 +147,10 @@ class TrialRunner:
                 reference=reference,
                 required=probe.min_matching_prompts,
             )
+        except NoAnswerInTime as error:
+            raise session.failure() or ServerFailure(
+                "hang", f"probe got no answer: {error}", session.log_excerpt()
+            ) from None
         except TunerError as error:
             raise session.failure() or ServerFailure(
                 "wrong-output", f"probe request failed: {error}", session.log_excerpt()
