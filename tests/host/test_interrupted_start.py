@@ -1,26 +1,32 @@
 """Ctrl-C while a server is starting leaves no server running, at whatever moment it lands.
 
 ``with ServerSession(...)`` cannot stop a server whose start was cut short: ``__exit__`` is not
-called when ``__enter__`` raises, and ``start_server`` never returned the handle. The session
-therefore reads the handle back from the run folder (``server.json`` is written right after the
-spawn) and stops that server before the interrupt goes on. The test lands a real SIGALRM, raised
-as KeyboardInterrupt like Ctrl-C, at a sweep of moments from the first millisecond of the start to
-after it returned, and checks each time that no process of the server is left.
+called when ``__enter__`` raises, and ``start_server`` never returned the handle. A first Ctrl-C
+is therefore held until the start script returned; the session then reads the handle back from
+the run folder (``server.json`` is written right after the spawn) and stops that server before the
+interrupt goes on. The tests send a real SIGINT at a sweep of moments from the first millisecond of
+the start to after it returned, and to a start script that a slow host runs for seconds, and check
+each time that no process of the server is left.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from tests.host.conftest import FAKE_BIN, wait_until
+import pytest
+
+from tests.host.conftest import FAKE_BIN, ssh_spec, wait_until
+from tests.support.sshd import SshServer
 from tuner.engines import load_profile
-from tuner.host import Host
+from tuner.host import CommandResult, Host, HostSpec, SshHost
 from tuner.lifecycle import ServerSession
 from tuner.telemetry import GpuSampler
 
@@ -40,7 +46,8 @@ def _processes_with(marker: str) -> list[int]:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt("SIGALRM standing in for Ctrl-C")
+    """The alarm sends the real Ctrl-C signal (SIGINT) to this process: held or raised."""
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 def _sweep(delays_ms: tuple[int, ...], attempt: Callable[[dict[str, str], int], bool]) -> int:
@@ -130,3 +137,74 @@ def test_ctrl_c_while_the_gpu_sampler_starts_leaves_no_sampler(host: Host) -> No
         return False
 
     assert _sweep((2, 5, 9, 14, 20, 28, 40, 60, 90, 130, 200, 300), sample) >= 3
+
+
+class _SlowHost(SshHost):
+    """The test sshd behind a slow host: its start script begins ``delay_s`` after it was sent
+    (a loaded machine, a slow login), so the server is spawned seconds after a Ctrl-C."""
+
+    def __init__(self, spec: HostSpec, delay_s: float) -> None:
+        super().__init__(spec)
+        self.delay_s = delay_s
+
+    def run(self, command: str, **options: Any) -> CommandResult:
+        if "nohup setsid" in command:
+            command = f"sleep {self.delay_s}\n{command}"
+        return super().run(command, **options)
+
+
+def _start_interrupted(session: ServerSession, *, after_s: tuple[float, ...]) -> float:
+    """Start ``session`` with a real SIGINT sent at each of ``after_s``; the seconds it took
+    until the interrupt came out of ``start()``."""
+    timers = [threading.Timer(s, os.kill, (os.getpid(), signal.SIGINT)) for s in after_s]
+    started = time.monotonic()
+    try:
+        for timer in timers:
+            timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            session.start()
+        return time.monotonic() - started
+    finally:
+        for timer in timers:
+            timer.cancel()
+
+
+def test_ctrl_c_during_a_slow_remote_start_waits_for_it_and_stops_the_server(
+    sshd: SshServer, run_root: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The start script runs 4 s after it was sent; Ctrl-C lands after 1 s. Without the hold the
+    tuner gave up at once and the server, spawned 3 s later, was left running."""
+    marker = f"TUNER_TEST_SLOW={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    host = _SlowHost(ssh_spec(sshd, run_root), delay_s=4.0)
+    session = ServerSession(host, load_profile("sglang"), ["sleep", "300"], {name: value}, port=0,
+                            run_dir=f"{run_root}/slow", stop_grace_s=1.0)
+    try:
+        took = _start_interrupted(session, after_s=(1.0,))
+        assert took >= 4.0, f"the interrupt came out after {took:.1f} s, before the start returned"
+        assert "tuner: interrupt held until the start of 'sleep' returns" in capfd.readouterr().err
+        assert wait_until(lambda: not _processes_with(marker), timeout=10.0), "server left running"
+    finally:
+        host.close()
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_second_ctrl_c_abandons_a_start_that_does_not_return(
+    sshd: SshServer, run_root: str
+) -> None:
+    """A host that does not answer must not hold the tuner: the second interrupt goes through
+    (the server its script spawns later is left to the next run's orphan cleanup)."""
+    marker = f"TUNER_TEST_ABANDONED={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    host = _SlowHost(ssh_spec(sshd, run_root), delay_s=8.0)
+    session = ServerSession(host, load_profile("sglang"), ["sleep", "300"], {name: value}, port=0,
+                            run_dir=f"{run_root}/stuck", stop_grace_s=1.0)
+    try:
+        took = _start_interrupted(session, after_s=(0.5, 1.5))
+        assert took < 7.0, f"the second interrupt took {took:.1f} s to come out"
+    finally:
+        host.close()
+        wait_until(lambda: bool(_processes_with(marker)), timeout=15.0)  # the late spawn
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

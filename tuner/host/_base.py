@@ -22,6 +22,7 @@ from tuner.errors import HostError
 from tuner.host import _shell
 from tuner.host._owner import current_owner, owner_alive
 from tuner.host._types import CommandResult, ServerHandle
+from tuner.interrupts import interrupts_held
 
 __all__ = ["Host"]
 
@@ -83,6 +84,10 @@ class Host(abc.ABC):
     def close(self) -> None:
         """Release the connection (nothing to do locally)."""
 
+    def abandon(self) -> None:
+        """Cut short the command in flight (from a signal handler): nothing to do locally, where
+        the command itself is interrupted; SSH closes its connection."""
+
     def sibling(self) -> Host:
         """Another handle on the same host with a connection of its own, for a background thread
         whose errors must not reach the run's connection (locally: this host itself)."""
@@ -129,6 +134,10 @@ class Host(abc.ABC):
             cwd: working directory (default ``run_dir``).
             port: the port it will serve on (default: the value after ``--port`` in ``argv``).
 
+        A first Ctrl-C (or SIGTERM) is held until the start command returns and then raised: the
+        caller reads the handle back with :meth:`server_in` and stops the server. A second one
+        abandons the start at once.
+
         Raises:
             HostError: the start command failed or printed no PID.
         """
@@ -148,7 +157,10 @@ class Host(abc.ABC):
             sort_keys=True,
         )[1:]
         script = _shell.start_script(argv, env, run_dir, log_path, cwd or run_dir, tail)
-        result = self._checked(script, f"starting {argv[0]!r} in {run_dir}")
+        # Ctrl-C waits for the start script: once it returns, ``server.json`` names what it spawned
+        # (and the caller stops it); cut short over SSH, the script could spawn it unseen.
+        with interrupts_held(f"the start of {argv[0]!r}", abandon=self.abandon):
+            result = self._checked(script, f"starting {argv[0]!r} in {run_dir}")
         fields = result.stdout.split()
         if len(fields) < 2 or not fields[0].isdigit():
             raise HostError(

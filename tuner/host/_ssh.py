@@ -205,6 +205,14 @@ class SshHost(Host):
     def close(self) -> None:
         self._discard()
 
+    def abandon(self) -> None:
+        """Close the connection under the command in flight (called from a signal handler, so
+        without the lock the interrupted thread may hold); the next call connects again."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.close()
+
     def sibling(self) -> SshHost:
         """A second SshHost on the same spec: it connects on its first call, separately."""
         return SshHost(self._spec)
