@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from tuner.errors import ConfigError, TunerError
+from tuner.interrupts import terminate_like_ctrl_c
 
 __all__ = ["app", "main"]
 
@@ -293,7 +294,8 @@ def main() -> None:
     """Entry point: run the app and turn tuner errors into one line and an exit code."""
     _quiet_optuna()
     try:
-        code = app(standalone_mode=False)
+        with terminate_like_ctrl_c():  # SIGTERM cleans up like Ctrl-C, in every command
+            code = app(standalone_mode=False)
     except TunerError as error:
         print(f"tuner: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)

@@ -1,4 +1,7 @@
-"""Holding Ctrl-C (and SIGTERM) while a process is being started on the host.
+"""Ctrl-C and SIGTERM: both stop the tuner the same clean way; both wait for a start to return.
+
+:func:`terminate_like_ctrl_c` makes SIGTERM (a process manager, ``kill``, a CI timeout) raise
+KeyboardInterrupt like Ctrl-C, so every command stops its server and reverts its patches on it.
 
 An interrupt that lands while a start command is on its way to the host (over SSH, the remote
 start script may spawn the server a few seconds later) leaves the tuner without the handle of what
@@ -17,7 +20,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TextIO
 
-__all__ = ["HELD_SIGNALS", "interrupts_held"]
+__all__ = ["HELD_SIGNALS", "interrupts_held", "raise_keyboard_interrupt", "terminate_like_ctrl_c"]
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -65,3 +68,24 @@ def interrupts_held(
             signal.signal(signum, handler)
         if received:  # delivered again, to the handler it was meant for, whatever the block did
             signal.raise_signal(received[0])
+
+
+def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    """A signal handler: the signal stops the tuner like Ctrl-C."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def terminate_like_ctrl_c() -> Iterator[None]:
+    """Run the block with SIGTERM raising KeyboardInterrupt (main thread only; a SIGTERM the
+    process ignores stays ignored); the previous handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(
+        signal.SIGTERM
+    ) in (signal.SIG_IGN, None):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from tuner.doctor import format_checks
 from tuner.errors import TunerError
+from tuner.interrupts import raise_keyboard_interrupt
 from tuner.patches import PatchManager
 from tuner.study.feasibility import FeasibilityCheck, failing_values
 from tuner.study.host_claim import claim_host, release_host
@@ -83,10 +84,6 @@ def study_pruner(space: Any) -> BaselinePruner | None:
     )
 
 
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def open_study(space: Any, target: Target, options: OptimizeOptions) -> optuna.Study:
     """Create or resume the study; a changed search space is refused before the host is touched."""
     storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
@@ -133,7 +130,7 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     study = open_study(space, target, options)
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     try:
         claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     except BaseException:
