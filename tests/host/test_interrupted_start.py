@@ -11,12 +11,13 @@ each time that no process of the server is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -153,6 +154,23 @@ class _SlowHost(SshHost):
         return super().run(command, **options)
 
 
+@contextlib.contextmanager
+def _slow_start(sshd: SshServer, run_root: str, delay_s: float) -> Iterator[tuple[ServerSession, str]]:
+    """A session that starts ``sleep 300`` on a host ``delay_s`` slow, and the marker its server
+    carries; what is left of it afterwards (a late spawn included) is killed by that marker."""
+    marker = f"TUNER_TEST_SLOW={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
+    host = _SlowHost(ssh_spec(sshd, run_root), delay_s=delay_s)
+    session = ServerSession(host, load_profile("sglang"), ["sleep", "300"], {name: value}, port=0,
+                            run_dir=f"{run_root}/slow", stop_grace_s=1.0)
+    try:
+        yield session, marker
+    finally:
+        host.close()
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _start_interrupted(session: ServerSession, *, after_s: tuple[float, ...]) -> float:
     """Start ``session`` with a real SIGINT sent at each of ``after_s``; the seconds it took
     until the interrupt came out of ``start()``."""
@@ -174,20 +192,11 @@ def test_ctrl_c_during_a_slow_remote_start_waits_for_it_and_stops_the_server(
 ) -> None:
     """The start script runs 4 s after it was sent; Ctrl-C lands after 1 s. Without the hold the
     tuner gave up at once and the server, spawned 3 s later, was left running."""
-    marker = f"TUNER_TEST_SLOW={uuid.uuid4().hex}"
-    name, _, value = marker.partition("=")
-    host = _SlowHost(ssh_spec(sshd, run_root), delay_s=4.0)
-    session = ServerSession(host, load_profile("sglang"), ["sleep", "300"], {name: value}, port=0,
-                            run_dir=f"{run_root}/slow", stop_grace_s=1.0)
-    try:
+    with _slow_start(sshd, run_root, delay_s=4.0) as (session, marker):
         took = _start_interrupted(session, after_s=(1.0,))
         assert took >= 4.0, f"the interrupt came out after {took:.1f} s, before the start returned"
         assert "tuner: interrupt held until the start of 'sleep' returns" in capfd.readouterr().err
         assert wait_until(lambda: not _processes_with(marker), timeout=10.0), "server left running"
-    finally:
-        host.close()
-        for pid in _processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_second_ctrl_c_abandons_a_start_that_does_not_return(
@@ -195,16 +204,7 @@ def test_a_second_ctrl_c_abandons_a_start_that_does_not_return(
 ) -> None:
     """A host that does not answer must not hold the tuner: the second interrupt goes through
     (the server its script spawns later is left to the next run's orphan cleanup)."""
-    marker = f"TUNER_TEST_ABANDONED={uuid.uuid4().hex}"
-    name, _, value = marker.partition("=")
-    host = _SlowHost(ssh_spec(sshd, run_root), delay_s=8.0)
-    session = ServerSession(host, load_profile("sglang"), ["sleep", "300"], {name: value}, port=0,
-                            run_dir=f"{run_root}/stuck", stop_grace_s=1.0)
-    try:
+    with _slow_start(sshd, run_root, delay_s=8.0) as (session, marker):
         took = _start_interrupted(session, after_s=(0.5, 1.5))
         assert took < 7.0, f"the second interrupt took {took:.1f} s to come out"
-    finally:
-        host.close()
-        wait_until(lambda: bool(_processes_with(marker)), timeout=15.0)  # the late spawn
-        for pid in _processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: bool(_processes_with(marker)), timeout=15.0)  # the late spawn, killed

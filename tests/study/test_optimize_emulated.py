@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_OFF, N_ON
@@ -174,24 +174,40 @@ def _emulator_pids(port: int) -> list[int]:
     return found
 
 
-def test_ctrl_c_leaves_no_server_and_the_study_resumes(emulated_study) -> None:
-    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20})
-    command = [sys.executable, "-m", "tuner", "optimize", str(run.path), "--trials", "3",
-               "--emulate", "--port", str(run.port), "--seed", "7"]
+def tuner_with_a_server(run: Any, *args: str) -> subprocess.Popen[str]:
+    """``tuner ARGS`` started in the background in the study's folder, once its emulated server
+    runs (its output piped; its own session, so that a failed test can kill its group)."""
+    command = [sys.executable, "-m", "tuner", *args]
     tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not _emulator_pids(run.port) and time.monotonic() < deadline and tuner.poll() is None:
+        time.sleep(0.2)
+    if not _emulator_pids(run.port):
+        os.killpg(tuner.pid, signal.SIGKILL)
+        raise AssertionError(f"the emulated server never started: {tuner.communicate()[0]}")
+    return tuner
+
+
+def signalled(tuner: subprocess.Popen[str], signum: int, after_s: float = 1.0) -> tuple[int, str]:
+    """Send ``signum`` to the tuner after ``after_s``; its exit code and output once it ended
+    (SIGKILLed with its group if it does not end within a minute)."""
     try:
-        deadline = time.monotonic() + 60
-        while not _emulator_pids(run.port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _emulator_pids(run.port), "the emulator never started"
-        time.sleep(1.0)
-        tuner.send_signal(signal.SIGINT)
+        time.sleep(after_s)
+        tuner.send_signal(signum)
         output, _ = tuner.communicate(timeout=60)
     finally:
         if tuner.poll() is None:
             os.killpg(tuner.pid, signal.SIGKILL)
-    assert tuner.returncode == 130, output
+    return tuner.returncode, output
+
+
+def test_ctrl_c_leaves_no_server_and_the_study_resumes(emulated_study) -> None:
+    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20})
+    tuner = tuner_with_a_server(run, "optimize", str(run.path), "--trials", "3", "--emulate",
+                                "--port", str(run.port), "--seed", "7")
+    code, output = signalled(tuner, signal.SIGINT)
+    assert code == 130, output
     assert _emulator_pids(run.port) == []
     trials = _trials(run.study())
     assert trials[-1].state == TrialState.FAIL

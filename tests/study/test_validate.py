@@ -3,16 +3,17 @@ and a soak stopped by SIGTERM."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 
 import optuna
 
 from tests.study.conftest import N_ON
-from tests.study.test_optimize_emulated import SMALL, _emulator_pids
+from tests.study.test_optimize_emulated import (
+    SMALL,
+    _emulator_pids,
+    signalled,
+    tuner_with_a_server,
+)
 from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE
 
 # Memory 0.95: it starts cleanly and survives short levels up to 512 concurrent requests, but a
@@ -56,23 +57,12 @@ def test_sigterm_during_a_soak_stops_the_server_and_reverts_the_patch(emulated_s
     run.optimize(2)
     host_root = run.dir / "studies" / f"{run.name}-emulated.host"
     gate = host_root / GATE_FILE
-    command = [sys.executable, "-m", "tuner", "validate", str(run.path), "--emulate", "--port",
-               str(run.port), "--top", "1", "--duration", "3600"]
-    tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not _emulator_pids(run.port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _emulator_pids(run.port), "the soak's server never started"
-        assert gate.read_bytes() != STANDIN_GATE.read_bytes()  # patched for the soak
-        time.sleep(1.0)
-        tuner.send_signal(signal.SIGTERM)
-        output, _ = tuner.communicate(timeout=60)
-    finally:
-        if tuner.poll() is None:
-            os.killpg(tuner.pid, signal.SIGKILL)
-    assert tuner.returncode == 130, output
+    tuner = tuner_with_a_server(run, "validate", str(run.path), "--emulate", "--port",
+                                str(run.port), "--top", "1", "--duration", "3600")
+    patched_for_the_soak = gate.read_bytes() != STANDIN_GATE.read_bytes()
+    code, output = signalled(tuner, signal.SIGTERM)
+    assert patched_for_the_soak
+    assert code == 130, output
     assert "tuner: interrupted; the server was stopped and patches reverted" in output
     assert _emulator_pids(run.port) == []
     assert gate.read_bytes() == STANDIN_GATE.read_bytes()

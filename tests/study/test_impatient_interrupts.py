@@ -1,0 +1,63 @@
+"""Ctrl-C pressed again and again (an impatient user) while the tuner stops its server.
+
+The first Ctrl-C starts the clean-up: stop the server, revert the patches, release the host. A
+user who sees nothing happen for a moment presses again; those interrupts must not cut the
+clean-up short (before, one landing in the server's stop left the server running and, one in
+the revert, the gate patched). The tuner says it is stopping and exits 130 when done.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from optuna.trial import TrialState
+
+from tests.study.conftest import N_ON
+from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials, tuner_with_a_server
+from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE, ssh_args
+
+
+def _pressed_repeatedly(tuner: subprocess.Popen[str], presses: int, every_s: float) -> tuple[int, str]:
+    """SIGINT ``presses`` times, ``every_s`` apart (stopping early once the tuner ended); its
+    exit code and output (SIGKILLed with its group if it does not end within a minute)."""
+    try:
+        for _ in range(presses):
+            if tuner.poll() is not None:
+                break
+            tuner.send_signal(signal.SIGINT)
+            time.sleep(every_s)
+        output, _ = tuner.communicate(timeout=60)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    return tuner.returncode, output
+
+
+@pytest.mark.parametrize("transport", ["local", "ssh"])
+@pytest.mark.parametrize("every_s", [0.02, 0.15])
+def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
+    emulated_study, request: pytest.FixtureRequest, transport: str, every_s: float
+) -> None:
+    # The baseline is the seeds' winner: its server runs with the autotune gate patched.
+    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20}, baseline=N_ON)
+    over = ssh_args(request.getfixturevalue("sshd")) if transport == "ssh" else []
+    host_root = run.dir / "studies" / f"{run.name}-emulated.host"
+    gate = host_root / GATE_FILE
+    tuner = tuner_with_a_server(run, "optimize", str(run.path), "--trials", "2", "--emulate",
+                                "--port", str(run.port), "--seed", "7", *over)
+    time.sleep(1.0)
+    patched_while_running = gate.read_bytes() != STANDIN_GATE.read_bytes()
+    code, output = _pressed_repeatedly(tuner, presses=30, every_s=every_s)
+    assert patched_while_running
+    assert code == 130, output
+    assert output.rstrip().endswith("tuner: interrupted; the server was stopped and patches reverted")
+    assert _emulator_pids(run.port) == [], output
+    assert gate.read_bytes() == STANDIN_GATE.read_bytes(), "the gate was left patched"
+    assert not list(host_root.rglob("tuner.claim")), "the host claim was left behind"
+    trials = _trials(run.study())
+    assert trials[0].state == TrialState.FAIL
+    assert trials[0].user_attrs["failure_reason"] == "interrupted"
