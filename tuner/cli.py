@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from tuner.errors import ConfigError, TunerError
-from tuner.interrupts import terminate_like_ctrl_c
+from tuner.interrupts import stop_cleanly
 
 __all__ = ["app", "main"]
 
@@ -293,23 +293,29 @@ def _quiet_optuna() -> None:
 def main() -> None:
     """Entry point: run the app and turn tuner errors into one line and an exit code."""
     _quiet_optuna()
+    with stop_cleanly() as interrupts:  # SIGTERM like Ctrl-C; pressed again, the clean-up goes on
+        code = _run_app()
+    if code == 130 and not interrupts.abandoned:  # typer turns Ctrl-C into exit code 130
+        print("tuner: interrupted; the server was stopped and patches reverted", file=sys.stderr)
+    sys.exit(code)
+
+
+def _run_app() -> int:
+    """Run the command: its exit code (130 after Ctrl-C); errors end the process with theirs."""
     try:
-        with terminate_like_ctrl_c():  # SIGTERM cleans up like Ctrl-C, in every command
-            code = app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except TunerError as error:
         print(f"tuner: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
-        code = 130
+        return 130
     except Exception as error:
         # typer's click exceptions (usage errors: exit 2) carry their own message and code.
         if hasattr(error, "format_message") and hasattr(error, "exit_code"):
             print(f"tuner: error: {error.format_message()}", file=sys.stderr)
             sys.exit(error.exit_code)
         raise
-    if code == 130:  # typer turns Ctrl-C into exit code 130
-        print("tuner: interrupted; the server was stopped and patches reverted", file=sys.stderr)
-    sys.exit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-"""Ctrl-C and SIGTERM: both stop the tuner the same clean way; both wait for a start to return.
+"""Ctrl-C and SIGTERM: the tuner stops cleanly, at whatever moment and however often pressed.
 
-:func:`terminate_like_ctrl_c` makes SIGTERM (a process manager, ``kill``, a CI timeout) raise
-KeyboardInterrupt like Ctrl-C, so every command stops its server and reverts its patches on it.
+Two rules:
 
-An interrupt that lands while a start command is on its way to the host (over SSH, the remote
-start script may spawn the server a few seconds later) leaves the tuner without the handle of what
-it started. :func:`interrupts_held` makes the first interrupt wait until the start command has
-returned; the caller then holds the handle and stops what it started before the interrupt goes on.
-A second interrupt abandons the wait at once (for a host that no longer answers).
+- :func:`stop_cleanly` (the CLI runs every command inside it): the first Ctrl-C or SIGTERM (a
+  process manager, ``kill``, a CI timeout) raises KeyboardInterrupt, and the command stops its
+  server, reverts its patches and releases the host on its way out. An impatient user's further
+  interrupts only say that the clean-up goes on; the ``presses_to_abandon``-th abandons it
+  (:class:`CleanUpAbandoned`; what is left is stopped and reverted by the next run on the host).
+- :func:`interrupts_held` around a start or a stop on the host: an interrupt that lands in the
+  middle waits until it returned, then goes on. Cut short, a start over SSH could spawn the
+  server unseen (the host's start script goes on), and a stop could leave it running.
 """
 
 from __future__ import annotations
@@ -17,75 +19,126 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 from typing import TextIO
 
-__all__ = ["HELD_SIGNALS", "interrupts_held", "raise_keyboard_interrupt", "terminate_like_ctrl_c"]
+__all__ = [
+    "INTERRUPT_SIGNALS",
+    "PRESSES_TO_ABANDON",
+    "CleanUpAbandoned",
+    "Interrupts",
+    "interrupts_held",
+    "stop_cleanly",
+]
 
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PRESSES_TO_ABANDON = 4
+
+
+class CleanUpAbandoned(KeyboardInterrupt):
+    """The interrupt that abandons the clean-up: it goes through every hold at once."""
+
+
+@dataclass
+class Interrupts:
+    """What :func:`stop_cleanly` saw: how many interrupts, and whether the clean-up was abandoned."""
+
+    pressed: int = 0
+    abandoned: bool = False
+
+
+def _python_handlers() -> dict[int, Callable[[int, FrameType | None], object]]:
+    """The interrupt signals with a Python handler in this thread (none outside the main thread;
+    an ignored or default-action signal keeps its meaning), and those handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {signum: signal.getsignal(signum) for signum in INTERRUPT_SIGNALS}
+    return {signum: h for signum, h in handlers.items() if callable(h)}
+
+
+def _say(out: TextIO | None, line: str) -> None:
+    print(line, file=out or sys.stderr, flush=True)
+
+
+@contextmanager
+def _handlers(
+    signums: list[int], handler: Callable[[int, FrameType | None], None]
+) -> Iterator[None]:
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
+
+
+@contextmanager
+def stop_cleanly(
+    presses_to_abandon: int = PRESSES_TO_ABANDON, out: TextIO | None = None
+) -> Iterator[Interrupts]:
+    """Run the block with SIGINT and SIGTERM raising KeyboardInterrupt the first time; later ones
+    are counted (the clean-up goes on) until the ``presses_to_abandon``-th abandons it."""
+    seen = Interrupts()
+    signums = [] if threading.current_thread() is not threading.main_thread() else [
+        s for s in INTERRUPT_SIGNALS if signal.getsignal(s) not in (signal.SIG_IGN, None)
+    ]
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        seen.pressed += 1
+        left = presses_to_abandon - seen.pressed
+        if seen.pressed == 1:
+            _say(out, f"tuner: stopping cleanly (interrupt {left} more times to abandon the clean-up)")
+            raise KeyboardInterrupt(f"signal {signum}")
+        if left > 0:
+            _say(out, f"tuner: still stopping cleanly; interrupt {left} more time(s) to abandon it")
+            return
+        seen.abandoned = True
+        _say(out, "tuner: clean-up abandoned: a server or a patch may be left on the host; "
+                  "the next `tuner optimize` there stops and reverts them")
+        raise CleanUpAbandoned(f"signal {signum}")
+
+    with _handlers(signums, on_interrupt):
+        yield seen
 
 
 @contextmanager
 def interrupts_held(
-    what: str, abandon: Callable[[], None] | None = None, out: TextIO | None = None
+    what: str, *, abandon: Callable[[], None] | None = None, out: TextIO | None = None
 ) -> Iterator[None]:
-    """Run the block with SIGINT and SIGTERM held; after it, deliver the first one that came.
+    """Run the block with interrupts held: each goes to the handler in place (which counts it),
+    and a KeyboardInterrupt that handler raises is raised after the block, whatever the block did.
 
     Args:
-        what: the held operation, for the one-line notice (``"the server's start"``).
-        abandon: called on a second interrupt, before it is raised, to cut the operation short
-            (an SSH host closes its connection: fabric would otherwise wait for the command).
+        what: the held operation, for the one-line notice (``"the start of 'python3'"``).
+        abandon: called when the clean-up is abandoned (:class:`CleanUpAbandoned`, which goes
+            through at once) to cut the operation short: an SSH host closes its connection,
+            where fabric would otherwise wait for the command to end.
         out: where the notice goes (standard error by default).
-
-    Only the main thread can hold signals; elsewhere the block runs as it is. A signal the process
-    ignores stays ignored. The held signal is raised again once the previous handlers are back,
-    so it has its usual effect (the tuner's handlers raise KeyboardInterrupt).
     """
-    held = [s for s in HELD_SIGNALS if signal.getsignal(s) not in (signal.SIG_IGN, None)]
-    if threading.current_thread() is not threading.main_thread() or not held:
-        yield
-        return
-    received: list[int] = []
+    previous = _python_handlers()
+    pending: list[KeyboardInterrupt] = []
 
     def hold(signum: int, frame: FrameType | None) -> None:
-        if received:
+        try:
+            previous[signum](signum, frame)
+        except CleanUpAbandoned:
             if abandon is not None:
                 abandon()
-            raise KeyboardInterrupt(f"signal {signum}, again while {what} was held")
-        received.append(signum)
-        print(
-            f"tuner: interrupt held until {what} returns, then it is stopped; "
-            "interrupt again to abandon it",
-            file=out or sys.stderr,
-            flush=True,
-        )
+            raise
+        except KeyboardInterrupt as interrupt:
+            if not pending:
+                _say(out, f"tuner: interrupt held until {what} returns")
+            pending.append(interrupt)
 
-    previous = {signum: signal.signal(signum, hold) for signum in held}
     try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if received:  # delivered again, to the handler it was meant for, whatever the block did
-            signal.raise_signal(received[0])
-
-
-def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
-    """A signal handler: the signal stops the tuner like Ctrl-C."""
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextmanager
-def terminate_like_ctrl_c() -> Iterator[None]:
-    """Run the block with SIGTERM raising KeyboardInterrupt (main thread only; a SIGTERM the
-    process ignores stays ignored); the previous handler is back afterwards."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(
-        signal.SIGTERM
-    ) in (signal.SIG_IGN, None):
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        with _handlers(list(previous), hold):
+            yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        if pending:
+            raise pending[0]  # the interrupt wins; the block's error is its context
+        raise
+    if pending:
+        raise pending[0]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from tuner.engines import EngineProfile
 from tuner.errors import HostError, ServerFailure
 from tuner.host import Host, ServerHandle
+from tuner.interrupts import CleanUpAbandoned
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
@@ -109,6 +110,8 @@ class ServerSession:
             self._connections = _connections(self.host)
             self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
             self._watcher.start()
+        except CleanUpAbandoned:  # the user gave up on the host: no more calls to it
+            raise
         except BaseException:  # Ctrl-C or a lost host mid-start: ``with`` will not call stop()
             self._stop_after_failed_start()
             raise

@@ -19,6 +19,7 @@ from typing import Any, Self
 
 from tuner.errors import HostError
 from tuner.host import Host, ServerHandle
+from tuner.interrupts import CleanUpAbandoned
 
 __all__ = [
     "SAMPLER_FIELDS",
@@ -223,6 +224,8 @@ class GpuSampler:
             self._handle = self.host.start_server(
                 argv, env=self.env, run_dir=self.run_dir, log_name="gpu.csv", port=None
             )
+        except CleanUpAbandoned:  # the user gave up on the host: no more calls to it
+            raise
         except BaseException:  # Ctrl-C mid-start: ``with`` will not call __exit__; stop it here
             self._handle = self._started_anyway()
             self.__exit__()

@@ -2,8 +2,9 @@
 
 The first Ctrl-C starts the clean-up: stop the server, revert the patches, release the host. A
 user who sees nothing happen for a moment presses again; those interrupts must not cut the
-clean-up short (before, one landing in the server's stop left the server running and, one in
-the revert, the gate patched). The tuner says it is stopping and exits 130 when done.
+clean-up short (before, one landing in the server's stop could leave the server running, and one
+in the revert the gate patched). The tuner says it is stopping and exits 130 when done. The
+fourth interrupt abandons the clean-up, and the next run on the host finishes it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from optuna.trial import TrialState
 from tests.study.conftest import N_ON
 from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials, tuner_with_a_server
 from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE, ssh_args
+from tuner.interrupts import PRESSES_TO_ABANDON
 
 
 def _pressed_repeatedly(tuner: subprocess.Popen[str], presses: int, every_s: float) -> tuple[int, str]:
@@ -38,7 +40,7 @@ def _pressed_repeatedly(tuner: subprocess.Popen[str], presses: int, every_s: flo
 
 
 @pytest.mark.parametrize("transport", ["local", "ssh"])
-@pytest.mark.parametrize("every_s", [0.02, 0.15])
+@pytest.mark.parametrize("every_s", [0.02, 0.1, 0.3])
 def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
     emulated_study, request: pytest.FixtureRequest, transport: str, every_s: float
 ) -> None:
@@ -51,9 +53,11 @@ def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
                                 "--port", str(run.port), "--seed", "7", *over)
     time.sleep(1.0)
     patched_while_running = gate.read_bytes() != STANDIN_GATE.read_bytes()
-    code, output = _pressed_repeatedly(tuner, presses=30, every_s=every_s)
+    code, output = _pressed_repeatedly(tuner, presses=PRESSES_TO_ABANDON - 1, every_s=every_s)
     assert patched_while_running
     assert code == 130, output
+    assert "tuner: stopping cleanly (interrupt 3 more times to abandon the clean-up)" in output
+    assert "abandon" not in output.splitlines()[-1]
     assert output.rstrip().endswith("tuner: interrupted; the server was stopped and patches reverted")
     assert _emulator_pids(run.port) == [], output
     assert gate.read_bytes() == STANDIN_GATE.read_bytes(), "the gate was left patched"
@@ -61,3 +65,26 @@ def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
     trials = _trials(run.study())
     assert trials[0].state == TrialState.FAIL
     assert trials[0].user_attrs["failure_reason"] == "interrupted"
+
+
+def test_the_interrupt_that_abandons_the_clean_up_is_said_and_the_next_run_finishes_it(
+    emulated_study,
+) -> None:
+    """Pressed four times, the tuner gives up its clean-up and says so (never that the server was
+    stopped); the next run on the host stops what is left and reverts the gate. The server's stop
+    command takes 3 s (a slow container runtime), so the presses land while it runs."""
+    run = emulated_study(workload__emulated={**SMALL, "time_scale": 20}, baseline=N_ON,
+                         server__stop_command="sleep 3")
+    gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
+    tuner = tuner_with_a_server(run, "optimize", str(run.path), "--trials", "2", "--emulate",
+                                "--port", str(run.port), "--seed", "7")
+    time.sleep(1.0)
+    code, output = _pressed_repeatedly(tuner, presses=PRESSES_TO_ABANDON, every_s=0.2)
+    assert code == 130, output
+    assert "tuner: clean-up abandoned" in output
+    assert "the server was stopped and patches reverted" not in output
+    assert _emulator_pids(run.port), "abandoned in the middle of its stop, the server still runs"
+    run.optimize(1, "--skip-doctor")
+    assert _emulator_pids(run.port) == []
+    assert gate.read_bytes() == STANDIN_GATE.read_bytes()
+    assert any(t.state == TrialState.COMPLETE for t in _trials(run.study()))

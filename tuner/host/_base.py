@@ -135,8 +135,8 @@ class Host(abc.ABC):
             port: the port it will serve on (default: the value after ``--port`` in ``argv``).
 
         A first Ctrl-C (or SIGTERM) is held until the start command returns and then raised: the
-        caller reads the handle back with :meth:`server_in` and stops the server. A second one
-        abandons the start at once.
+        caller reads the handle back with :meth:`server_in` and stops the server, unless the
+        clean-up is abandoned (:mod:`tuner.interrupts`).
 
         Raises:
             HostError: the start command failed or printed no PID.
@@ -241,6 +241,8 @@ class Host(abc.ABC):
         SIGTERM goes to its process group, SIGKILL after ``grace_s``. A server run by a container
         runtime is stopped with ``stop_command`` first (a signal to the group would not reach
         inside the container). ``env`` is exported first (e.g. a PATH with ``nvidia-smi``).
+        Ctrl-C waits until the stop returned, unless the clean-up is abandoned
+        (:mod:`tuner.interrupts`).
 
         Raises:
             HostError: a process of the group survived SIGKILL, the port stayed in use for
@@ -259,9 +261,9 @@ class Host(abc.ABC):
             wait_gpu_s=wait_gpu_s,
         )
         budget = 2 * grace_s + 5 + port_wait_s + wait_gpu_s + 30
-        words = self._checked(
-            script, f"stopping server {handle.pid}", timeout=budget
-        ).stdout.split()
+        # Cut short, the stop could leave the server running: Ctrl-C waits for it.
+        with interrupts_held(f"the stop of server {handle.pid}", abandon=self.abandon):
+            words = self._checked(script, f"stopping server {handle.pid}", timeout=budget).stdout.split()
         problems = {
             "alive": f"processes of group {handle.pgid} survived SIGKILL",
             "port-busy": f"port {port} still in use {port_wait_s:g} s after the stop",

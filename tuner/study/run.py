@@ -10,7 +10,6 @@ of the next run after a tuner that was killed; the claim is released last.
 
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ from rich.console import Console
 
 from tuner.doctor import format_checks
 from tuner.errors import TunerError
-from tuner.interrupts import raise_keyboard_interrupt
 from tuner.patches import PatchManager
 from tuner.study.feasibility import FeasibilityCheck, failing_values
 from tuner.study.host_claim import claim_host, release_host
@@ -130,12 +128,7 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     study = open_study(space, target, options)
-    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    try:
-        claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
-    except BaseException:
-        signal.signal(signal.SIGTERM, previous)
-        raise
+    claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
     try:
@@ -173,7 +166,6 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         try:
             patches.revert_all()
         finally:
-            signal.signal(signal.SIGTERM, previous)
             try:
                 target.host.cleanup_run_dirs()
             finally:
