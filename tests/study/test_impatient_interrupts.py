@@ -9,34 +9,22 @@ fourth interrupt abandons the clean-up, and the next run on the host finishes it
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 
 import pytest
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_ON
-from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials, tuner_with_a_server
+from tests.study.test_optimize_emulated import (
+    SMALL,
+    _emulator_pids,
+    _trials,
+    signalled,
+    tuner_with_a_server,
+)
 from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE, ssh_args
 from tuner.interrupts import PRESSES_TO_ABANDON
-
-
-def _pressed_repeatedly(tuner: subprocess.Popen[str], presses: int, every_s: float) -> tuple[int, str]:
-    """SIGINT ``presses`` times, ``every_s`` apart (stopping early once the tuner ended); its
-    exit code and output (SIGKILLed with its group if it does not end within a minute)."""
-    try:
-        for _ in range(presses):
-            if tuner.poll() is not None:
-                break
-            tuner.send_signal(signal.SIGINT)
-            time.sleep(every_s)
-        output, _ = tuner.communicate(timeout=60)
-    finally:
-        if tuner.poll() is None:
-            os.killpg(tuner.pid, signal.SIGKILL)
-    return tuner.returncode, output
 
 
 @pytest.mark.parametrize("transport", ["local", "ssh"])
@@ -53,7 +41,7 @@ def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
                                 "--port", str(run.port), "--seed", "7", *over)
     time.sleep(1.0)
     patched_while_running = gate.read_bytes() != STANDIN_GATE.read_bytes()
-    code, output = _pressed_repeatedly(tuner, presses=PRESSES_TO_ABANDON - 1, every_s=every_s)
+    code, output = signalled(tuner, signal.SIGINT, 0.0, presses=PRESSES_TO_ABANDON - 1, every_s=every_s)
     assert patched_while_running
     assert code == 130, output
     assert "tuner: stopping cleanly (interrupt 3 more times to abandon the clean-up)" in output
@@ -78,8 +66,7 @@ def test_the_interrupt_that_abandons_the_clean_up_is_said_and_the_next_run_finis
     gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
     tuner = tuner_with_a_server(run, "optimize", str(run.path), "--trials", "2", "--emulate",
                                 "--port", str(run.port), "--seed", "7")
-    time.sleep(1.0)
-    code, output = _pressed_repeatedly(tuner, presses=PRESSES_TO_ABANDON, every_s=0.2)
+    code, output = signalled(tuner, signal.SIGINT, 1.0, presses=PRESSES_TO_ABANDON, every_s=0.2)
     assert code == 130, output
     assert "tuner: clean-up abandoned" in output
     assert "the server was stopped and patches reverted" not in output

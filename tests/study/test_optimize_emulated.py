@@ -189,12 +189,19 @@ def tuner_with_a_server(run: Any, *args: str) -> subprocess.Popen[str]:
     return tuner
 
 
-def signalled(tuner: subprocess.Popen[str], signum: int, after_s: float = 1.0) -> tuple[int, str]:
-    """Send ``signum`` to the tuner after ``after_s``; its exit code and output once it ended
-    (SIGKILLed with its group if it does not end within a minute)."""
+def signalled(
+    tuner: subprocess.Popen[str], signum: int, after_s: float = 1.0, presses: int = 1, every_s: float = 0.0
+) -> tuple[int, str]:
+    """Send ``signum`` to the tuner after ``after_s``, ``presses`` times ``every_s`` apart (fewer
+    if it ends first); its exit code and output once it ended (SIGKILLed with its group if it
+    does not end within a minute)."""
     try:
         time.sleep(after_s)
-        tuner.send_signal(signum)
+        for _ in range(presses):
+            if tuner.poll() is not None:
+                break
+            tuner.send_signal(signum)
+            time.sleep(every_s)
         output, _ = tuner.communicate(timeout=60)
     finally:
         if tuner.poll() is None:
