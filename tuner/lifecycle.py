@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from tuner.engines import EngineProfile
 from tuner.errors import HostError, ServerFailure
-from tuner.host import Host, ServerHandle
+from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
@@ -32,9 +32,6 @@ class PhaseTimes:
     ready: float | None = None
     stopped: float | None = None
     levels: dict[int, tuple[float, float]] = field(default_factory=dict)
-
-# How long an interrupted start looks for the server it may still have spawned (over SSH).
-_READ_BACK_S = 3.0
 
 
 class ServerSession:
@@ -140,7 +137,7 @@ class ServerSession:
         ``start_server`` did not return it), so that no server outlives an interrupted start."""
         try:
             if self.handle is None:
-                self.handle = self.host.server_in(self.run_dir, wait_s=_READ_BACK_S)
+                self.handle = self.host.server_in(self.run_dir, wait_s=READ_BACK_S)
             self.stop()
         except Exception:  # the host is gone: the next run stops the server as an orphan
             pass

@@ -18,7 +18,7 @@ from statistics import fmean
 from typing import Any, Self
 
 from tuner.errors import HostError
-from tuner.host import Host, ServerHandle
+from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
 
 __all__ = [
@@ -234,7 +234,7 @@ class GpuSampler:
 
     def _started_anyway(self) -> ServerHandle | None:
         try:
-            return self.host.server_in(self.run_dir, wait_s=3.0)
+            return self.host.server_in(self.run_dir, wait_s=READ_BACK_S)
         except HostError:
             return None
 

@@ -9,13 +9,14 @@ on its host (``<run_root>/tuner.claim``); :class:`HostBusy` says another tuner h
 
 from __future__ import annotations
 
-from tuner.host._base import Host
+from tuner.host._base import READ_BACK_S, Host
 from tuner.host._claim import STALE_AFTER_S, HeldClaim, HostBusy, HostClaim, read_claim
 from tuner.host._local import LocalHost
 from tuner.host._ssh import SshHost
 from tuner.host._types import CommandResult, HostSpec, ServerHandle
 
 __all__ = [
+    "READ_BACK_S",
     "STALE_AFTER_S",
     "CommandResult",
     "HeldClaim",

@@ -24,7 +24,11 @@ from tuner.host._owner import current_owner, owner_alive
 from tuner.host._types import CommandResult, ServerHandle
 from tuner.interrupts import interrupts_held
 
-__all__ = ["Host"]
+__all__ = ["Host", "READ_BACK_S"]
+
+# How long an interrupted start looks for the server it may still have spawned (over SSH the
+# start script goes on on the host): the ``wait_s`` of :meth:`Host.server_in` after a failed start.
+READ_BACK_S = 3.0
 
 _LOG_CHUNK = 1 << 20  # at most this many bytes of log per read_log call
 

@@ -1,7 +1,8 @@
 """Small questions to a running server: its time scale, its model name, one greedy completion.
 
 Each call is bounded by ``timeout_s``. A server that does not answer raises a one-line
-:class:`TunerError` (:class:`NoAnswerInTime` when the time ran out); a server without ``/server_info`` (vLLM answers 404) runs at K = 1.
+:class:`TunerError` (:class:`NoAnswerInTime` when the time ran out); a server without
+``/server_info`` (vLLM answers 404) runs at K = 1.
 """
 
 from __future__ import annotations
