@@ -10,6 +10,11 @@ Two rules:
 - :func:`interrupts_held` around a start or a stop on the host: an interrupt that lands in the
   middle waits until it returned, then goes on. Cut short, a start over SSH could spawn the
   server unseen (the host's start script goes on), and a stop could leave it running.
+
+SIGTERM always works. SIGINT inherited as ignored stays ignored: a tuner started as a background
+job (``nohup tuner optimize ... &``, a non-interactive shell's ``&``, many CI runners) was asked by
+its starter not to take interrupts, and a Ctrl-C meant for the terminal's foreground job must not
+stop it; ``kill`` (SIGTERM) stops it cleanly all the same.
 """
 
 from __future__ import annotations
@@ -57,6 +62,16 @@ def _python_handlers() -> dict[int, Callable[[int, FrameType | None], object]]:
     return {signum: h for signum, h in handlers.items() if callable(h)}
 
 
+def _signals_to_handle() -> list[int]:
+    """The interrupt signals :func:`stop_cleanly` takes over (none outside the main thread):
+    SIGTERM always, even inherited as ignored; SIGINT unless inherited as ignored (``nohup
+    cmd &``: the starter's choice) or handled outside Python."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    sigint = signal.getsignal(signal.SIGINT)
+    return [signal.SIGTERM] + ([] if sigint in (signal.SIG_IGN, None) else [signal.SIGINT])
+
+
 def _say(out: TextIO | None, line: str) -> None:
     print(line, file=out or sys.stderr, flush=True)
 
@@ -78,11 +93,10 @@ def stop_cleanly(
     presses_to_abandon: int = PRESSES_TO_ABANDON, out: TextIO | None = None
 ) -> Iterator[Interrupts]:
     """Run the block with SIGINT and SIGTERM raising KeyboardInterrupt the first time; later ones
-    are counted (the clean-up goes on) until the ``presses_to_abandon``-th abandons it."""
+    are counted (the clean-up goes on) until the ``presses_to_abandon``-th abandons it. A SIGINT
+    inherited as ignored stays ignored; SIGTERM is taken over whatever it was."""
     seen = Interrupts()
-    signums = [] if threading.current_thread() is not threading.main_thread() else [
-        s for s in INTERRUPT_SIGNALS if signal.getsignal(s) not in (signal.SIG_IGN, None)
-    ]
+    signums = _signals_to_handle()
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         seen.pressed += 1
