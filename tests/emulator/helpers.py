@@ -62,6 +62,16 @@ def patch_gate(site: Path) -> None:
     path.write_text(path.read_text().replace('# "flashinfer_cutlass",', '"flashinfer_cutlass",'))
 
 
+def force_allreduce(site: Path) -> None:
+    """Apply glm5.yaml's ``force_allreduce_fusion`` patch to the emulated host's communicator."""
+    from tuner.space import load_space
+    patch = load_space(REPO / "search_spaces/glm5.yaml").patches["force_allreduce_fusion"]
+    path = site / "sglang" / patch.file
+    text = path.read_text()
+    assert text.count(patch.find) == 1, f"{path}: the patch's find text is not there once"
+    path.write_text(text.replace(patch.find, patch.replace))
+
+
 class Emulator:
     """One emulated server process.
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import Emulator, patch_gate
+from tests.emulator.helpers import Emulator, force_allreduce, patch_gate
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import CALIBRATION_POINTS, CRASH, WORKLOAD, CalibrationPoint
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
@@ -31,8 +31,6 @@ TIME_SCALES = {"B": 50.0, "N-off": 20.0, "N-on": 20.0, "N-on-unpatched": 20.0, "
 STREAM_INTERVAL = "64"
 SEED = 2  # its run-to-run noise factor is within 1% of 1 for every point: the table is checked
 # here, the noise in test_perf_model
-FORCE_ALLREDUCE = ("(_is_sm100_supported or _is_sm90_supported)",
-                   "(_is_sm100_supported or _is_sm90_supported or _is_sm120_supported)")
 
 
 def prepare(point: CalibrationPoint, root: Path) -> dict[str, str]:
@@ -41,8 +39,7 @@ def prepare(point: CalibrationPoint, root: Path) -> dict[str, str]:
     if point.patched_gate:
         patch_gate(root / "site")
     if point.forced_allreduce:
-        comm = root / "site/sglang/srt/layers/communicator.py"
-        comm.write_text(comm.read_text().replace(*FORCE_ALLREDUCE))
+        force_allreduce(root / "site")
     return env
 
 

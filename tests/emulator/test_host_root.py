@@ -8,12 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, get_json, patch_gate
+from tests.emulator.helpers import (BASE_ARGV, Emulator, force_allreduce, get_json,
+                                    patch_gate)
 from tuner.emulator import prepare_host_root
 
 LOCATE = "import sglang, os; print(os.path.dirname(sglang.__file__)); print(sglang.__version__)"
-FORCE = ("(_is_sm100_supported or _is_sm90_supported)",
-         "(_is_sm100_supported or _is_sm90_supported or _is_sm120_supported)")
 
 
 def on_host(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -68,8 +67,7 @@ def test_the_emulator_reads_both_patched_files_at_start(tmp_path: Path) -> None:
         assert plain.wait_ready(30), plain.log()
         before = get_json(f"{plain.base_url}/server_info")[1]["emulator"]
     patch_gate(tmp_path / "host/site")
-    comm = tmp_path / "host/site/sglang/srt/layers/communicator.py"
-    comm.write_text(comm.read_text().replace(*FORCE))
+    force_allreduce(tmp_path / "host/site")
     with Emulator(BASE_ARGV, tmp_path, env=env) as patched:
         assert patched.wait_ready(30), patched.log()
         after = get_json(f"{patched.base_url}/server_info")[1]["emulator"]

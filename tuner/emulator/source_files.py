@@ -8,7 +8,10 @@ in ``tuner/emulator/standin`` is read. Both files are parsed, not imported:
   ``"flashinfer_cutlass"`` is an element of the list in ``_should_run_flashinfer_autotune``
   (a commented line is not);
 - ``srt/layers/communicator.py``: the allreduce fusion is *forced* when
-  ``apply_flashinfer_allreduce_fusion`` names ``_is_sm120_supported``.
+  ``apply_flashinfer_allreduce_fusion``, evaluated alone as on an SM120 host with CUDA and
+  FlashInfer (``_is_sm90_supported`` and ``_is_sm100_supported`` false, capability 12.0, the
+  flag given), returns true. A gate that names something the real module does not define
+  (``_is_sm120_supported`` in 0.5.9) is not forced.
 
 A file that no longer parses makes the server fail at start with Python's own SyntaxError, as
 SGLang would on import.
@@ -20,6 +23,8 @@ import ast
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 __all__ = ["STANDIN_PACKAGE", "SourceState", "find_sglang_package", "read_source_state"]
 
@@ -77,15 +82,34 @@ def gate_is_patched(tree: ast.Module) -> bool:
     return False
 
 
+def _sm120_host() -> dict[str, Any]:
+    """The names ``apply_flashinfer_allreduce_fusion`` reads in SGLang 0.5.9's module, as they
+    are on the emulated host (SM120, CUDA, FlashInfer, one node, the flag given)."""
+    server_args = SimpleNamespace(enable_flashinfer_allreduce_fusion=True)
+    return {
+        "__builtins__": {},
+        "_is_cuda": True,
+        "_is_flashinfer_available": True,
+        "_is_sm90_supported": False,
+        "_is_sm100_supported": False,
+        "FUSE_ALLREDUCE_MAX_BATCH_SIZE": 2048,
+        "torch": SimpleNamespace(cuda=SimpleNamespace(get_device_capability=lambda *_: (12, 0))),
+        "is_dp_attention_enabled": lambda: False,
+        "get_global_server_args": lambda: server_args,
+    }
+
+
 def allreduce_is_forced(tree: ast.Module) -> bool:
-    """``apply_flashinfer_allreduce_fusion`` accepts SM120."""
+    """``apply_flashinfer_allreduce_fusion`` accepts SM120 (evaluated as on the emulated host)."""
     function = _function(tree, "apply_flashinfer_allreduce_fusion")
     if function is None:
         return False
-    return any(
-        isinstance(node, ast.Name) and node.id == "_is_sm120_supported"
-        for node in ast.walk(function)
-    )
+    namespace = _sm120_host()
+    try:
+        exec(compile(ast.Module(body=[function], type_ignores=[]), "<gate>", "exec"), namespace)
+        return bool(namespace["apply_flashinfer_allreduce_fusion"](1))
+    except Exception:  # a name the module lacks: SGLang would fail there, never fuse
+        return False
 
 
 def _parse(path: Path) -> ast.Module | tuple[str, int, str, str] | None:

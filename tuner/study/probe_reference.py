@@ -77,6 +77,5 @@ def require_probe_reference(study: optuna.Study, space: Any) -> None:
     raise TunerError(
         f"no probe reference: {why}, so the correctness probe cannot check any other "
         "configuration; fix: read that trial's failure and log (tuner trials SPACE), then correct "
-        "the baseline in SPACE and start a new study (--study-name), or set `probe: {prompts: []}` "
-        "to run without the probe"
+        "the baseline in SPACE and start a new study (--study-name)"
     )

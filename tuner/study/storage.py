@@ -17,6 +17,7 @@ from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from tuner.errors import ConfigError
+from tuner.study.optional_deps import require_sampler
 
 __all__ = [
     "default_storage_url",
@@ -115,6 +116,7 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     }
     if name not in factories:
         raise ConfigError(f"--sampler {name}: unknown; fix: use one of {', '.join(SAMPLERS)}")
+    require_sampler(name)  # torch for gp, cmaes for cmaes: before any host time
     return factories[name]()
 
 

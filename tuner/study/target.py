@@ -18,6 +18,7 @@ from pathlib import Path
 from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
 from tuner.host import Host, HostSpec, open_host
+from tuner.study.placeholder_host import refuse_placeholder_host
 from tuner.timescale import TimeScale
 
 __all__ = ["Target", "build_target", "parse_host_option"]
@@ -97,6 +98,7 @@ def build_target(
     emulated_root: Path | None = None,
 ) -> Target:
     """Open the host and work out the command and environment for this run."""
+    refuse_placeholder_host(space, host_override=host_override, emulate=emulate)
     spec = _host_spec(getattr(space, "host", None), host_override, emulate)
     if key_path:
         spec = replace(spec, key_path=key_path)

@@ -1,15 +1,22 @@
 """Stand-in of ``sglang/srt/layers/communicator.py`` (SGLang 0.5.9), tuner emulator.
 
-Only the allreduce-fusion gate is kept. SGLang 0.5.9 allows the fusion on SM90 and SM100; the
-emulated host is SM120. The emulated server reads this file at start: a gate that also accepts
-``_is_sm120_supported``, with ``--enable-flashinfer-allreduce-fusion``, takes the slow path.
+Only the allreduce-fusion gate is kept, ``apply_flashinfer_allreduce_fusion`` with the exact text
+of SGLang 0.5.9 (``tests/real_sglang`` compares it with the published file). 0.5.9 allows the
+fusion on SM90 and SM100; the emulated host is SM120. The emulated server reads this file at
+start and evaluates the gate as an SM120 host would: a gate that accepts SM120, with
+``--enable-flashinfer-allreduce-fusion``, takes the slow path.
 """
 
+import torch
+
+_is_cuda = True
+_is_flashinfer_available = True
 _is_sm90_supported = False
 _is_sm100_supported = False
-_is_sm120_supported = True
-_is_flashinfer_available = True
 
+
+# TODO: According to the discussion in https://github.com/flashinfer-ai/flashinfer/issues/1223#issuecomment-3047256465
+# We set the max token num to 128 for allreduce fusion with min-latency case(use_oneshot=True).
 FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048
 
 
@@ -25,7 +32,9 @@ def get_global_server_args():
 
 def apply_flashinfer_allreduce_fusion(batch_size: int):
     return (
-        (_is_sm100_supported or _is_sm90_supported)
+        # NOTE: flashinfer 0.6.1 caused performance regression on sm100 for allreduce fusion
+        # Ref: https://github.com/sgl-project/sglang/issues/17237
+        (_is_sm90_supported or _is_sm100_supported)
         and _is_flashinfer_available
         and batch_size > 0
         and batch_size <= FUSE_ALLREDUCE_MAX_BATCH_SIZE
