@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Self
 
-from tuner.errors import HostError
+from tuner.errors import ConfigError, HostError
 from tuner.host import _shell
+from tuner.host._run_root import inspect_run_root
 from tuner.host._owner import current_owner, owner_alive
 from tuner.host._types import CommandResult, ServerHandle
 from tuner.interrupts import interrupts_held
@@ -110,6 +111,21 @@ class Host(abc.ABC):
         if not result.ok:
             raise HostError(f"{self.name}: {what} failed ({result.summary()})")
         return result
+
+    def secure_run_root(self, *, create: bool = True) -> str:
+        """Make :attr:`run_root` absolute (``~/`` is the host user's home), create it 0700 if
+        missing (with ``create``), and check that it is this user's own and closed to others.
+
+        Raises:
+            ConfigError: owned by another user, or writable by group or others (exit 2).
+            HostError: the host cannot be reached, or the folder cannot be created.
+        """
+        state = inspect_run_root(self, self.run_root, create=create)
+        self.run_root = state.path
+        problem = state.problem()
+        if problem:
+            raise ConfigError(problem)
+        return self.run_root
 
     def exists(self, path: str) -> bool:
         """True if ``path`` exists on the host."""

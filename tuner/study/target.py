@@ -33,13 +33,17 @@ class Target:
     env: dict[str, str]
     python: str
     port: int
-    run_root: str
     time_scale: TimeScale = field(default_factory=TimeScale)
     stop_command: str | None = None
 
     @property
     def emulated(self) -> bool:
         return self.time_scale.emulated
+
+    @property
+    def run_root(self) -> str:
+        """The run root on the host (absolute once :meth:`Host.secure_run_root` ran)."""
+        return self.host.run_root
 
     @property
     def local(self) -> bool:
@@ -131,7 +135,6 @@ def build_target(
         env=env,
         python=python,
         port=port or space.server.port,
-        run_root=spec.run_root,
         time_scale=time_scale,
         stop_command=space.server.stop_command,
     )
