@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
+from tuner.handover import GpuState
 from tuner.host import Host, HostSpec, open_host
 from tuner.timescale import TimeScale
 
@@ -35,6 +36,7 @@ class Target:
     port: int
     time_scale: TimeScale = field(default_factory=TimeScale)
     stop_command: str | None = None
+    gpu_idle: GpuState | None = None  # measured after preflight: each start waits for it
 
     @property
     def emulated(self) -> bool:
