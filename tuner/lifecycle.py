@@ -45,7 +45,7 @@ class ServerSession:
         profile: the engine profile (readiness endpoint, ready log line, crash signatures).
         argv: the full command line.
         env: the environment given to the server.
-        port: the port it listens on (the client reaches it at ``host.address``).
+        port: the port it listens on (the client reaches it at :attr:`base_url`).
         run_dir: the run folder on the host (log and PID files).
         stop_grace_s: SIGTERM-to-SIGKILL grace period.
         stop_command: a command that stops the server instead of signals (containers).
@@ -95,10 +95,15 @@ class ServerSession:
         self._stop_watch = threading.Event()
         self._watcher: threading.Thread | None = None
         self._connections = 0
+        self._base_url: str | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host.address}:{self.port}"
+        """Where the client reaches the server: over SSH, a local port forwarded to the host's
+        loopback when the server binds it (the default: nothing on the network reaches it)."""
+        if self._base_url is None:
+            self._base_url = self.host.client_url(self.port, _bind(self.argv, self.profile.host_flag))
+        return self._base_url
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -313,6 +318,16 @@ class ServerSession:
         with self._lock:
             if self._failure is None:
                 self._failure = failure
+
+
+def _bind(argv: list[str], flag: str) -> str | None:
+    """The value of the engine's bind flag (``--host``) in ``argv``, if any."""
+    for index, word in enumerate(argv):
+        if word == flag and index + 1 < len(argv):
+            return argv[index + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def _connections(host: Host) -> int:
