@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from tuner.engines import EngineProfile
 from tuner.errors import HostError, ServerFailure
+from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, wait_until_idle
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
 
@@ -44,11 +45,15 @@ class ServerSession:
         profile: the engine profile (readiness endpoint, ready log line, crash signatures).
         argv: the full command line.
         env: the environment given to the server.
-        port: the port it listens on (the client reaches it at ``host.address``).
+        port: the port it listens on (the client reaches it at :attr:`base_url`).
         run_dir: the run folder on the host (log and PID files).
         stop_grace_s: SIGTERM-to-SIGKILL grace period.
         stop_command: a command that stops the server instead of signals (containers).
         poll_s: how often the watcher reads the log and checks the process.
+        idle_gpus: the GPUs' state measured at preflight: the start first waits until they are
+            back to it (:mod:`tuner.handover`), and a start that fails out of memory while
+            another process holds memory is ``host-error``, not the configuration's fault.
+        handover_timeout_s: how long the start waits for that (then ``host-error``).
     """
 
     def __init__(
@@ -63,6 +68,8 @@ class ServerSession:
         stop_grace_s: float = 30.0,
         stop_command: str | None = None,
         poll_s: float = 0.25,
+        idle_gpus: GpuState | None = None,
+        handover_timeout_s: float = HANDOVER_TIMEOUT_S,
     ) -> None:
         self.host = host
         self.profile = profile
@@ -73,6 +80,9 @@ class ServerSession:
         self.stop_grace_s = stop_grace_s
         self.stop_command = stop_command
         self.poll_s = poll_s
+        self.idle_gpus = idle_gpus
+        self.handover_timeout_s = handover_timeout_s
+        self.handover_wait_s = 0.0
         self.handle: ServerHandle | None = None
         self.times = PhaseTimes()
         self.phase = "starting"
@@ -85,10 +95,15 @@ class ServerSession:
         self._stop_watch = threading.Event()
         self._watcher: threading.Thread | None = None
         self._connections = 0
+        self._base_url: str | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host.address}:{self.port}"
+        """Where the client reaches the server: over SSH, a local port forwarded to the host's
+        loopback when the server binds it (the default: nothing on the network reaches it)."""
+        if self._base_url is None:
+            self._base_url = self.host.client_url(self.port, _bind(self.argv, self.profile.host_flag))
+        return self._base_url
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -100,7 +115,19 @@ class ServerSession:
         self.stop()
 
     def start(self) -> ServerHandle:
-        """Start the server detached, in its own process group, and begin watching it."""
+        """Wait until the GPUs are idle again, then start the server detached, in its own
+        process group, and begin watching it.
+
+        Raises:
+            ServerFailure: ``host-error`` when the GPUs are not idle within the time limit.
+        """
+        if self.idle_gpus is not None:
+            try:
+                self.handover_wait_s = wait_until_idle(
+                    self.host, self.idle_gpus, self.env, timeout_s=self.handover_timeout_s
+                )
+            except HostError as error:
+                raise ServerFailure("host-error", str(error), "") from None
         self.times.started = time.monotonic()
         try:
             self.handle = self.host.start_server(self.argv, env=self.env, run_dir=self.run_dir)
@@ -268,14 +295,39 @@ class ServerSession:
             level = self.phase.removeprefix("level-")
             what = "out of memory" if kind == "oom" else "crash"
             return ServerFailure(f"unstable-at-{level}", f"{what}: {detail}", excerpt)
-        if self.phase in ("ready", "probe"):
-            return ServerFailure("startup-crash" if kind != "oom" else "oom-at-start", detail, excerpt)
-        return ServerFailure("oom-at-start" if kind == "oom" else "startup-crash", detail, excerpt)
+        if kind == "oom":
+            held = self._memory_held_elsewhere()
+            if held:
+                return ServerFailure(
+                    "host-error",
+                    f"out of memory at start while other processes held GPU memory ({held}): "
+                    f"not this configuration's fault; it runs again later ({detail})",
+                    excerpt,
+                )
+            return ServerFailure("oom-at-start", detail, excerpt)
+        return ServerFailure("startup-crash", detail, excerpt)
+
+    def _memory_held_elsewhere(self) -> str | None:
+        """The processes not of this server that hold GPU memory now (None: none, or no idle
+        state to compare with)."""
+        if self.idle_gpus is None or self.handle is None:
+            return None
+        return memory_held_elsewhere(self.host, self.handle.pgid, self.env)
 
     def _set_failure(self, failure: ServerFailure) -> None:
         with self._lock:
             if self._failure is None:
                 self._failure = failure
+
+
+def _bind(argv: list[str], flag: str) -> str | None:
+    """The value of the engine's bind flag (``--host``) in ``argv``, if any."""
+    for index, word in enumerate(argv):
+        if word == flag and index + 1 < len(argv):
+            return argv[index + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def _connections(host: Host) -> int:

@@ -5,7 +5,9 @@ where the package lives), the exact text to find and its replacement. :class:`Pa
 a journal on the host (``<journal_dir>/patch-journal.json``) and a backup of each file's original
 bytes, written *before* the file is changed, so that a tuner killed at any moment is undone by
 :meth:`PatchManager.revert_all` at the start of the next run. A file whose content is neither what
-a patch expects nor what the tuner itself wrote is never written.
+a patch expects nor what the tuner itself wrote is never written. A journal read back must name
+only files inside the package its patches belong to, and backups inside the journal's folder:
+one naming anything else (another user's doing, or a damaged file) is refused, never reverted.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class PatchManager:
         self.journal_path = f"{self.journal_dir}/{JOURNAL_NAME}"
         self._known: dict[str, PatchSpec] = {p.name: p for p in patches}
         self._paths: dict[str, str] = {}
+        self._package_dirs: dict[str, str] = {}
+        self._vetted: set[tuple[str, str]] = set()
 
     # -- where and what -------------------------------------------------------------------------
 
@@ -106,18 +110,27 @@ class PatchManager:
                 f"patch {patch.name}: file {patch.file!r} must be a path inside package "
                 f"{patch.package!r} (relative, without ..)"
             )
-        command = (
-            f"{shlex.quote(self.python)} -c {shlex.quote(_LOCATE)} {shlex.quote(patch.package)}"
-        )
+        path = str(PurePosixPath(self._package_dir(patch.package, patch.name)) / relative)
+        self._paths[patch.name] = path
+        return path
+
+    def _package_dir(self, package: str, patch_name: str) -> str:
+        """Where ``package`` is installed on the host (asks the host's Python once).
+
+        Raises:
+            ConfigError: the package is not installed.
+        """
+        if package in self._package_dirs:
+            return self._package_dirs[package]
+        command = f"{shlex.quote(self.python)} -c {shlex.quote(_LOCATE)} {shlex.quote(package)}"
         result = self.host.run(command, env=self.env, timeout=120.0)
         if not result.ok or not result.stdout.strip():
             raise ConfigError(
-                f"patch {patch.name}: package {patch.package!r} not found by {self.python} on "
+                f"patch {patch_name}: package {package!r} not found by {self.python} on "
                 f"{self.host.name} ({result.summary()}): install it or fix the patch's package"
             )
-        path = str(PurePosixPath(result.stdout.strip().splitlines()[-1]) / relative)
-        self._paths[patch.name] = path
-        return path
+        self._package_dirs[package] = result.stdout.strip().splitlines()[-1]
+        return self._package_dirs[package]
 
     def status(self, patch: PatchSpec) -> PatchStatus:
         """``clean`` (find text present exactly once), ``applied`` (the tuner's journal says so
@@ -165,7 +178,7 @@ class PatchManager:
         text = content.decode("utf-8", errors="surrogateescape")
         new = text.replace(patch.find, patch.replace, 1).encode("utf-8", errors="surrogateescape")
         if entry is None:
-            entry = self._backup(path, content)
+            entry = self._backup(path, content, patch.package)
         entry["applied"].append(patch.name)
         entry["steps"][patch.name] = {"find": patch.find, "replace": patch.replace}
         entry["expected"].append(_sha256(new))
@@ -257,24 +270,53 @@ class PatchManager:
         if not self.host.exists(self.journal_path):
             return {}
         try:
-            return dict(json.loads(self.host.read_file(self.journal_path))["files"])
-        except (ValueError, KeyError, TypeError) as error:
+            files = dict(json.loads(self.host.read_file(self.journal_path))["files"])
+            for path, entry in files.items():
+                self._vet(path, entry)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise TunerError(
                 f"{self.journal_path}: the patch journal is unreadable ({error}); restore the "
                 f"files from the .orig backups beside it, then delete it"
             ) from None
+        return files
+
+    def _vet(self, path: str, entry: dict[str, Any]) -> None:
+        """Refuse a journal entry naming a file outside its package or a backup outside the
+        journal's folder (the journal is read back from the host: it is not trusted blindly).
+
+        Raises:
+            TunerError: the entry names such a file (nothing is written).
+        """
+        backup = str(entry["backup"])
+        if (path, backup) in self._vetted:
+            return
+        packages = [str(entry["package"])] if entry.get("package") else sorted(
+            {p.package for p in self._known.values()}
+        )
+        inside = any(
+            _within(path, self._package_dir(package, "(journal)")) for package in packages
+        )
+        if not inside or not _within(backup, self.journal_dir) or not backup.endswith(".orig"):
+            where = " or ".join(packages) or "no known package"
+            raise TunerError(
+                f"{self.journal_path}: refused: it names {path} (backup {backup}), not a file "
+                f"of package {where} with a backup in {self.journal_dir}; nothing was reverted: "
+                f"check who wrote it, restore by hand if needed, then delete it"
+            )
+        self._vetted.add((path, backup))
 
     def _save(self, journal: dict[str, Any]) -> None:
         document = {"version": 1, "saved_at": time.time(), "files": journal}
         self.host.write_file(self.journal_path, json.dumps(document, indent=1).encode())
 
-    def _backup(self, path: str, content: bytes) -> dict[str, Any]:
+    def _backup(self, path: str, content: bytes, package: str) -> dict[str, Any]:
         backup = f"{self.journal_dir}/{_sha256(path.encode())[:16]}.orig"
         self.host.write_file(backup, content)
         if _sha256(self.host.read_file(backup)) != _sha256(content):
             raise TunerError(f"{backup}: the backup of {path} does not verify: check the disk")
         digest = _sha256(content)
         return {
+            "package": package,
             "backup": backup,
             "original": digest,
             "current": digest,
@@ -314,6 +356,14 @@ class PatchManager:
         del journal[path]
         self._save(journal)
         self.host.run(f"rm -f -- {shlex.quote(entry['backup'])}", timeout=30.0)
+
+
+def _within(path: str, folder: str) -> bool:
+    """True if ``path`` is absolute, has no ``..`` and lies under ``folder``."""
+    candidate = PurePosixPath(path)
+    if not candidate.is_absolute() or ".." in candidate.parts:
+        return False
+    return PurePosixPath(folder) in candidate.parents
 
 
 def _status(patch: PatchSpec, content: bytes, entry: dict[str, Any] | None) -> PatchStatus:

@@ -224,3 +224,33 @@ def test_a_tuner_killed_while_patching_is_undone_by_the_next_run(
     assert target.read_bytes() == original
     assert _manager(host, site, tmp_path).revert_all() == []
     assert list((tmp_path / "journal").glob("*.orig")) == []
+
+
+@pytest.mark.parametrize("where", ["file", "backup"])
+def test_a_journal_naming_a_file_outside_the_package_is_refused_not_reverted(
+    host: Host, site: Path, target: Path, tmp_path: Path, where: str
+) -> None:
+    manager = _manager(host, site, tmp_path)
+    manager.apply(GATE)
+    journal_path = tmp_path / "journal" / JOURNAL_NAME
+    document = json.loads(journal_path.read_text())
+    entry = document["files"][str(target)]
+    victim = tmp_path / "victim.txt"  # what someone who can write the journal wants overwritten
+    victim.write_bytes(b"precious")
+    planted = tmp_path / "planted.orig"
+    planted.write_bytes(b"overwritten")
+    if where == "file":
+        document["files"] = {str(victim): {**entry, "original": _sha(b"overwritten")}}
+    else:
+        document["files"][str(target)] = {**entry, "backup": str(planted)}
+    journal_path.write_text(json.dumps(document))
+
+    fresh = _manager(host, site, tmp_path)  # the next run reads the journal back
+    with pytest.raises(TunerError) as error:
+        fresh.revert_all()
+    message = str(error.value)
+    assert "\n" not in message and "refused" in message and "nothing was reverted" in message
+    assert victim.read_bytes() == b"precious"
+    assert planted.exists()
+    if where == "backup":
+        assert target.read_bytes() != b"overwritten"

@@ -145,13 +145,13 @@ def test_every_configuration_parses_as_sglang_0_5_9_arguments(glm5):
         study.tell(trial, 0.0)
 
 
-def test_bind_address_follows_where_the_server_runs(glm5, glm5_data, write_space):
+def test_the_server_binds_loopback_unless_server_bind_says_otherwise(glm5, glm5_data, write_space):
     def bound(spec):
         return spec.argv[spec.argv.index("--host") + 1]
 
-    assert bound(glm5.render(glm5.baseline)) == "0.0.0.0"              # gpu-host is remote
+    assert bound(glm5.render(glm5.baseline)) == "127.0.0.1"   # gpu-host is remote: SSH forward
     assert bound(glm5.render(glm5.baseline, local=True)) == "127.0.0.1"  # --emulate, --host local
-    glm5_data["server"]["bind"] = "127.0.0.1"
+    glm5_data["server"]["bind"] = "0.0.0.0"                     # asked for: open to the network
     explicit = load_space(write_space(glm5_data))
-    assert bound(explicit.render(explicit.baseline)) == "127.0.0.1"
+    assert bound(explicit.render(explicit.baseline)) == "0.0.0.0"
     assert explicit.fingerprint() == glm5.fingerprint()

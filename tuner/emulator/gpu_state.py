@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 __all__ = [
-    "FOREIGN_ENV", "STATE_ENV", "GpuLoad", "clear_load", "foreign_process", "now", "read_loads",
-    "write_load",
+    "FOREIGN_ENV", "STATE_ENV", "GpuLoad", "clear_load", "foreign_process", "held_by_others", "now",
+    "read_loads", "write_load",
 ]
 
 STATE_ENV = "TUNER_EMULATOR_STATE"
@@ -108,6 +108,15 @@ def foreign_process() -> tuple[int, int] | None:
         return None
     pid = int(value) if value.isdigit() and int(value) > 1 else 2147
     return pid, 23_456
+
+
+def held_by_others(pid: int) -> list[tuple[int, int]]:
+    """``(pid, MiB)`` of every other process holding memory on the emulated GPUs now (live
+    emulators and their lingering workers, and the foreign process if asked for)."""
+    held = [(load.pid, load.memory_used_mib) for load in read_loads()
+            if load.pid != pid and load.memory_used_mib > 0]
+    foreign = foreign_process()
+    return held + ([foreign] if foreign is not None else [])
 
 
 def now() -> float:

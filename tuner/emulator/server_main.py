@@ -34,6 +34,7 @@ from tuner.emulator.server import EmulatedServer
 from tuner.emulator.sglang_log import SglangLog
 from tuner.emulator.source_files import SourceState, read_source_state
 from tuner.emulator.startup import plan_startup, run_startup
+from tuner.emulator.tp_worker import start_worker
 
 __all__ = ["main"]
 
@@ -214,4 +215,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(settings, StartFailure) and settings.stage == "args":
         log.refusal(settings.message)
         return 1
+    start_worker()  # a tensor-parallel worker that may outlive this process ($TUNER_EMULATOR_WORKER_LINGER_S)
     return asyncio.run(_serve(args, settings, source, log, time_scale, seed))

@@ -18,11 +18,13 @@ the time scale. The caller then starts serving and prints the ready line.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tuner.emulator.calibration import STARTUP
+from tuner.emulator.gpu_state import held_by_others
 from tuner.emulator.engine_rules import (
     DEFAULT_CUDA_GRAPH_MAX_BS,
     GRAPH_GB_AT_DEFAULT,
@@ -93,6 +95,7 @@ async def run_startup(
         log.syntax_error(*source.syntax_error)
         return StartFailure("startup-crash", "init", f"SyntaxError: {source.syntax_error[2]}")
     failure = settings if isinstance(settings, StartFailure) else settings.capture_failure
+    failure = _held_memory_failure(settings) or failure
     stage = failure.stage if failure is not None else None
     log.tp(f"Load weight begin. avail mem={TOTAL_GB - RUNTIME_GB:.2f} GB")
     shards = STARTUP.shards
@@ -114,6 +117,25 @@ async def run_startup(
         return fail(failure)
     assert isinstance(settings, EngineSettings)
     return await _memory_and_warmup(log, settings, plan, wait, on_memory)
+
+
+def _held_memory_failure(settings: EngineSettings | StartFailure) -> StartFailure | None:
+    """Out of memory while loading when other processes hold what this configuration needs
+    (the previous server's lingering worker: the "phantom OOM" of a start after a stop)."""
+    held = held_by_others(os.getpid())
+    held_gb = sum(mib for _, mib in held) / 1024
+    need_gb = (settings.mem_fraction * TOTAL_GB if isinstance(settings, EngineSettings)
+               else WEIGHTS_GB + RUNTIME_GB)
+    if not held or held_gb + need_gb <= TOTAL_GB:
+        return None
+    free_mib = max(0, int((TOTAL_GB - held_gb - RUNTIME_GB) * 1024))
+    others = ", ".join(f"Process {pid} has {mib / 1024:.2f} GiB memory in use" for pid, mib in held)
+    return StartFailure(
+        "oom-at-start", "load",
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
+        f"total capacity of {TOTAL_GB:.2f} GiB of which {free_mib} MiB is free. {others}.",
+        at_shard_fraction=0.1,
+    )
 
 
 async def _memory_and_warmup(

@@ -18,13 +18,17 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Self
 
-from tuner.errors import HostError
+from tuner.errors import ConfigError, HostError
 from tuner.host import _shell
+from tuner.host._run_root import inspect_run_root
 from tuner.host._owner import current_owner, owner_alive
 from tuner.host._types import CommandResult, ServerHandle
 from tuner.interrupts import interrupts_held
 
-__all__ = ["Host", "READ_BACK_S"]
+__all__ = ["Host", "LOOPBACK", "READ_BACK_S", "WILDCARDS"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARDS = ("0.0.0.0", "::", "")
 
 # How long an interrupted start looks for the server it may still have spawned (over SSH the
 # start script goes on on the host): the ``wait_s`` of :meth:`Host.server_in` after a failed start.
@@ -110,6 +114,27 @@ class Host(abc.ABC):
         if not result.ok:
             raise HostError(f"{self.name}: {what} failed ({result.summary()})")
         return result
+
+    def client_url(self, port: int, bind: str | None) -> str:
+        """The URL the tuner's client reaches a server on the host at, listening on ``bind``
+        (its ``--host``) and ``port``. Locally: that address (loopback for a wildcard)."""
+        address = bind if bind and bind not in WILDCARDS else self.address
+        return f"http://{_url_host(address)}:{int(port)}"
+
+    def secure_run_root(self, *, create: bool = True) -> str:
+        """Make :attr:`run_root` absolute (``~/`` is the host user's home), create it 0700 if
+        missing (with ``create``), and check that it is this user's own and closed to others.
+
+        Raises:
+            ConfigError: owned by another user, or writable by group or others (exit 2).
+            HostError: the host cannot be reached, or the folder cannot be created.
+        """
+        state = inspect_run_root(self, self.run_root, create=create)
+        self.run_root = state.path
+        problem = state.problem()
+        if problem:
+            raise ConfigError(problem)
+        return self.run_root
 
     def exists(self, path: str) -> bool:
         """True if ``path`` exists on the host."""
@@ -368,6 +393,10 @@ class Host(abc.ABC):
                 timeout=120.0,
             )
         return doomed
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
 
 
 def _port_from_argv(argv: list[str]) -> int | None:

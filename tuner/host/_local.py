@@ -13,6 +13,7 @@ from pathlib import Path
 from tuner.errors import HostError
 from tuner.host import _shell
 from tuner.host._base import Host
+from tuner.host._run_root import DEFAULT_RUN_ROOT
 from tuner.host._types import CommandResult
 
 __all__ = ["LocalHost"]
@@ -25,10 +26,10 @@ class LocalHost(Host):
         run_root: the folder run folders live under.
     """
 
-    def __init__(self, run_root: str = "/tmp/tuner-runs") -> None:
+    def __init__(self, run_root: str = DEFAULT_RUN_ROOT) -> None:
         self.name = "local"
         self.address = "127.0.0.1"
-        self.run_root = run_root
+        self.run_root = os.path.expanduser(run_root)
 
     def run(
         self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None

@@ -25,7 +25,8 @@ from invoke.exceptions import CommandTimedOut
 
 from tuner.errors import ConfigError, HostError
 from tuner.host import _shell
-from tuner.host._base import Host
+from tuner.host._base import LOOPBACK, WILDCARDS, Host
+from tuner.host._forward import LocalForward
 from tuner.host._types import CommandResult, HostSpec
 
 __all__ = ["SshHost"]
@@ -77,6 +78,7 @@ class SshHost(Host):
         self.run_root = spec.run_root
         self.known_hosts = self._known_hosts_path(probe)
         self.connections = 0  # how many times a connection was opened
+        self._forwards: dict[tuple[str, int], LocalForward] = {}
 
     # -- connection -----------------------------------------------------------------------------
 
@@ -203,7 +205,33 @@ class SshHost(Host):
         self._ensure()
 
     def close(self) -> None:
+        with self._lock:
+            forwards, self._forwards = list(self._forwards.values()), {}
+        for forward in forwards:
+            forward.close()
         self._discard()
+
+    def client_url(self, port: int, bind: str | None) -> str:
+        """A server bound to loopback on the host is reached through a local port forwarded
+        over this SSH connection (:class:`LocalForward`); one bound to a wildcard or another
+        address directly at that address."""
+        if bind and bind not in LOOPBACK:
+            return super().client_url(port, bind) if bind not in WILDCARDS else (
+                f"http://{self.address}:{int(port)}"
+            )
+        remote = "127.0.0.1" if bind in (None, "", "localhost") else bind
+        with self._lock:
+            forward = self._forwards.get((remote, int(port)))
+            if forward is None:
+                forward = LocalForward(self._transport, int(port), remote)
+                self._forwards[(remote, int(port))] = forward
+        return f"http://127.0.0.1:{forward.local_port}"
+
+    def _transport(self) -> paramiko.Transport:
+        transport = self._ensure().transport
+        if transport is None:
+            raise HostError(f"{self.name}: the SSH connection has no transport")
+        return transport
 
     def abandon(self) -> None:
         """Close the connection under the command in flight (called from a signal handler, so

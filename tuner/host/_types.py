@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.host._run_root import DEFAULT_RUN_ROOT
+
 __all__ = ["CommandResult", "HostSpec", "ServerHandle"]
 
 
@@ -29,7 +31,8 @@ class HostSpec:
         accept_new_host_key: accept and record the key of a host not yet in ``known_hosts``. A
             key that differs from the recorded one is refused whatever this says.
         python: the Python interpreter on the host (patches, version checks).
-        run_root: the folder on the host under which run folders (logs, PID files) live.
+        run_root: the folder on the host under which run folders (logs, PID files) live; ``~/``
+            is the home of the user on the host. Per user by default, created 0700.
         connect_timeout_s: seconds to wait for the SSH handshake.
         ssh_config: the OpenSSH client configuration file to read (default ``~/.ssh/config``).
     """
@@ -41,7 +44,7 @@ class HostSpec:
     known_hosts: str | None = None
     accept_new_host_key: bool = False
     python: str = "python3"
-    run_root: str = "/tmp/tuner-runs"
+    run_root: str = DEFAULT_RUN_ROOT
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
 

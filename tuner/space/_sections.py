@@ -28,7 +28,7 @@ class HostSection(StrictModel):
     key: str | None = None
     known_hosts: str | None = None
     python: str = "python3"
-    run_root: str = "/tmp/tuner-runs"
+    run_root: str = "~/.cache/tuner/runs"
     accept_new_host_key: bool = False
     connect_timeout_s: Seconds = Field(default=10.0, gt=0)
 

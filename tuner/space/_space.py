@@ -186,17 +186,11 @@ class SearchSpace:
         return Config(config) == self.baseline
 
     def bind_address(self, local: bool | None = None) -> str:
-        """The server's ``--host``: ``server.bind``, else 127.0.0.1 on a local host and 0.0.0.0
-        on a remote one (the tuner connects to ``host.address``).
-
-        Args:
-            local: whether the server runs on this machine (None: as the ``host:`` section says).
+        """The server's ``--host``: ``server.bind``, else 127.0.0.1, on a local and on a remote
+        host alike (over SSH the tuner reaches it through a port forward, so nothing on the
+        network reaches its unauthenticated API). ``local`` is accepted for callers that pass it.
         """
-        if self.model.server.bind:
-            return self.model.server.bind
-        if local is None:
-            local = self.model.host is None or self.model.host.is_local
-        return "127.0.0.1" if local else "0.0.0.0"
+        return self.model.server.bind or "127.0.0.1"
 
     def render(self, config: Mapping[str, Any], *, command: str | None = None,
                port: int | None = None, local: bool | None = None, resolve: bool = True

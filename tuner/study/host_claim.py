@@ -19,9 +19,11 @@ def claim_host(target: Target, study_name: str, console: Console) -> HostClaim:
     """Claim the target's host for this run.
 
     Raises:
+        ConfigError: the run root is another user's, or writable by group or others.
         HostBusy: another tuner holds it (nothing on the host was changed).
         HostError: the host cannot be reached.
     """
+    target.host.secure_run_root()  # ~/ made absolute, created 0700; refused if others can write
     claim = HostClaim(target.host, target.run_root, study=study_name)
     claim.acquire()
     takeover = claim.describe_takeover()

@@ -110,6 +110,7 @@ class TrialRunner:
             run_dir,
             stop_grace_s=scale.to_server(timeouts.stop_grace_s),
             stop_command=self.target.stop_command,
+            idle_gpus=self.target.gpu_idle,
         )
         started = time.monotonic()
         try:
@@ -125,6 +126,8 @@ class TrialRunner:
                 return self._measure(trial, session, workload)
         finally:
             attrs.set(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
+            if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
+                attrs.set(trial, "handover_wait_s", round(session.handover_wait_s, 1))
             attrs.set(trial, "log_excerpt", session.log_excerpt())
             self._fetch_log(session, trial)
             attrs.set(trial, "engine_version", self.engine_version)

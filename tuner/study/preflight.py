@@ -6,10 +6,12 @@ import shlex
 from typing import Any
 
 from tuner import doctor
+from tuner.errors import TunerError
+from tuner.host._run_root import inspect_run_root
 from tuner.patches import PatchManager
 from tuner.study.target import Target
 
-__all__ = ["preflight_checks", "read_engine_version", "unavailable_patches", "PATCH_CHECK_PREFIX"]
+__all__ = ["check_run_root", "preflight_checks", "read_engine_version", "unavailable_patches", "PATCH_CHECK_PREFIX"]
 
 PATCH_CHECK_PREFIX = "patch "
 
@@ -26,6 +28,7 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
     if not checks[0].ok:
         return checks
     checks += [
+        check_run_root(host),
         doctor.check_python(host, target.python, env),
         doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
         doctor.check_gpus(host, None, env),
@@ -37,6 +40,25 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
     return checks
+
+
+def check_run_root(host: Any) -> doctor.Check:
+    """The run root is the user's own and closed to others (read only: made at the run's start).
+
+    Also makes ``host.run_root`` absolute (``~/`` is the host user's home) for the checks after it.
+    """
+    try:
+        state = inspect_run_root(host, host.run_root)
+    except TunerError as error:
+        return doctor.Check("run root", False, str(error), "make the host reachable, then run doctor again")
+    host.run_root = state.path
+    problem = state.problem()
+    if problem:
+        detail, _, fix = problem.partition("; fix: ")
+        return doctor.Check("run root", False, detail.removeprefix("host.run_root: "), fix)
+    if not state.exists:
+        return doctor.Check("run root", True, f"{state.path} is created 0700 at the start")
+    return doctor.Check("run root", True, f"{state.path} is yours, mode {state.mode:04o}")
 
 
 def read_engine_version(target: Target) -> str | None:

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from tuner.doctor import format_checks
 from tuner.errors import TunerError
+from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
 from tuner.study.feasibility import FeasibilityCheck, failing_values
 from tuner.study.host_claim import claim_host, release_host
@@ -142,6 +143,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
+        target.gpu_idle = read_gpu_state(target.host, target.env)  # each start waits for it
         if options.warm_start:
             queued = warm_start(study, space, options.warm_start)
             console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
+from tuner.handover import GpuState
 from tuner.host import Host, HostSpec, open_host
 from tuner.study.placeholder_host import refuse_placeholder_host
 from tuner.timescale import TimeScale
@@ -34,13 +35,18 @@ class Target:
     env: dict[str, str]
     python: str
     port: int
-    run_root: str
     time_scale: TimeScale = field(default_factory=TimeScale)
     stop_command: str | None = None
+    gpu_idle: GpuState | None = None  # measured after preflight: each start waits for it
 
     @property
     def emulated(self) -> bool:
         return self.time_scale.emulated
+
+    @property
+    def run_root(self) -> str:
+        """The run root on the host (absolute once :meth:`Host.secure_run_root` ran)."""
+        return self.host.run_root
 
     @property
     def local(self) -> bool:
@@ -133,7 +139,6 @@ def build_target(
         env=env,
         python=python,
         port=port or space.server.port,
-        run_root=spec.run_root,
         time_scale=time_scale,
         stop_command=space.server.stop_command,
     )
