@@ -344,7 +344,8 @@ class ReplayLandscape(Landscape):
         for row in json.loads(Path(table).read_text()):
             if row.get("reused_from") is not None or row.get("state") not in ("COMPLETE", "FAIL", "PRUNED"):
                 continue
-            config = space.config(_config_of(row), drop_inactive=True)
+            values = {k: v for k, v in _config_of(row).items() if k in space.parameters}
+            config = space.config(values, drop_inactive=True)
             outcome = _row_outcome(row, space.workload_for(False).levels)
             if outcome is not None:
                 self.table[config.key()] = outcome

@@ -34,7 +34,14 @@ def _one_at_a_time(space: Any, seed: int | None) -> Strategy:
     return OneAtATimeStrategy(space, seed)
 
 
+def _guided(space: Any, seed: int | None) -> Strategy:
+    from tuner.study.strategies.guided import GuidedStrategy
+
+    return GuidedStrategy(space, seed)
+
+
 _FACTORIES: dict[str, Callable[[Any, int | None], Strategy]] = {
+    "guided": _guided,
     "tpe": _tpe,
     "random": _random,
     "one-at-a-time": _one_at_a_time,
