@@ -1,33 +1,40 @@
 """How many host-run trials each search strategy needs to reach 95% of the best throughput.
 
-Every configuration is scored by the emulated host's performance model
-(:func:`tuner.emulator.perf_model.predict_throughput`, the model the emulated server paces its
-tokens with) on the study's emulated workload (levels 64/256/512/1024), without HTTP, so that a
-whole comparison takes minutes. What the model says fails, fails as on the emulated host: at
-start (``startup-crash``, ``oom-at-start``), under load (``unstable-at-<c>``, with the levels
-before kept) or with garbage output (``wrong-output``, caught by the probe before any level).
-Each run draws the emulator's noise (2% a run, 1% a level) for what the optimizer sees; whether
-a trial reached the target is judged on the noise-free value of its configuration.
+The product's own loop (:func:`tuner.study.optimize.optimize_study`) and trial runner
+(:class:`tuner.study.objective.TrialRunner`: levels reported, the baseline pruner, failure
+classes, the objective value) run against a *model host*: :class:`ModelRunner` replaces the
+runner's start-up and its one level measurement (``TrialRunner._run_level``) with a landscape
+(:mod:`landscapes`), so nothing of the outcome mapping is copied here. A landscape answers
+what one trial on a host shows: levels, failure class, the server's observations, with noise.
+Whether a trial reached the target is judged on the noise-free value of its configuration.
 
-Strategies:
+Families (``--family``):
 
-- ``default``: the tuner's own loop (:func:`tuner.study.optimize.optimize_study`) with the
-  sampler ``make_sampler("tpe", seed)``, the baseline enqueued first, constraints skipping,
-  duplicates reused, failures FAIL with their class, the baseline pruning rule, and the
-  feasibility gate (:mod:`tuner.study.feasibility`);
-- ``random``: the same loop with ``make_sampler("random", seed)`` and no gate;
-- ``one-at-a-time``: SGLang auto_benchmark's tier 1: from the baseline, sweep each parameter's
-  values (numbers on a grid) keeping the best so far, pass after pass until a pass gains nothing.
+- ``emulator``: the emulated GLM-5 host's performance model on ``glm5.yaml``;
+- ``generated``: landscapes drawn per seed over ``glm5.yaml``'s parameters (seeds 0-49 to choose
+  settings, 100-199 to report);
+- ``vllm``: the vLLM-on-CPU grid measured once (``bench/landscapes/vllm_cpu_tiny.json``).
 
-The target is 95% of the best stable throughput found by any strategy, checked by a
-coordinate-ascent polish of that best configuration on the noise-free model.
+Strategies (``--strategies``): the product's registry (``guided``, ``tpe``, ``random``,
+``one-at-a-time``) and ``tpe-as-today``: TPE with the settings ``make_sampler("tpe")`` always had,
+blind to FAIL trials, plus the feasibility gate (the default before ``guided``).
 
-    python bench/search_efficiency.py --seeds 10 --out docs/search-efficiency.md
+Target: 95% (and 90%) of the best noise-free value known for the landscape: a coordinate-ascent
+polish, on the noise-free landscape, of the baseline and of the best of 300 random
+configurations (an oracle the strategies never see), raised to anything a strategy ran. A run
+stops when it reaches 95% of that oracle, or at its budget.
+
+Host hours: each host-run trial costs a start-up of ``STARTUP_MIN`` minutes (3-4 on the real
+GLM-5 host) plus ``LEVEL_MIN`` a level that ran (about 1 on the real host).
+
+    python bench/search_efficiency.py --family emulator --seeds 0-9
+    python bench/search_efficiency.py --family generated --seeds 100-199 --out docs/search-efficiency.md
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
 import math
 import multiprocessing
@@ -37,200 +44,259 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.samplers._tpe.sampler import hyperopt_default_gamma
-from optuna.trial import TrialState
 from rich.console import Console
 
-from tuner.emulator.cli_args import parse_server_args
-from tuner.emulator.perf_model import Failure, predict_throughput
-from tuner.errors import ConfigError, ServerFailure
-from tuner.space import Config, load_space
-from tuner.study import attrs
-from tuner.study.feasibility import FeasibilityCheck
-from tuner.study.optimize import optimize_study
-from tuner.study.progress import ProgressView
-from tuner.study.pruner import BaselinePruner
-from tuner.study.storage import make_sampler
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-__all__ = ["ModelHost", "ModelRunner", "host_runs", "main", "reach", "run_loop", "run_sweep"]
+from landscapes import (  # noqa: E402
+    EmulatorLandscape,
+    GeneratedLandscape,
+    Landscape,
+    Outcome,
+    ReplayLandscape,
+)
+
+from tuner.errors import ConfigError, ServerFailure  # noqa: E402
+from tuner.loadgen import LevelMetrics  # noqa: E402
+from tuner.space import Config, load_space  # noqa: E402
+from tuner.study import attrs  # noqa: E402
+from tuner.study.feasibility import FeasibilityCheck  # noqa: E402
+from tuner.study.objective import TrialRunner  # noqa: E402
+from tuner.study.optimize import optimize_study  # noqa: E402
+from tuner.study.progress import ProgressView  # noqa: E402
+from tuner.study.run import study_pruner  # noqa: E402
+from tuner.study.storage import make_sampler  # noqa: E402
+from tuner.study.strategies import Strategy, make_strategy  # noqa: E402
+from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
+from tuner.study.view import read_view  # noqa: E402
+from tuner.timescale import TimeScale  # noqa: E402
+
+__all__ = ["ModelHost", "ModelRunner", "host_runs", "main", "reach", "run_loop", "run_strategy", "polish"]
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = REPO / "search_spaces" / "glm5.yaml"
 REACH = 0.95
-_START_FAILURES = {
-    "refused": "startup-crash",
-    "startup-crash": "startup-crash",
-    "oom-at-start": "oom-at-start",
-    "wrong-output": "wrong-output",
-}
+ALSO = 0.90
+WITHIN = 40
+STARTUP_MIN = 3.5
+LEVEL_MIN = 1.0
+FAMILIES = ("emulator", "generated", "vllm")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What the emulated host does with one configuration (noise-free)."""
-
-    levels: tuple[tuple[int, float], ...]  # (concurrency, output tok/s) of the levels that ran
-    failure: str | None  # the tuner's failure class, or None when every level ran clean
-
-    @property
-    def value(self) -> float | None:
-        """The objective: the best level's throughput, None when the trial fails."""
-        return None if self.failure else max(tps for _, tps in self.levels)
+# -- the model host ------------------------------------------------------------------------------
 
 
-class ModelHost:
-    """The emulated host's performance model over one search space, cached by configuration."""
-
-    def __init__(self, space: Any) -> None:
-        self.space = space
-        self.workload = space.workload_for(True)
-        self._cache: dict[str, Outcome] = {}
-
-    def outcome(self, config: Config) -> Outcome:
-        key = config.key()
-        if key not in self._cache:
-            self._cache[key] = self._evaluate(config)
-        return self._cache[key]
-
-    def _evaluate(self, config: Config) -> Outcome:
-        launch = self.space.render(config, command="sglang", local=True)
-        args = parse_server_args(launch.argv[1:])
-        gate, forced = (
-            "autotune_gate" in launch.patches,
-            "force_allreduce_fusion" in launch.patches,
-        )
-        levels: list[tuple[int, float]] = []
-        for concurrency in self.workload.levels:
-            result = predict_throughput(
-                args,
-                gate,
-                forced,
-                concurrency,
-                self.workload.input_len,
-                self.workload.output_len,
-                num_requests=self.workload.requests_for(concurrency),
-            )
-            if isinstance(result, Failure):
-                if result.kind in _START_FAILURES:
-                    return Outcome((), _START_FAILURES[result.kind])
-                return Outcome(tuple(levels), f"unstable-at-{concurrency}")
-            levels.append((concurrency, result))
-        return Outcome(tuple(levels), None)
-
-    def measured(self, config: Config, rng: random.Random) -> Outcome:
-        """The outcome as one run measures it: the emulator's run and level noise applied."""
-        true = self.outcome(config)
-        run = 1.0 + max(-0.04, min(0.04, rng.gauss(0.0, 0.02)))
-        levels = tuple(
-            (c, tps / (run * (1.0 + max(-0.025, min(0.025, rng.gauss(0.0, 0.01))))))
-            for c, tps in true.levels
-        )
-        return Outcome(levels, true.failure)
+def ModelHost(space: Any | None = None) -> EmulatorLandscape:  # noqa: N802 (kept for older callers)
+    """The emulated host's performance model (see :class:`landscapes.EmulatorLandscape`)."""
+    return EmulatorLandscape(space)
 
 
 @dataclass(frozen=True)
 class _ModelHostName:
-    name: str = "performance-model"
+    name: str = "model-host"
 
 
 @dataclass(frozen=True)
 class _ModelTarget:
-    """What the optimize loop reads from a target, for a host that is a model."""
+    """What the loop and the trial runner read from a target, for a host that is a model."""
 
     host: _ModelHostName = field(default_factory=_ModelHostName)
     emulated: bool = True
-    command: str = "sglang"
+    command: str = "server"
     port: int = 30000
     local: bool = True
+    time_scale: TimeScale = field(default_factory=TimeScale)
 
 
-class ModelRunner:
-    """A trial runner whose host is the performance model (same outcomes as TrialRunner)."""
+class _ModelSession:
+    """What the runner's level loop asks of a server session, for a model host."""
 
-    def __init__(self, host: ModelHost, seed: int) -> None:
-        self.host, self.seed = host, seed
-        self.target = _ModelTarget()
-        self.on_phase = self.on_level = lambda *args: None
+    phase = ""
 
-    def run(self, trial: optuna.Trial, config: Config, launch: Any) -> list[float]:
-        outcome = self.host.measured(config, random.Random(f"{self.seed}:{trial.number}"))
-        if not outcome.levels and outcome.failure:
-            raise ServerFailure(outcome.failure, "performance model")
-        levels: list[dict[str, Any]] = []
-        for concurrency, tps in outcome.levels:
-            levels.append(
-                {
-                    "concurrency": concurrency,
-                    "output_throughput": tps,
-                    "completed": self.host.workload.requests_for(concurrency),
-                    "failed": 0,
-                    "stop_reason": None,
-                }
-            )
-            attrs.set(trial, "levels", levels)
-            trial.report(tps, step=concurrency)
-            if trial.should_prune():
-                raise optuna.TrialPruned("below the baseline at every level so far")
-        if outcome.failure:
-            raise ServerFailure(outcome.failure, "performance model")
-        attrs.set(trial, "stable", True)
-        return [max(tps for _, tps in outcome.levels)]
+    def __init__(self, failure: str | None) -> None:
+        self.failure = failure
+
+    def wait_for_failure(self, wait_s: float) -> ServerFailure | None:
+        return ServerFailure(self.failure, "model host: failed under load") if self.failure else None
+
+    def log_excerpt(self) -> str:
+        return ""
+
+    def stop_reason(self) -> str | None:
+        return None
 
 
-def tpe_variant(seed: int, overrides: dict[str, Any]) -> optuna.samplers.BaseSampler:
-    """``make_sampler("tpe", seed)``, or with ``overrides`` of TPESampler's arguments (for
-    trying settings: these start from make_sampler's, written again here)."""
-    if not overrides:
-        return make_sampler("tpe", seed)
-    settings: dict[str, Any] = {
-        "multivariate": True,
-        "group": True,
-        "n_startup_trials": 6,
-        "constant_liar": True,
-    }
-    for name, value in overrides.items():
-        settings[name] = hyperopt_default_gamma if value == "hyperopt" else value
-    return optuna.samplers.TPESampler(seed=seed, **settings)
+class ModelRunner(TrialRunner):
+    """The product's trial runner on a landscape: start-up and level measurement come from the
+    landscape (with its noise); the level loop, the pruner, failure classes and the objective
+    value are :class:`TrialRunner`'s own."""
+
+    def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None) -> None:
+        super().__init__(
+            space=landscape.space, target=_ModelTarget(), patches=None, study=study,
+            local_runs_dir=Path("."), emulate=True,
+        )
+        self.landscape, self.seed = landscape, seed
+        self.host = landscape  # older callers read runner.host
+        self._pending: list[tuple[int, float]] = []
+
+    def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
+        outcome = self.landscape.measured(Config(config), random.Random(f"{self.seed}:{trial.number}"))
+        attrs.set(trial, attrs.OBSERVATIONS, outcome.observations)
+        if outcome.at_start:
+            raise ServerFailure(outcome.failure, "model host: failed at start")
+        self._pending = list(outcome.levels)
+        return self._measure(trial, _ModelSession(outcome.failure), self.space.workload_for(True))
+
+    def _run_level(self, session: Any, spec: Any) -> tuple[LevelMetrics, None]:
+        n, out = spec.num_requests, spec.output_len
+        if self._pending and self._pending[0][0] == spec.concurrency:
+            _, tps = self._pending.pop(0)
+            return LevelMetrics(
+                concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
+                duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,
+                output_throughput=tps, total_throughput=tps * (spec.input_len + out) / out,
+                request_throughput=tps / out,
+            ), None
+        return LevelMetrics(
+            concurrency=spec.concurrency, num_requests=n, completed=0, failed=n, duration_s=1.0,
+            input_tokens=0, output_tokens=0, output_throughput=0.0, total_throughput=0.0,
+            request_throughput=0.0, stop_reason="the server died (model host)",
+        ), None
 
 
-def run_loop(
-    space: Any,
-    host: ModelHost,
-    sampler: str,
+# -- strategies ---------------------------------------------------------------------------------
+
+
+class TpeAsToday(Strategy):
+    """The default before ``guided``: ``make_sampler("tpe")``'s TPE (FAIL trials invisible to it)
+    with the feasibility gate."""
+
+    name = "tpe-as-today"
+    gate = True
+
+    def __init__(self, space: Any, seed: int | None) -> None:
+        self.seed = seed
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.TPESampler(**tpe_settings(self.seed))
+
+
+def bench_strategy(name: str, space: Any, seed: int, options: dict[str, Any] | None = None) -> Strategy:
+    if name == "tpe-as-today":
+        return TpeAsToday(space, seed)
+    if name == "guided" and options:
+        from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
+
+        return GuidedStrategy(space, seed, GuidedSettings(**options))
+    return make_strategy(name, space, seed)
+
+
+@dataclass
+class Run:
+    """One strategy on one landscape: the configurations run on the host, in order."""
+
+    configs: list[Config]
+    reasons: list[str]
+    host_minutes: list[float]
+
+
+_TAKES_STRATEGY = "strategy" in inspect.signature(optimize_study).parameters
+
+
+def run_strategy(
+    landscape: Landscape,
+    name: str,
     seed: int,
     budget: int,
-    gate: bool,
-    tpe: dict[str, Any] | None = None,
-) -> optuna.Study:
-    """The tuner's optimize loop on the model for ``budget`` host-run trials (in memory)."""
-    chosen = tpe_variant(seed, tpe or {}) if sampler == "tpe" else make_sampler(sampler, seed)
+    stop_at: float | None = None,
+    options: dict[str, Any] | None = None,
+) -> Run:
+    """``budget`` host-run trials of strategy ``name`` through the product's loop (in memory),
+    stopping early once a configuration's noise-free value reaches ``stop_at``."""
+    space = landscape.space
+    strategy = bench_strategy(name, space, seed, options)
     study = optuna.create_study(
-        direction="maximize", sampler=chosen, pruner=BaselinePruner(space.objective.prune_margin)
+        directions=["maximize"], sampler=strategy.sampler(), pruner=study_pruner(space)
     )
-    check = FeasibilityCheck.from_study(study, space) if gate else None
+    gate = FeasibilityCheck.from_study(study, space) if getattr(strategy, "gate", False) else None
+    runner = ModelRunner(landscape, seed, study)
     progress = ProgressView(Console(file=io.StringIO()))
-    optimize_study(study, space, ModelRunner(host, seed), budget, progress, feasibility=check)
-    return study
+    ran = 0
+    while ran < budget:
+        extra: dict[str, Any] = {"strategy": strategy} if _TAKES_STRATEGY else {}
+        if not _TAKES_STRATEGY:
+            _queue_proposal(study, space, strategy)
+        summary = optimize_study(study, space, runner, 1, progress, feasibility=gate, **extra)
+        if summary.ran == 0:
+            break
+        ran += 1
+        if stop_at is not None:
+            last = host_runs(study)[-1]
+            value = landscape.outcome(last).value
+            if value is not None and value >= stop_at:
+                break
+    return _as_run(study)
+
+
+def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy) -> None:
+    """Before the loop takes a strategy itself: queue its proposal (after the baseline)."""
+    view = read_view(study, space)
+    if not view.records:
+        return
+    proposal = strategy.propose(view)
+    if proposal is None:
+        return
+    try:
+        config = space.config(proposal.config, drop_inactive=True)
+    except ConfigError:
+        return
+    study.enqueue_trial(
+        space.params_for_enqueue(config),
+        user_attrs={attrs.CHOSEN_BY: proposal.reason, attrs.ENQUEUED: True, "enqueued": True},
+    )
+
+
+def _ran_on_host(trial: optuna.trial.FrozenTrial) -> bool:
+    return attrs.outcome_of(trial).ran and "config" in trial.user_attrs
 
 
 def host_runs(study: optuna.Study) -> list[Config]:
     """The configurations a study ran on the host, in order (not skipped, not reused)."""
-    ran = []
-    for trial in study.get_trials(deepcopy=False):
-        ua = trial.user_attrs
-        if trial.state == TrialState.PRUNED and ua.get("pruned_by") != "baseline":
-            continue
-        if "reused_from" not in ua and "config" in ua:
-            ran.append(Config(ua["config"]))
-    return ran
+    return [Config(t.user_attrs["config"]) for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
+
+
+def _as_run(study: optuna.Study) -> Run:
+    trials = [t for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
+    return Run(
+        [Config(t.user_attrs["config"]) for t in trials],
+        [str(t.user_attrs.get(attrs.CHOSEN_BY) or "") for t in trials],
+        [STARTUP_MIN + LEVEL_MIN * len(t.user_attrs.get("levels") or []) for t in trials],
+    )
+
+
+def run_loop(space: Any, host: Landscape, sampler: str, seed: int, budget: int, gate: bool,
+             tpe: dict[str, Any] | None = None) -> optuna.Study:
+    """The loop with a plain Optuna sampler (``make_sampler``) and optionally the gate, for
+    ``budget`` host-run trials (kept for the feasibility tests and samplers_tried/)."""
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed),
+                                pruner=study_pruner(space))
+    check = FeasibilityCheck.from_study(study, space) if gate else None
+    progress = ProgressView(Console(file=io.StringIO()))
+    optimize_study(study, space, ModelRunner(host, seed, study), budget, progress, feasibility=check)
+    return study
+
+
+# -- the oracle target -------------------------------------------------------------------------
 
 
 def _grid(param: Any) -> list[Any]:
-    """The values a one-flag-at-a-time sweep tries for one parameter."""
+    """The values the oracle's coordinate ascent tries for one parameter."""
     if not (hasattr(param, "low") and hasattr(param, "high")):
         return list(param.options())
     if getattr(param, "log", False):
@@ -238,8 +304,7 @@ def _grid(param: Any) -> list[Any]:
     else:
         count = round((param.high - param.low) / param.step)
         values = [
-            param.grid.normalize(param.low + k * param.step)
-            if hasattr(param, "grid")
+            param.grid.normalize(param.low + k * param.step) if hasattr(param, "grid")
             else param.low + k * param.step
             for k in range(count + 1)
         ]
@@ -247,8 +312,6 @@ def _grid(param: Any) -> list[Any]:
 
 
 def _natural_default(param: Any) -> Any:
-    """The value a parameter takes when a sweep makes it active: its default, else unset where
-    allowed, else its first option (``autotune_gate: false`` when the cutlass MoE is chosen)."""
     if param.has_default:
         return param.default
     if getattr(param, "unset", False):
@@ -257,79 +320,21 @@ def _natural_default(param: Any) -> Any:
 
 
 def with_value(space: Any, config: Config, name: str, value: Any) -> Config | None:
-    """``config`` with one parameter changed (parameters it makes active take their natural
+    """``config`` with one parameter changed (parameters it activates at their natural
     default), or None when the space refuses it."""
     defaults = {n: _natural_default(p) for n, p in space.parameters.items()}
     try:
         return space.config({**defaults, **dict(config), name: value}, drop_inactive=True)
-    except ConfigError:  # a value the space refuses here (e.g. of an inactive parameter)
+    except ConfigError:
         return None
 
 
-def run_sweep(space: Any, host: ModelHost, seed: int, max_trials: int = 300) -> list[Config]:
-    """SGLang auto_benchmark tier 1 on the model: one parameter at a time, best kept."""
-    rng = random.Random(f"sweep:{seed}")
-    ran: list[Config] = []
-    measured: dict[str, float | None] = {}
-
-    def measure(config: Config) -> float | None:
-        if config.key() not in measured:
-            ran.append(config)
-            measured[config.key()] = host.measured(config, rng).value
-        return measured[config.key()]
-
-    best, best_value = space.baseline, measure(space.baseline)
-    improved = True
-    while improved and len(ran) < max_trials:
-        improved = False
-        for name, param in space.parameters.items():
-            if name not in best:
-                continue
-            for value in _grid(param):
-                config = with_value(space, best, name, value)
-                if config is None or any(
-                    v.action == "skip" for v in space.constraint_violations(config)
-                ):
-                    continue
-                result = measure(config)
-                if result is not None and (best_value is None or result > best_value):
-                    best, best_value, improved = config, result, True
-    return ran
+def _skipped(space: Any, config: Config) -> bool:
+    return any(v.action == "skip" for v in space.constraint_violations(config))
 
 
-def reach(ran: list[Config], host: ModelHost, target: float) -> int | None:
-    """The 1-based count of host-run trials until one reached ``REACH`` x target (None: never)."""
-    for index, config in enumerate(ran, start=1):
-        value = host.outcome(config).value
-        if value is not None and value >= REACH * target:
-            return index
-    return None
-
-
-STRATEGIES = ("default", "random", "one-at-a-time")
-
-
-def _seeds_job(
-    job: tuple[list[int], int, int, dict[str, Any], bool],
-) -> list[dict[str, list[dict[str, Any]]]]:
-    """Every strategy on each of these seeds (one model cache for all of them); for each seed,
-    the configurations each strategy ran, in order (plain dicts)."""
-    seeds, default_budget, random_budget, tpe, gate = job
-    space = load_space(SPACE)
-    host = ModelHost(space)
-    results = []
-    for seed in seeds:
-        runs = {
-            "default": host_runs(run_loop(space, host, "tpe", seed, default_budget, gate, tpe)),
-            "random": host_runs(run_loop(space, host, "random", seed, random_budget, False)),
-            "one-at-a-time": run_sweep(space, host, seed),
-        }
-        results.append({name: [c.to_dict() for c in configs] for name, configs in runs.items()})
-    return results
-
-
-def polish(space: Any, host: ModelHost, config: Config) -> tuple[Config, float]:
-    """Coordinate ascent on the noise-free model from ``config``: its best neighbourhood."""
+def polish(space: Any, host: Any, config: Config) -> tuple[Config, float]:
+    """Coordinate ascent on the noise-free landscape from ``config``."""
     best, best_value = config, host.outcome(config).value or 0.0
     improved = True
     while improved:
@@ -339,169 +344,229 @@ def polish(space: Any, host: ModelHost, config: Config) -> tuple[Config, float]:
                 continue
             for value in _grid(param):
                 candidate = with_value(space, best, name, value)
-                if candidate is None or any(
-                    v.action == "skip" for v in space.constraint_violations(candidate)
-                ):
+                if candidate is None or _skipped(space, candidate):
                     continue
-                value_now = host.outcome(candidate).value
+                try:
+                    value_now = host.outcome(candidate).value
+                except KeyError:  # a replay: not measured
+                    continue
                 if value_now is not None and value_now > best_value * 1.0001:
                     best, best_value, improved = candidate, value_now, True
     return best, best_value
 
 
-def _cell(trials: int | None, budget: int) -> str:
-    return str(trials) if trials is not None else f">{budget}"
+def oracle(landscape: Landscape, seed: int) -> tuple[Config, float]:
+    """The best noise-free configuration the bench knows (never shown to a strategy)."""
+    space = landscape.space
+    if isinstance(landscape, ReplayLandscape):
+        key, outcome = max(landscape.table.items(), key=lambda kv: kv[1].value or 0.0)
+        return Config(_config_from_key(key)), outcome.value or 0.0
+    rng = random.Random(f"oracle:{seed}")
+    starts = [space.baseline]
+    sampled = []
+    for _ in range(300):
+        values = {name: rng.choice(_grid(p)) for name, p in space.parameters.items()}
+        try:
+            config = space.config(values, drop_inactive=True)
+        except ConfigError:
+            continue
+        if not _skipped(space, config) and landscape.outcome(config).value:
+            sampled.append(config)
+    sampled.sort(key=lambda c: landscape.outcome(c).value or 0.0, reverse=True)
+    starts += sampled[:3]
+    return max((polish(space, landscape, s) for s in starts), key=lambda cv: cv[1])
 
 
-def table(results: dict[str, list[int | None]], budgets: dict[str, int]) -> str:
-    """The Markdown table: strategy, median trials, per-seed trials, ratio vs random."""
-    medians = {
-        name: statistics.median(budgets[name] + 1 if t is None else t for t in trials)
-        for name, trials in results.items()
+def _config_from_key(key: str) -> dict[str, Any]:
+    import json
+
+    return json.loads(key)
+
+
+def reach(ran: list[Config], host: Any, target: float, share: float = REACH) -> int | None:
+    """The 1-based count of host-run trials until one reached ``share`` x target (None: never)."""
+    for index, config in enumerate(ran, start=1):
+        value = host.outcome(config).value
+        if value is not None and value >= share * target:
+            return index
+    return None
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+@cache
+def _landscape(family: str, seed: int) -> Landscape:
+    if family == "emulator":
+        return _emulator()
+    if family == "generated":
+        return GeneratedLandscape(seed, _glm5())
+    return _replay()
+
+
+@cache
+def _glm5() -> Any:
+    return load_space(SPACE)
+
+
+@cache
+def _emulator() -> EmulatorLandscape:
+    return EmulatorLandscape(_glm5())
+
+
+@cache
+def _replay() -> ReplayLandscape:
+    return ReplayLandscape()
+
+
+@cache
+def _oracle(family: str, seed: int) -> tuple[Config, float]:
+    return oracle(_landscape(family, seed), seed if family == "generated" else 0)
+
+
+def _job(job: tuple[str, int, str, int, dict[str, Any]]) -> dict[str, Any]:
+    family, seed, strategy, budget, options = job
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore")
+    landscape = _landscape(family, seed)
+    _, target = _oracle(family, seed)
+    started = time.monotonic()
+    run = run_strategy(landscape, strategy, seed, budget, stop_at=REACH * target,
+                       options=options if strategy == "guided" else None)
+    values = [landscape.outcome(c).value for c in run.configs]
+    return {
+        "family": family, "seed": seed, "strategy": strategy, "target": target,
+        "to95": reach(run.configs, landscape, target, REACH),
+        "to90": reach(run.configs, landscape, target, ALSO),
+        "best": max((v for v in values if v is not None), default=0.0),
+        "minutes": run.host_minutes, "reasons": run.reasons, "seconds": time.monotonic() - started,
     }
-    random_censored = any(t is None for t in results["random"])
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _median(counts: list[int | None], budget: int) -> float:
+    return statistics.median(budget + 1 if c is None else c for c in counts)
+
+
+def _shown(median: float, budget: int) -> str:
+    return f">{budget}" if median > budget else f"{median:g}"
+
+
+def summarise(rows: list[dict[str, Any]], strategies: list[str], budget: int) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in strategies:
+        mine = sorted((r for r in rows if r["strategy"] == name), key=lambda r: r["seed"])
+        to95 = [r["to95"] for r in mine]
+        hours = [
+            sum(r["minutes"][: r["to95"]]) / 60 if r["to95"] else None for r in mine
+        ]
+        out[name] = {
+            "to95": to95,
+            "median95": _median(to95, budget),
+            "median90": _median([r["to90"] for r in mine], budget),
+            "within": sum(1 for c in to95 if c is not None and c <= WITHIN),
+            "seeds": len(mine),
+            "hours": statistics.median(h if h is not None else math.inf for h in hours) if hours else math.inf,
+            "censored": any(c is None for c in to95),
+        }
+    return out
+
+
+def table(summary: dict[str, dict[str, Any]], budget: int, reference: str = "tpe-as-today") -> str:
     lines = [
-        "| strategy | median trials to 95% | per seed | trials vs random |",
-        "|---|---|---|---|",
+        f"| strategy | median trials to 95% | to 90% | seeds at 95% within {WITHIN} | "
+        f"median host-hours to 95% | trials vs {reference} |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, trials in results.items():
-        per_seed = ", ".join(_cell(t, budgets[name]) for t in trials)
-        ratio = medians["random"] / medians[name]
-        if name == "random":
-            shown = "1x"
-        elif all(t is None for t in trials):
-            shown = "never reached"
-        elif ratio >= 1:
-            shown = f"{'>= ' if random_censored else ''}{ratio:.1f}x fewer"
+    ref = summary.get(reference)
+    for name, s in summary.items():
+        hours = "never" if math.isinf(s["hours"]) else f"{s['hours']:.1f}"
+        if ref is None or name == reference:
+            ratio = "1x" if name == reference else ""
         else:
-            shown = f"{1 / ratio:.1f}x more"
-        lines.append(f"| {name} | {medians[name]:g} | {per_seed} | {shown} |")
+            r = ref["median95"] / s["median95"]
+            bound = ">= " if ref["censored"] and not s["censored"] else ""
+            ratio = f"{bound}{r:.1f}x fewer" if r >= 1 else f"{1 / r:.1f}x more"
+        lines.append(
+            f"| {name} | {_shown(s['median95'], budget)} | {_shown(s['median90'], budget)} | "
+            f"{s['within']} of {s['seeds']} | {hours} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
+def _seed_range(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the comparison, print the table and write it (with how it was measured)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--default-budget", type=int, default=80)
-    parser.add_argument("--random-budget", type=int, default=300)
+    parser.add_argument("--family", choices=FAMILIES, default="emulator")
+    parser.add_argument("--seeds", default="0-9", help="a range, e.g. 100-199")
+    parser.add_argument("--strategies", default="guided,tpe-as-today")
+    parser.add_argument("--budget", type=int, default=80, help="host-run trials per run at most")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument(
-        "--tpe",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a TPESampler argument changed for the default strategy "
-        "(prior_weight=0.5, n_startup_trials=10, gamma=hyperopt)",
-    )
-    parser.add_argument(
-        "--no-gate", action="store_true", help="the default strategy without the feasibility gate"
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="write the table into this Markdown file (between its bench markers)",
-    )
+    parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
+                        help="a GuidedSettings field for trying settings (explore_every=4)")
+    parser.add_argument("--per-seed", action="store_true", help="print trials to 95%% per seed")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the table into this Markdown file between the family's markers")
     options = parser.parse_args(argv)
-    tpe = {name: _literal(value) for name, _, value in (o.partition("=") for o in options.tpe)}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore")
+    seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
+    strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
+    guided = {k: int(v) for k, _, v in (o.partition("=") for o in options.guided)}
+    jobs = [(options.family, seed, name, options.budget, guided) for seed in seeds for name in strategies]
     started = time.monotonic()
-    seeds = list(range(options.first_seed, options.first_seed + options.seeds))
-    groups = [seeds[k :: options.processes] for k in range(options.processes)]
-    jobs = [
-        (group, options.default_budget, options.random_budget, tpe, not options.no_gate)
-        for group in groups
-        if group
-    ]
-    with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
-        by_seed = {
-            seed: runs
-            for (seeds, *_), results in zip(jobs, pool.map(_seeds_job, jobs))
-            for seed, runs in zip(seeds, results)
-        }
-    per_seed = [by_seed[seed] for seed in seeds]
-    space = load_space(SPACE)
-    host = ModelHost(space)
-    everything = [Config(c) for runs in per_seed for configs in runs.values() for c in configs]
-    found = max(everything, key=lambda c: host.outcome(c).value or 0.0)
-    best, target = polish(space, host, found)
-    budgets = {
-        "default": options.default_budget,
-        "random": options.random_budget,
-        "one-at-a-time": max(len(runs["one-at-a-time"]) for runs in per_seed),
-    }
-    results = {
-        name: [reach([Config(c) for c in runs[name]], host, target) for runs in per_seed]
-        for name in STRATEGIES
-    }
-    text = table(results, budgets)
+    if options.processes > 1:
+        with multiprocessing.get_context("fork").Pool(options.processes) as pool:
+            rows = list(pool.imap_unordered(_job, jobs))
+    else:
+        rows = [_job(job) for job in jobs]
     elapsed = time.monotonic() - started
+    summary = summarise(rows, strategies, options.budget)
+    text = table(summary, options.budget)
     print(text)
-    print(
-        f"target: {REACH:.0%} of {target:,.0f} output tok/s (emulated); best found by a "
-        f"strategy {host.outcome(found).value:,.0f}; {options.seeds} seeds in {elapsed:.0f} s"
-    )
+    if options.per_seed:
+        for name in strategies:
+            cells = ", ".join("-" if c is None else str(c) for c in summary[name]["to95"])
+            print(f"{name}: {cells}")
+    targets = sorted({round(r["target"]) for r in rows})
+    print(f"family {options.family}, seeds {options.seeds}, budget {options.budget}; "
+          f"targets {targets[0]:,}-{targets[-1]:,} tok/s; {elapsed:.0f} s")
     if options.out:
-        block = _block(
-            text, options, target, host.outcome(found).value, best, elapsed, tpe, host.workload
-        )
-        _write_between_markers(options.out, block)
+        block = _block(text, options, summary, elapsed, targets)
+        _write_between_markers(options.out, options.family, block)
     return 0
 
 
-def _literal(text: str) -> Any:
-    """``0.5`` -> 0.5, ``10`` -> 10, ``true`` -> True, else the text."""
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
-MARKERS = ("<!-- search_efficiency.py: start -->", "<!-- search_efficiency.py: end -->")
-
-
-def _write_between_markers(path: Path, block: str) -> None:
-    """Replace what lies between the markers (or write a file holding only the block)."""
-    text = path.read_text() if path.exists() else f"{MARKERS[0]}\n{MARKERS[1]}\n"
-    head, _, rest = text.partition(MARKERS[0])
-    _, _, tail = rest.partition(MARKERS[1])
-    path.write_text(f"{head}{MARKERS[0]}\n{block}\n{MARKERS[1]}{tail}")
-
-
-def _block(
-    text: str,
-    options: argparse.Namespace,
-    target: float,
-    found: float | None,
-    best: Config,
-    elapsed: float,
-    tpe: dict[str, Any],
-    workload: Any,
-) -> str:
-    last = options.first_seed + options.seeds - 1
-    levels = "/".join(str(c) for c in workload.levels)
-    changed = " ".join(
-        [f"--tpe {k}={v}" for k, v in tpe.items()] + (["--no-gate"] if options.no_gate else [])
+def _block(text: str, options: argparse.Namespace, summary: dict[str, Any], elapsed: float,
+           targets: list[int]) -> str:
+    extra = "".join(f" --guided {g}" for g in options.guided)
+    per_seed = "\n".join(
+        f"- {name}: " + ", ".join(f">{options.budget}" if c is None else str(c) for c in s["to95"])
+        for name, s in summary.items()
+    ) if len(next(iter(summary.values()))["to95"]) <= 20 else ""
+    return (
+        f"`python bench/search_efficiency.py --family {options.family} --seeds {options.seeds} "
+        f"--strategies {options.strategies} --budget {options.budget}{extra}` "
+        f"({elapsed:.0f} s wall on the shared 2-core machine; target 95% of "
+        f"{targets[0]:,}" + (f"-{targets[-1]:,}" if len(targets) > 1 else "") + " output tok/s)\n\n"
+        + text + ("\n\nTrials to 95% per seed:\n\n" + per_seed if per_seed else "")
     )
-    return f"""Measured with `python bench/search_efficiency.py --seeds {options.seeds}{" --first-seed " + str(options.first_seed) if options.first_seed else ""}{" " + changed if changed else ""} --out docs/search-efficiency.md`
-({elapsed:.0f} s wall on the shared 2-core development machine). Seeds {options.first_seed}-{last};
-budgets: default sampler {options.default_budget} host-run trials, random search
-{options.random_budget}, the one-flag-at-a-time sweep until a pass over all parameters gains
-nothing. `>N`: not reached within the budget (counted as N+1 in the median, so a ratio against
-a censored random search is a lower bound). Workload: the emulated workload of
-`search_spaces/glm5.yaml`: levels {levels}, {workload.input_len} input and
-{workload.output_len} output tokens, {workload.requests_for(workload.levels[0])} requests at the first level.
 
-{text}
 
-Target: {REACH:.0%} of {target:,.0f} output tok/s (emulated): the best stable configuration found
-by any strategy on any seed ({found:,.0f}), polished by coordinate ascent on the noise-free model:
-`{best.describe()}`."""
+def _write_between_markers(path: Path, family: str, block: str) -> None:
+    start, end = f"<!-- search_efficiency.py {family}: start -->", f"<!-- search_efficiency.py {family}: end -->"
+    text = path.read_text() if path.exists() else ""
+    if start not in text:
+        text += f"\n{start}\n{end}\n"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    path.write_text(f"{head}{start}\n{block}\n{end}{tail}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from tuner.errors import ConfigError
 
-__all__ = ["CrashSignature", "EngineProfile", "load_profile", "profile_names"]
+__all__ = ["CrashSignature", "EngineProfile", "TuningRule", "load_profile", "profile_names"]
 
 _PROFILE_DIR = Path(__file__).parent
 
@@ -38,6 +38,30 @@ class CrashSignature(BaseModel):
         return value
 
 
+class TuningRule(BaseModel):
+    """What a person tuning by hand reads in the server log, and the flag they change.
+
+    The rule fires on a trial when ``observations[observed] >= at_least`` (and every
+    ``also_at_least`` holds); the ``guided`` strategy then proposes that trial's configuration
+    with the parameter whose flag is ``change`` moved one step in ``direction``. ``says`` is the
+    one-line reason, formatted with the observations and ``{value}`` (the current value).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    observed: str
+    at_least: float
+    also_at_least: dict[str, float] = {}
+    change: str
+    direction: Literal["raise", "lower"]
+    says: str
+
+    def fires(self, observations: dict[str, float]) -> bool:
+        """Whether the observations of one trial meet this rule's conditions."""
+        checks = {self.observed: self.at_least, **self.also_at_least}
+        return all(observations.get(name, float("-inf")) >= bound for name, bound in checks.items())
+
+
 class EngineProfile(BaseModel):
     """Everything the tuner needs to know about one inference engine."""
 
@@ -58,6 +82,7 @@ class EngineProfile(BaseModel):
     port_flag: str = "--port"
     host_flag: str = "--host"
     bench_module: str | None = None
+    tuning_rules: list[TuningRule] = []
 
     def classify(self, line: str) -> CrashSignature | None:
         """The first crash signature this log line matches, or None."""

@@ -19,9 +19,13 @@ from tuner.space._numbers import is_number
 from tuner.space._problems import FieldProblem, shown
 from tuner.space._strict import StrictModel, check_env_name, check_flag
 
-__all__ = ["Param", "TargetedParam", "Rendered", "SET_SUFFIX", "value_text"]
+__all__ = ["Param", "TargetedParam", "Rendered", "SET_SUFFIX", "SHAPES", "value_text"]
 
 SET_SUFFIX = "__set"  # the Optuna parameter that chooses between "unset" and a number
+# How a numeric parameter's effect behaves (``shape:``), for strategies that use it:
+# up_to_failure: best just below a failure cliff (e.g. mem_fraction_static);
+# saturating: stops mattering once high enough (e.g. max_running_requests).
+SHAPES = ("up_to_failure", "saturating")
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Param(StrictModel):
     description: str = ""
     when: dict[str, Any] | None = None
     default: Any = None
+    shape: str | None = None
 
     @field_validator("when")
     @classmethod
@@ -56,6 +61,7 @@ class Param(StrictModel):
     @model_validator(mode="after")
     def _consistent(self) -> Param:
         self._check_spec()
+        self._check_shape()
         if self.has_default:
             try:
                 self.check_value(self.default)
@@ -75,6 +81,24 @@ class Param(StrictModel):
 
     def _check_spec(self) -> None:
         """Check the fields against each other (overridden by kinds that have any)."""
+
+    def _check_shape(self) -> None:
+        if self.shape is None:
+            return
+        if self.shape not in SHAPES:
+            raise FieldProblem(f"{self.shape!r} is not a shape",
+                               f"use one of {', '.join(SHAPES)}, or drop shape:", at=("shape",))
+        if not self.numeric_options():
+            raise FieldProblem(f"{self.shape} applies to numbers, but the values are {self.options_text()}",
+                               "drop shape: here, or declare it on an int or float parameter",
+                               at=("shape",))
+
+    def numeric_options(self) -> list[Any] | None:
+        """The values when they are all numbers (a range counts), else None."""
+        values = [o for o in self.options() if o is not None]
+        if values and all(is_number(o) and not isinstance(o, bool) for o in values):
+            return values
+        return None
 
     def options(self) -> list[Any]:
         """The values, for kinds with a short list of them."""

@@ -26,6 +26,9 @@ class _Ranged(TargetedParam):
                                "set low below high (use a categorical for a single value)",
                                at=("low",))
 
+    def numeric_options(self) -> list[Any] | None:
+        return [self.low, self.high]
+
     def options_text(self) -> str:
         if self.step not in (None, 1):
             grid = f" step {self.step:g}"

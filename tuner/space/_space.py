@@ -105,6 +105,11 @@ class SearchSpace:
         return dict(self.model.parameters)
 
     @property
+    def params(self) -> dict[str, Parameter]:
+        """The same as :attr:`parameters` (``space.params[name].shape``)."""
+        return self.parameters
+
+    @property
     def constraints(self) -> list[ConstraintSection]:
         """The constraints, in file order."""
         return list(self.model.constraints)
@@ -243,7 +248,7 @@ class SearchSpace:
             "env": model.server.env,
             "patches": {n: p.model_dump(exclude={"description"})
                         for n, p in model.patches.items()},
-            "parameters": {n: p.model_dump(exclude={"description"})
+            "parameters": {n: p.model_dump(exclude={"description", "shape"})
                            for n, p in model.parameters.items()},
             "constraints": [c.model_dump() for c in model.constraints],
             "baseline": self.baseline.to_dict(),

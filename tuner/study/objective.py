@@ -24,6 +24,7 @@ from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
+from tuner.study.observations import observe
 from tuner.study.pruner import BASELINE_ATTR, should_prune_against_baseline
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
@@ -192,20 +193,11 @@ class TrialRunner:
                 warmup=workload.warmup,  # every level: it also opens the connections
                 seed=trial.number,
             )
-            with GpuSampler(self.target.host, env=self.target.env) as sampler:
-                metrics = asyncio.run(
-                    run_level(
-                        session.base_url,
-                        spec,
-                        api=self._api(),
-                        stop_check=session.stop_reason,
-                        time_scale=self.target.time_scale,
-                    )
-                )
+            metrics, gpu = self._run_level(session, spec)
             level = metrics.to_dict()
-            if sampler.summary is not None:
-                telemetry[str(concurrency)] = sampler.summary.to_dict()
-                level["gpu"] = sampler.summary.to_dict()
+            if gpu is not None:
+                telemetry[str(concurrency)] = gpu
+                level["gpu"] = gpu
             levels.append(level)
             attrs.set(trial, "levels", levels)
             attrs.set_level_figures(trial, level)
@@ -233,6 +225,21 @@ class TrialRunner:
                 session.log_excerpt(),
             )
         return value
+
+    def _run_level(self, session: ServerSession, spec: LevelSpec) -> tuple[LevelMetrics, dict[str, Any] | None]:
+        """One level against the running server, with GPU telemetry sampled meanwhile (the
+        search benchmark's model host replaces this one method)."""
+        with GpuSampler(self.target.host, env=self.target.env) as sampler:
+            metrics = asyncio.run(
+                run_level(
+                    session.base_url,
+                    spec,
+                    api=self._api(),
+                    stop_check=session.stop_reason,
+                    time_scale=self.target.time_scale,
+                )
+            )
+        return metrics, (sampler.summary.to_dict() if sampler.summary is not None else None)
 
     def _mtime(self, path: str) -> float | None:
         code = "import os, sys; print(os.stat(sys.argv[1]).st_mtime)"
@@ -266,6 +273,7 @@ class TrialRunner:
             local.parent.mkdir(parents=True, exist_ok=True)
             self.target.host.fetch(session.handle.log_path, str(local))
             attrs.set(trial, "log_file", str(local.resolve()))
+            attrs.set(trial, attrs.OBSERVATIONS, observe(local.read_text(errors="replace")))
             attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass

@@ -1,0 +1,47 @@
+"""The strategy plug point: what a search strategy is and what it returns.
+
+Each iteration of the optimize loop reads the study once (:func:`tuner.study.view.read_view`) and
+asks the strategy for a :class:`Proposal`. A proposal is run next (queued through
+``study.enqueue_trial``) and its reason is stored as the trial's ``chosen_by``; ``None`` lets the
+strategy's Optuna sampler draw the next configuration (``chosen_by = "sampler: <name>"``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tuner.study.view import StudyView
+
+__all__ = ["Proposal", "Strategy"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A configuration to run next (parameter name -> value, None = unset) and why, in one line
+    (``rule: cap binds at 64 (#running-req = 64 for 93% of the level)``)."""
+
+    config: dict[str, Any]
+    reason: str
+
+
+class Strategy(ABC):
+    """A search strategy: an Optuna sampler, plus proposals made from the study view."""
+
+    name: str = ""
+
+    @abstractmethod
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        """What the study samples with when no proposal is made (made once per run)."""
+
+    def propose(self, view: StudyView) -> Proposal | None:
+        """The configuration to run next with its reason, or None to let the sampler draw."""
+        return None
+
+    @property
+    def sampled_reason(self) -> str:
+        """The ``chosen_by`` of a configuration the sampler drew."""
+        return f"sampler: {self.name}"

@@ -1,0 +1,295 @@
+"""``guided``: search the way a person tunes by hand, with TPE for what is left.
+
+Each proposal starts from the best configuration so far (the incumbent; the baseline at first)
+and changes what the trials say binds, in this order:
+
+1. **rules** from the engine profile (``tuning_rules`` in ``tuner/engines/<engine>.yaml``, data):
+   an observation of the incumbent's trial (``#running-req`` at the cap, the KV pool full with
+   a growing queue) moves one flag one step (``rule: cap binds at 64 (#running-req = 64 for 93%
+   of the level)``). Without observations, a ``shape: saturating`` parameter below the top
+   concurrency is raised to it (``rule: cap 2 below the top concurrency 32``);
+2. **cliffs**: a ``shape: up_to_failure`` parameter is best just below the value where the
+   server runs out of memory. The highest value that held and the lowest that failed above it
+   form a bracket shared by every configuration; it is bisected, then the incumbent moves to the
+   highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``);
+3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
+   that activates a source patch is tried with the patch applied first: a backend that only
+   pays with its patch), each change once; a value that failed at start or answered wrongly in
+   any configuration and never ran clean is not tried again;
+4. otherwise the sampler draws: TPE that learns from crashes (FAIL trials are infeasible to it,
+   see :mod:`tuner.study.strategies.tpe`); with ``explore_every = k`` it also draws every k-th
+   trial.
+
+It reads only what a trial on a real host records (levels, failure class, observations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tuner.errors import ConfigError
+from tuner.study.attrs import Outcome
+from tuner.study.strategies._base import Proposal, Strategy
+from tuner.study.strategies._values import sweep_values
+from tuner.study.strategies.tpe import CrashAwareTPESampler, tpe_settings
+from tuner.study.view import StudyView, TrialRecord
+
+__all__ = ["GuidedStrategy", "GuidedSettings", "cliff_bracket"]
+
+# Failures that say a capacity parameter went too far (out of memory at start or under load).
+_CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
+# Failures that belong to a value wherever it is used (refused at start, garbage output).
+_VALUE_FAILURES = ("startup-crash", "wrong-output")
+_SWEEP = "sweep: "
+
+
+@dataclass(frozen=True)
+class GuidedSettings:
+    """Knobs of the guided strategy (chosen on generated landscapes 0-49, bench/)."""
+
+    explore_every: int = 0  # every k-th host-run trial is the sampler's (0: only when idle)
+    sweep_points: int = 5  # values tried over a numeric range in the sweep
+
+
+class GuidedStrategy(Strategy):
+    """See the module docstring."""
+
+    name = "guided"
+
+    def __init__(
+        self,
+        space: Any,
+        seed: int | None,
+        settings: GuidedSettings = GuidedSettings(),
+        rules: list[Any] | None = None,
+    ) -> None:
+        self.space = space
+        self.seed = seed
+        self.settings = settings
+        self.rules = list(rules) if rules is not None else _profile_rules(space)
+        self.by_flag = {
+            flag: name for name, p in space.parameters.items() for flag in _flags_of(p)
+        }
+        self.top = max(space.workload_for(True).levels + space.workload_for(False).levels)
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        return CrashAwareTPESampler(**tpe_settings(self.seed))
+
+    def propose(self, view: StudyView) -> Proposal | None:
+        incumbent = view.best() or view.baseline
+        if incumbent is None or not incumbent.config:
+            return None
+        ran = len(view.ran())
+        every = self.settings.explore_every
+        if every and ran and ran % every == 0:
+            return None
+        tried = {r.config_key for r in view.records if r.config_key}
+        bad = _failing_values(view)
+        for values, reason in self._candidates(view, incumbent):
+            try:
+                config = self.space.config(values, drop_inactive=True)
+            except ConfigError:
+                continue
+            if config.key() in tried or any(
+                v.action == "skip" for v in self.space.constraint_violations(config)
+            ):
+                continue
+            if any((name, _hashable(value)) in bad for name, value in config.items()
+                   if incumbent.config.get(name, _MISSING) != value):
+                continue
+            return Proposal(dict(config), reason)
+        return None
+
+    # -- candidates, best first ---------------------------------------------------------------
+
+    def _candidates(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        yield from self._rule_changes(view, inc)
+        yield from self._cliff_changes(view, inc)
+        yield from self._sweep(view, inc)
+
+    def _rule_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        seen = inc.observations
+        for rule in self.rules:
+            name = self.by_flag.get(rule.change)
+            if name is None or name not in inc.config or not rule.fires(seen):
+                continue
+            current = inc.config[name]
+            if self.space.parameters[name].shape == "saturating" and (current is None or current >= self.top):
+                continue  # at or above the top concurrency a cap no longer matters
+            for value in self._steps(view, name, inc.config[name], rule.direction):
+                change = f"{name} {_text(inc.config[name])} -> {_text(value)}"
+                if any(_same_change(r.chosen_by, name, value) for r in view.records):
+                    continue  # this change was tried once already (from another best)
+                yield {**inc.config, name: value}, f"rule: {_says(rule.says, seen, inc.config[name])}: {change}"
+        if "running_req_at_cap_fraction" in seen:
+            return
+        for name, param in self.space.parameters.items():  # no log to read: the config says it
+            value = inc.config.get(name)
+            if param.shape == "saturating" and value is not None and value < self.top:
+                for raised in self._steps(view, name, value, "raise"):
+                    yield {**inc.config, name: raised}, f"rule: cap {value} below the top concurrency {self.top}: {name} {value} -> {_text(raised)}"
+
+    def _steps(self, view: StudyView, name: str, current: Any, direction: str) -> list[Any]:
+        """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
+        param = self.space.parameters[name]
+        if param.shape == "up_to_failure":
+            low, high, inside = cliff_bracket(view, name, _grid(param))
+            return [v for v in inside if current is None or v > current] if direction == "raise" else []
+        numbers = sorted(v for v in sweep_values(param, self.settings.sweep_points) if v is not None)
+        if param.shape == "saturating" and direction == "raise":
+            reach = [v for v in _grid(param) if v >= self.top and (current is None or v > current)]
+            return reach[:1] or [v for v in numbers if current is not None and v > current][-1:]
+        if current is None:
+            middle = numbers[max(0, len(numbers) // 2 - 1)] if direction == "lower" else numbers[-1]
+            return [middle]
+        if direction == "raise":
+            return [v for v in numbers if v > current][:1]
+        return [v for v in numbers if v < current][-1:]
+
+    def _cliff_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        for name, param in self.space.parameters.items():
+            if param.shape != "up_to_failure" or name not in inc.config:
+                continue
+            held, failed, inside = cliff_bracket(view, name, _grid(param))
+            span = f"bracket {held:g}-{failed:g}" if failed is not None else f"above {held:g}, no failure yet"
+            if inside:
+                probe = inside[len(inside) // 2] if failed is not None else inside[-1]
+                yield {**inc.config, name: probe}, f"cliff: {name} {span}"
+            elif held is not None and inc.config[name] is not None and inc.config[name] < held:
+                yield {**inc.config, name: held}, f"cliff: {name} at {held:g}, the highest that held ({span})"
+
+    def _sweep(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        done = {r.chosen_by for r in view.records if r.chosen_by.startswith(_SWEEP)}
+        for second_pass in (False,):  # afterwards the sampler draws (a second pass lost to it)
+            for name, param in self.space.parameters.items():
+                if name not in inc.config or param.shape is not None:
+                    continue
+                for value in sweep_values(param, self.settings.sweep_points):
+                    if value == inc.config[name] and type(value) is type(inc.config[name]):
+                        continue
+                    if param.kind == "patch" and not value:
+                        continue  # a patch that came with its backend stays applied
+                    reason = f"{_SWEEP}{name}={'unset' if value is None else value}"
+                    if reason in done and not second_pass:
+                        continue
+                    for values in self._with_activated(inc.config, name, value):
+                        yield values, reason if not second_pass else reason + " (again, from a new best)"
+
+    def _with_activated(self, start: dict[str, Any], name: str, value: Any) -> Iterator[dict[str, Any]]:
+        """The change, with parameters it activates at their default; source patches it
+        activates are tried applied first."""
+        params = self.space.parameters
+        fill = {n: _natural(p) for n, p in params.items()}
+        base = {**fill, **start, name: value}
+        activated = [n for n, p in params.items() if n not in start and n != name and p.kind == "patch"]
+        if activated:
+            yield {**base, **{n: True for n in activated}}
+        yield base
+
+
+_MISSING = object()
+
+
+def cliff_bracket(view: StudyView, name: str, grid: list[Any]) -> tuple[Any, Any, list[Any]]:
+    """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
+    the highest value a trial ran clean with, the lowest value above it that ran out of memory
+    (at start or under load), and the grid values strictly between them (above ``held`` when
+    nothing failed). Failures below a value that held are blamed on something else."""
+    held_values = [
+        r.config[name] for r in view.records
+        if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
+    ]
+    held = max(held_values) if held_values else None
+    failed_values = [
+        r.config[name] for r in view.failed()
+        if r.config.get(name) is not None
+        and (r.failure_reason or "").startswith(_CAPACITY_FAILURES)
+        and (held is None or r.config[name] > held)
+    ]
+    failed = min(failed_values) if failed_values else None
+    inside = [
+        v for v in grid
+        if (held is None or v > held) and (failed is None or v < failed)
+    ]
+    return held, failed, inside
+
+
+def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
+    """(parameter, value) pairs that failed at start or answered wrongly and never ran clean."""
+    failing: set[tuple[str, Any]] = set()
+    for record in view.failed():
+        if (record.failure_reason or "").startswith(_VALUE_FAILURES):
+            failing |= {(n, _hashable(v)) for n, v in record.config.items()}
+    for record in view.records:
+        if record.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE):
+            failing -= {(n, _hashable(v)) for n, v in record.config.items()}
+    return failing
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _grid(param: Any) -> list[Any]:
+    """Every value of a numeric parameter on its grid (or its sweep values when unbounded)."""
+    step = getattr(param, "step", None)
+    if hasattr(param, "low") and step:
+        count = round((param.high - param.low) / step)
+        values = []
+        for k in range(count + 1):
+            try:
+                values.append(param.check_value(param.low + k * step))
+            except Exception:  # a float just outside the grid by rounding
+                continue
+        return values
+    numbers = param.numeric_options() if hasattr(param, "numeric_options") else None
+    if numbers and not hasattr(param, "low"):
+        return sorted(numbers)
+    if hasattr(param, "low") and param.kind == "int" and param.high - param.low <= 4096:
+        return list(range(param.low, param.high + 1))
+    return sorted(v for v in sweep_values(param, 9) if v is not None)
+
+
+def _natural(param: Any) -> Any:
+    if param.has_default:
+        return param.default
+    if getattr(param, "unset", False):
+        return None
+    options = sweep_values(param)
+    return options[0] if options else None
+
+
+def _flags_of(param: Any) -> list[str]:
+    try:
+        return list(param.flags())
+    except Exception:  # kinds without a flag (a patch)
+        return []
+
+
+def _same_change(reason: str, name: str, value: Any) -> bool:
+    """Whether a trial was chosen by a rule that set ``name`` to ``value``."""
+    return reason.startswith("rule: ") and f": {name} " in reason and reason.endswith(f"-> {_text(value)}")
+
+
+def _text(value: Any) -> str:
+    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _says(template: str, observations: dict[str, float], value: Any) -> str:
+    try:
+        return template.format(value=value, **observations)
+    except (KeyError, ValueError, IndexError):
+        return template
+
+
+def _profile_rules(space: Any) -> list[Any]:
+    from tuner.engines import load_profile
+
+    try:
+        return list(load_profile(space.engine).tuning_rules)
+    except ConfigError:
+        return []

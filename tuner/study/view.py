@@ -1,0 +1,132 @@
+"""One typed view of the study, read once per iteration of the optimize loop.
+
+:func:`read_view` turns every trial into a :class:`TrialRecord` (state, configuration, typed
+outcome, clean per-level throughput, what the server log and telemetry said, why it was chosen);
+strategies, the reuse of identical configurations and the pruning rule read this view instead
+of scanning the trials and their string attributes themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.study import attrs
+from tuner.study.attrs import Outcome
+
+__all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
+
+
+def clean_levels(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
+    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests."""
+    values = {}
+    for level in levels:
+        total = level["completed"] + level["failed"]
+        if level.get("stop_reason") is None and level["failed"] <= max_failed_fraction * max(1, total):
+            values[int(level["concurrency"])] = float(level[metric])
+    return values
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the search sees it.
+
+    ``levels``: concurrency -> output tokens/s of the clean levels only; ``observations``: what the
+    server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
+    ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
+    :mod:`tuner.study.observations`; ``chosen_by``: the one-line reason it was run.
+    """
+
+    number: int
+    state: TrialState
+    config: dict[str, Any]
+    outcome: Outcome
+    failure_reason: str | None
+    levels: dict[int, float]
+    value: float | None
+    observations: dict[str, float]
+    chosen_by: str
+    is_baseline: bool = False
+    reused_from: int | None = None
+    config_key: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> bool:
+        """Whether this trial ran its configuration on the host (COMPLETE, below the baseline,
+        or FAIL by its configuration)."""
+        return self.outcome.ran
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """Every trial of the study at one moment, in trial-number order."""
+
+    records: tuple[TrialRecord, ...]
+    baseline: TrialRecord | None
+    _frozen: dict[int, FrozenTrial] = field(default_factory=dict, repr=False, compare=False)
+
+    def complete(self) -> list[TrialRecord]:
+        """COMPLETE trials that ran (not copies of earlier ones)."""
+        return [r for r in self.records if r.outcome == Outcome.COMPLETE]
+
+    def failed(self) -> list[TrialRecord]:
+        """Trials that failed by their configuration (not copies of earlier ones)."""
+        return [r for r in self.records if r.outcome == Outcome.FAILED]
+
+    def ran(self) -> list[TrialRecord]:
+        """Trials that ran on the host (COMPLETE, below the baseline, FAIL by configuration)."""
+        return [r for r in self.records if r.ran]
+
+    def best(self) -> TrialRecord | None:
+        """The COMPLETE trial with the highest (first) objective value."""
+        done = [r for r in self.complete() if r.value is not None]
+        return max(done, key=lambda r: r.value) if done else None
+
+    def finished_by_key(self) -> dict[str, TrialRecord]:
+        """The trial whose result a new identical configuration reuses, by configuration key:
+        one that ran and finished (COMPLETE, below the baseline, or a failure that would repeat)."""
+        found: dict[str, TrialRecord] = {}
+        for record in self.records:
+            if record.config_key is not None and record.ran:
+                found[record.config_key] = record
+        return found
+
+    def frozen(self, number: int) -> FrozenTrial:
+        """Optuna's own record of a trial (to copy its attributes when reusing it)."""
+        return self._frozen[number]
+
+
+def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> TrialRecord:
+    ua = trial.user_attrs
+    outcome = attrs.outcome_of(trial)
+    value = trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None
+    return TrialRecord(
+        number=trial.number,
+        state=trial.state,
+        config=dict(ua.get(attrs.CONFIG) or {}),
+        outcome=outcome,
+        failure_reason=ua.get(attrs.FAILURE_REASON),
+        levels=clean_levels(list(ua.get(attrs.LEVELS) or []), metric, max_failed_fraction),
+        value=value,
+        observations={k: float(v) for k, v in (ua.get(attrs.OBSERVATIONS) or {}).items() if v is not None},
+        chosen_by=str(ua.get(attrs.CHOSEN_BY) or ""),
+        is_baseline=bool(ua.get(attrs.IS_BASELINE)),
+        reused_from=ua.get(attrs.REUSED_FROM),
+        config_key=ua.get(attrs.CONFIG_KEY),
+        params=dict(trial.params),
+    )
+
+
+def read_view(study: optuna.Study, space: Any) -> StudyView:
+    """Read the study ONCE into a :class:`StudyView` (levels compared on ``space.objective``)."""
+    objective = space.objective
+    trials = study.get_trials(deepcopy=False)
+    records = tuple(_record(t, objective.metric, objective.max_failed_fraction) for t in trials)
+    baseline = next(
+        (r for r in records if r.is_baseline and r.reused_from is None and r.levels), None
+    )
+    return StudyView(records, baseline, {t.number: t for t in trials})
