@@ -168,7 +168,7 @@ class _Gate:
 
     def _inserted(self, script: str) -> str:
         entered, go, cancel = (shlex.quote(str(f)) for f in (self.entered, self.go, self.cancel))
-        wait = (f"echo $$ > {entered}\n"
+        wait = (f"echo $$ > {entered}.tmp && mv -f {entered}.tmp {entered}\n"
                 f"while [ ! -e {go} ]; do [ -e {cancel} ] && exit 1; sleep 0.02; done\n")
         lines = script.splitlines(keepends=True)
         spawn = next(i for i, line in enumerate(lines) if line.startswith("nohup setsid "))
@@ -213,7 +213,8 @@ def _pressed_at_the_gate(gate: _Gate, seen: Interrupts, presses: int, *,
 
     def press() -> None:
         try:
-            assert wait_until(gate.entered.exists, timeout=60.0), "the start never reached the gate"
+            reached = wait_until(lambda: gate.entered.exists() or gate.cancel.exists(), 60.0)
+            assert reached and gate.entered.exists(), "the start never reached the gate"
             _ctrl_c(seen, presses)
             if open_after:
                 gate.go.touch()
@@ -226,6 +227,7 @@ def _pressed_at_the_gate(gate: _Gate, seen: Interrupts, presses: int, *,
     try:
         yield errors
     finally:
+        gate.cancel.touch()  # the block is over: a script still at the gate ends there
         presser.join(timeout=120)
         gate.close()
     if errors:
