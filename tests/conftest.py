@@ -3,11 +3,17 @@
 ``sshd``: a real OpenSSH server on 127.0.0.1 for the whole session (own keys, config and
 known_hosts; see ``tests/support/sshd.py``). Tests skip with a clear message where
 ``/usr/sbin/sshd`` is missing.
+
+Every test must leave the interrupt signals' dispositions as it found them
+(``signals_left_as_found``): a later test must not meet an earlier one's handler. A test that
+needs SIGINT at a given disposition sets it (``tests/support/signals.py``): a run started as a
+background job inherits SIGINT ignored.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -30,3 +36,20 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
         yield server
     finally:
         server.stop()
+
+
+# SIGALRM and the interval timer belong to pytest-timeout (``timeout`` in pyproject.toml).
+_WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found() -> Iterator[None]:
+    """Fails a test that leaves the handler of an interrupt signal changed (it is put back
+    first, so that the next test runs as if it had not)."""
+    before = {signum: signal.getsignal(signum) for signum in _WATCHED}
+    yield
+    left = [signum for signum, handler in before.items() if signal.getsignal(signum) != handler]
+    for signum in left:
+        handler = before[signum]
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    assert not left, f"the test left the handler of {[signal.Signals(s).name for s in left]} changed"

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -55,6 +56,28 @@ def group_members(pgid: int) -> list[int]:
         if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             found.append(int(stat.parent.name))
     return found
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (non-zombie) PIDs whose environment holds ``marker`` (``NAME=VALUE``): a test's own
+    processes, found by a unique value it gave them (see :func:`marked`)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                state = (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(environ.parent.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def marked(name: str) -> tuple[dict[str, str], str]:
+    """An environment ``{name: unique value}`` for a test's processes, and the ``NAME=VALUE``
+    marker :func:`processes_with` finds them by."""
+    value = uuid.uuid4().hex
+    return {name: value}, f"{name}={value}"
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.05) -> bool:

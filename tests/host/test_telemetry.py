@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import FAKE_BIN
+from tests.host.conftest import FAKE_BIN, wait_until
 from tuner.host import Host
 from tuner.telemetry import GpuSampler, GpuSummary, parse_gpu_csv, summarise, under_utilised
 
@@ -111,7 +110,8 @@ def test_under_utilised_means_mean_power_below_half_the_limit() -> None:
 def test_sampler_runs_one_nvidia_smi_during_the_block(host: Host) -> None:
     env = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "FAKE_SMI_POWER": "420"}
     with GpuSampler(host, interval_ms=50, env=env) as sampler:
-        time.sleep(1.0)
+        log = Path(sampler.run_dir) / "gpu.csv"  # two lines a sample; the load decides how soon
+        assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) >= 8, 60)
         running = _stand_in_samplers()
     assert len(running) == 1  # one long-running process, not one per sample
     summary = sampler.summary

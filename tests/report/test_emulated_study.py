@@ -59,7 +59,7 @@ def _optimize(run: EmulatedStudy, timeout: float = 400) -> None:
     try:
         code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGINT)  # the tuner stops its server and reverts patches
+        os.killpg(process.pid, signal.SIGTERM)  # the tuner stops its server and reverts patches
         try:
             process.wait(timeout=60)
         finally:

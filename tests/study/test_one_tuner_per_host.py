@@ -23,10 +23,10 @@ from tests.support.sshd import free_port
 
 
 def _stop(tuner: subprocess.Popen[str]) -> None:
-    """On a failed assertion: Ctrl-C the tuner (it stops its server), SIGKILL it if that hangs."""
+    """On a failed assertion: SIGTERM the tuner (it stops its server), SIGKILL it if that hangs."""
     if tuner.poll() is not None:
         return
-    tuner.send_signal(signal.SIGINT)
+    tuner.send_signal(signal.SIGTERM)
     try:
         tuner.communicate(timeout=60)
     except subprocess.TimeoutExpired:

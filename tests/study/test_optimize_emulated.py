@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_OFF, N_ON
+from tests.support.signals import sigint_default
 
 # One wave a level at K=50: short, and slow enough for the client to measure the model (the
 # client costs about 1 ms of CPU a request, 50 ms of host time here).
@@ -176,8 +177,9 @@ def _emulator_pids(port: int) -> list[int]:
 
 def tuner_with_a_server(run: Any, *args: str) -> subprocess.Popen[str]:
     """``tuner ARGS`` started in the background in the study's folder, once its emulated server
-    runs (its output piped; its own session, so that a failed test can kill its group)."""
-    command = [sys.executable, "-m", "tuner", *args]
+    runs (its output piped; its own session, so that a failed test can kill its group; SIGINT at
+    its default, as from a terminal, whatever this test run inherited)."""
+    command = sigint_default([sys.executable, "-m", "tuner", *args])
     tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)
     deadline = time.monotonic() + 60
