@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from tuner.errors import TunerError
-from tuner.host import STALE_AFTER_S, Host, read_claim
+from tuner.host import STALE_AFTER_S, Host, ServerHandle, read_claim
 from tuner.patches import PatchManager, PatchSpec
 from tuner.telemetry import parse_gpu_csv
 
@@ -287,6 +287,14 @@ def check_flags_known(
     return Check("flags known", True, f"{len(flags)} flag(s) known to {installed}")
 
 
+def _orphans(host: Host) -> list[ServerHandle]:
+    """Servers a killed tuner left under the host's run root (none when that cannot be read)."""
+    try:
+        return host.find_orphans()
+    except TunerError:
+        return []
+
+
 def check_port_free(host: Host, port: int) -> Check:
     """Nothing listens on the server's port yet."""
     try:
@@ -294,6 +302,11 @@ def check_port_free(host: Host, port: int) -> Check:
     except TunerError as error:
         return _failed_run("port free", f"port {port}", error)
     if not free:
+        left = [h for h in _orphans(host) if h.port == port]
+        if left:
+            return Check("port free", True, (
+                f"port {port} is held by a server a stopped tuner left running (PID "
+                f"{left[0].pid}, {left[0].run_dir}); `tuner optimize` stops it first"))
         return Check(
             "port free",
             False,
@@ -358,11 +371,16 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
         name = f"patch {patch.name}"
         try:
             path = manager.locate(patch)
-            state = manager.status(patch)
+            left = manager.left_by_earlier_run(patch)
+            state = manager.original_status(patch) if left else manager.status(patch)
         except TunerError as error:
             checks.append(Check(name, False, str(error), "drop or pin the dimension"))
             continue
-        if state == "clean":
+        if state == "clean" and left:
+            checks.append(Check(name, True, (
+                f"applies to {path} (the file is patched now by a tuner run that was stopped; "
+                f"`tuner optimize` restores the original from {manager.journal_path} first)")))
+        elif state == "clean":
             checks.append(Check(name, True, f"applies to {path}"))
         elif state == "applied":
             checks.append(

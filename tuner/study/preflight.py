@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from tuner import doctor
 from tuner.patches import PatchManager
 from tuner.study.target import Target
 
-__all__ = ["preflight_checks", "read_engine_version", "unavailable_patches", "PATCH_CHECK_PREFIX"]
+__all__ = ["preflight_checks", "read_engine_version", "server_environment", "unavailable_patches",
+           "PATCH_CHECK_PREFIX"]
 
 PATCH_CHECK_PREFIX = "patch "
 
@@ -19,9 +21,17 @@ def unavailable_patches(checks: list[doctor.Check]) -> set[str]:
     return {c.name.removeprefix(PATCH_CHECK_PREFIX) for c in checks if not c.ok and c.name.startswith(PATCH_CHECK_PREFIX)}
 
 
+def server_environment(space: Any, target: Target) -> dict[str, str]:
+    """The environment the server starts with: the baseline's (``server.env`` and its
+    environment parameters, ``${NAME}`` resolved), then the target's (the emulated host's).
+    Every check that runs the host's Python or the server command runs with it, so a
+    ``PYTHONPATH`` or venv ``PATH`` given only in ``server.env`` is seen as the server sees it."""
+    return {**space.render(space.baseline, local=target.local).env, **target.env}
+
+
 def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[doctor.Check]:
-    """Run every check; each says pass or fail, with a fix."""
-    host, env, profile = target.host, target.env, target.profile
+    """Run every check, in the server's environment; each says pass or fail, with a fix."""
+    host, env, profile = target.host, server_environment(space, target), target.profile
     checks = [doctor.check_reachable(host)]
     if not checks[0].ok:
         return checks
@@ -39,9 +49,13 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
     return checks
 
 
-def read_engine_version(target: Target) -> str | None:
-    """The engine's version on the host (``sglang.__version__``), or None if it does not import."""
+def read_engine_version(target: Target, env: Mapping[str, str] | None = None) -> str | None:
+    """The engine's version on the host (``sglang.__version__``), or None if it does not import.
+
+    Args:
+        env: the server's environment (:func:`server_environment`); default the target's.
+    """
     command = f"{shlex.quote(target.python)} -c {shlex.quote(target.profile.version_code)}"
-    result = target.host.run(command, env=target.env, timeout=120.0)
+    result = target.host.run(command, env=target.env if env is None else env, timeout=120.0)
     lines = result.stdout.strip().splitlines()
     return lines[-1].strip() if result.ok and lines else None
