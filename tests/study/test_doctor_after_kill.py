@@ -41,6 +41,10 @@ def test_doctor_after_a_killed_tuner_says_what_optimize_will_do(emulated_study, 
                 "original" in out), out
         assert (f"PASS port free: port {run.port} is held by a server a stopped tuner left "
                 "running" in out and "`tuner optimize` stops it first" in out), out
+        assert ("PASS gpus idle: no other process on the 8 GPU(s) but PID(s)" in out
+                and "of a server a stopped tuner left running; `tuner optimize` stops it first"
+                in out), out
+        assert "the tuner never stops them" not in out
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     finally:
         run.optimize(1, *ssh_args(sshd))  # what the doctor promised

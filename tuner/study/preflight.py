@@ -35,13 +35,14 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
     checks = [doctor.check_reachable(host)]
     if not checks[0].ok:
         return checks
+    left = doctor.left_servers(host)  # a killed tuner's: optimize stops them first
     checks += [
         doctor.check_python(host, target.python, env),
         doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
         doctor.check_gpus(host, None, env),
-        doctor.check_gpus_idle(host, env=env),
+        doctor.check_gpus_idle(host, env=env, left=left),
         doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
-        doctor.check_port_free(host, target.port),
+        doctor.check_port_free(host, target.port, left),
         doctor.check_disk(host, target.run_root),
         doctor.check_host_claim(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),
