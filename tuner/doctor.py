@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from tuner.errors import TunerError
-from tuner.host import STALE_AFTER_S, Host, read_claim
+from tuner.host import STALE_AFTER_S, Host, ServerHandle, read_claim
 from tuner.patches import PatchManager, PatchSpec
 from tuner.telemetry import parse_gpu_csv
 
@@ -27,6 +27,8 @@ __all__ = [
     "check_flags_known",
     "check_gpus",
     "check_gpus_idle",
+    "left_servers",
+    "LeftServer",
     "check_host_claim",
     "check_patches",
     "check_port_free",
@@ -187,11 +189,39 @@ def check_gpus(host: Host, min_count: int | None, env: Mapping[str, str] | None 
     return Check("gpus", True, detail)
 
 
+@dataclass(frozen=True)
+class LeftServer:
+    """A server a killed tuner left running under the run root (``tuner optimize`` stops it
+    before anything else), and the PIDs of its process group (its GPU workers among them)."""
+
+    handle: ServerHandle
+    pids: frozenset[int]
+
+
+def left_servers(host: Host) -> list[LeftServer]:
+    """The servers killed tuners left under the host's run root (none when that cannot be
+    read: the checks then treat what they find as another user's)."""
+    try:
+        handles = host.find_orphans()
+        if not handles:
+            return []
+        listing = host.run("ps -e -o pid=,pgid=", timeout=30.0).stdout
+    except TunerError:
+        return []
+    groups: dict[int, set[int]] = {}
+    for line in listing.splitlines():
+        cells = line.split()
+        if len(cells) == 2 and cells[0].isdigit() and cells[1].isdigit():
+            groups.setdefault(int(cells[1]), set()).add(int(cells[0]))
+    return [LeftServer(h, frozenset(groups.get(h.pgid, set()) | {h.pid})) for h in handles]
+
+
 def check_gpus_idle(
     host: Host,
     own_pids: Iterable[int] = (),
     env: Mapping[str, str] | None = None,
     max_hidden_mib: float = 2048.0,
+    left: Sequence[LeftServer] = (),
 ) -> Check:
     """No GPU is used by another user's process (a shared host must not be disturbed).
 
@@ -212,6 +242,8 @@ def check_gpus_idle(
     except (TunerError, ValueError) as error:
         return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
     own = {int(pid) for pid in own_pids}
+    left_pids = {pid for server in left for pid in server.pids}
+    stopped_tuners: set[str] = set()  # PIDs of servers killed tuners left
     held: dict[str, float] = {}  # GPU uuid -> MiB its listed processes hold
     others: dict[str, tuple[str, int, float]] = {}  # PID -> (name, GPUs, MiB)
     for line in outputs[0].splitlines():
@@ -220,7 +252,9 @@ def check_gpus_idle(
             continue
         memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
         held[cells[3]] = held.get(cells[3], 0.0) + memory
-        if int(cells[0]) not in own:
+        if int(cells[0]) in left_pids:
+            stopped_tuners.add(cells[0])
+        elif int(cells[0]) not in own:
             _, count, total = others.get(cells[0], (cells[1], 0, 0.0))
             others[cells[0]] = (cells[1], count + 1, total + memory)
     foreign = [
@@ -238,6 +272,11 @@ def check_gpus_idle(
             f"busy with other processes: {'; '.join(foreign)}",
             "wait until they end or ask their owner; the tuner never stops them",
         )
+    if stopped_tuners:
+        return Check("gpus idle", True, (
+            f"no other process on the {len(gpus)} GPU(s) but PID(s) "
+            f"{', '.join(sorted(stopped_tuners, key=int))} of a server a stopped tuner left "
+            "running; `tuner optimize` stops it first"))
     return Check("gpus idle", True, f"no other process on the {len(gpus)} GPU(s)")
 
 
@@ -287,13 +326,18 @@ def check_flags_known(
     return Check("flags known", True, f"{len(flags)} flag(s) known to {installed}")
 
 
-def check_port_free(host: Host, port: int) -> Check:
+def check_port_free(host: Host, port: int, left: Sequence[LeftServer] = ()) -> Check:
     """Nothing listens on the server's port yet."""
     try:
         free = host.port_free(port)
     except TunerError as error:
         return _failed_run("port free", f"port {port}", error)
     if not free:
+        mine = [server.handle for server in left if server.handle.port == port]
+        if mine:
+            return Check("port free", True, (
+                f"port {port} is held by a server a stopped tuner left running (PID "
+                f"{mine[0].pid}, {mine[0].run_dir}); `tuner optimize` stops it first"))
         return Check(
             "port free",
             False,
@@ -358,11 +402,16 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
         name = f"patch {patch.name}"
         try:
             path = manager.locate(patch)
-            state = manager.status(patch)
+            left = manager.left_by_earlier_run(patch)
+            state = manager.original_status(patch) if left else manager.status(patch)
         except TunerError as error:
             checks.append(Check(name, False, str(error), "drop or pin the dimension"))
             continue
-        if state == "clean":
+        if state == "clean" and left:
+            checks.append(Check(name, True, (
+                f"applies to {path} (the file is patched now by a tuner run that was stopped; "
+                f"`tuner optimize` restores the original from {manager.journal_path} first)")))
+        elif state == "clean":
             checks.append(Check(name, True, f"applies to {path}"))
         elif state == "applied":
             checks.append(

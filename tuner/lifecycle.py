@@ -14,6 +14,7 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
 
+from tuner.crash_cause import crash_cause
 from tuner.engines import EngineProfile
 from tuner.errors import HostError, ServerFailure
 from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, wait_until_idle
@@ -288,7 +289,7 @@ class ServerSession:
         # A dead process's log is read in full: an OOM line anywhere makes it an OOM.
         if kind == "crash" and any("out of memory" in ln.lower() for ln in excerpt.splitlines()):
             kind = "oom"
-        detail = fatal_line.strip() if fatal_line else "the server process exited"
+        detail = self._crash_detail(fatal_line)
         if kind == "hang":
             return ServerFailure("hang", detail, excerpt)
         if self.phase.startswith("level-"):
@@ -313,6 +314,17 @@ class ServerSession:
         if self.idle_gpus is None or self.handle is None:
             return None
         return memory_held_elsewhere(self.host, self.handle.pgid, self.env)
+
+    def _crash_detail(self, fatal_line: str | None) -> str:
+        """The error that caused the crash (the traceback's last line), else the fatal line."""
+        with self._lock:
+            tail = list(self._tail)
+        if fatal_line is None:
+            start = max((i for i, ln in enumerate(tail) if "Traceback" in ln), default=None)
+            cause = crash_cause(tail[start], tail[start + 1:]) if start is not None else None
+            return f"the server process exited ({cause})" if cause else "the server process exited"
+        index = max((i for i, ln in enumerate(tail) if ln == fatal_line), default=len(tail))
+        return crash_cause(fatal_line, tail[index + 1:]) or fatal_line.strip()
 
     def _set_failure(self, failure: ServerFailure) -> None:
         with self._lock:

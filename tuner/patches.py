@@ -139,6 +139,20 @@ class PatchManager:
         path = self.locate(patch)
         return _status(patch, self._read(path, patch), self._load().get(path))
 
+    def left_by_earlier_run(self, patch: PatchSpec) -> bool:
+        """Whether the journal lists the patch's file: a tuner was stopped before restoring it,
+        and :meth:`revert_all` (run first by ``tuner optimize``) will put the original back."""
+        return self.locate(patch) in self._load()
+
+    def original_status(self, patch: PatchSpec) -> PatchStatus:
+        """:meth:`status` of the file as :meth:`revert_all` will leave it: its journaled
+        original when a run left it patched, else the file itself."""
+        path = self.locate(patch)
+        entry = self._load().get(path)
+        if entry is None:
+            return self.status(patch)
+        return _status(patch, self.host.read_file(entry["backup"]), None)
+
     def checksums(self) -> dict[str, dict[str, str]]:
         """For each applied patch: its file and the file's sha256 before and after patching."""
         return {

@@ -50,17 +50,40 @@ def print_dry_run(space: Any, trials: int, sampler: str, seed: int | None, emula
             continue
         seen.add(config.key())
         shown += 1
-        launch = space.render(config)
-        label = "baseline" if is_baseline else f"trial {shown}"
+        launch = space.render(config, resolve=False)
+        label = "baseline" if is_baseline else f"trial {trial.number}"  # as the run numbers it
         console.print(f"[cyan]{label}[/]: {launch.command_line}", soft_wrap=True, highlight=False)
-        for name in sorted(launch.patches):
-            console.print(f"    + patch {name}", highlight=False)
+        for name in _patch_names(space, config):
+            state = "on" if name in launch.patches else "off"
+            console.print(f"    patch {name}: {state}", highlight=False)
         for v in violations:
             console.print(f"    [yellow]warning[/]: {v.reason}", highlight=False)
         study.tell(trial, 0.0)
     per_trial = estimate_trial_host_seconds(space, emulate)
-    console.print(
+    estimate = (
         f"{shown} configurations ({skipped} skipped by constraints or as duplicates); "
-        f"estimated host time: {shown * per_trial / 3600:.1f} h (about {per_trial / 60:.0f} min a trial, "
-        "start-up included)" + (" on the real host; the emulator compresses it" if emulate else "")
+        f"estimated host time: {shown * per_trial / 3600:.1f} h (about {per_trial / 60:.0f} min a "
+        "trial, start-up included)"
     )
+    if emulate:
+        factor = float(space.workload_for(True).time_scale)
+        estimate += (
+            f" of emulated host time; the emulator runs {factor:g}x faster: about "
+            f"{per_trial / factor:.0f} s of wall time a trial, {_minutes(shown * per_trial / factor)}"
+            " in all"
+        )
+    console.print(estimate)
+
+
+def _patch_names(space: Any, config: Any) -> list[str]:
+    """The patches of the configuration's active patch dimensions, in declaration order."""
+    names = []
+    for name, param in space.parameters.items():
+        patch = getattr(param, "patch", None)
+        if name in config and isinstance(patch, str):
+            names.append(patch)
+    return names
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

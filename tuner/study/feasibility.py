@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.space._conditions import same_value
 from tuner.study import attrs
+from tuner.study.blame import blamed_values, shown
 
 __all__ = [
     "FEASIBILITY_PRUNER",
@@ -253,23 +254,28 @@ def failing_values(
     """Parameter values that keep failing, worst first.
 
     ``attention_backend=fa3: 4 of 4 trials failed (wrong-output)``: a value (``unset`` for None)
-    seen in at least ``min_failures`` configuration failures, which are at least ``min_share``
-    of the trials that ran with it.
+    that at least ``min_failures`` configuration failures are put down to
+    (:func:`tuner.study.blame.blamed_values`: what the failure names, else the trial's values
+    that fail most often), and that are at least ``min_share`` of the trials that ran with it.
     """
     ran: Counter[tuple[str, str]] = Counter()
-    failed: Counter[tuple[str, str]] = Counter()
-    reasons: dict[tuple[str, str], Counter[str]] = {}
+    failures: list[tuple[dict[str, Any], str, str]] = []
     for trial in study.get_trials(deepcopy=False):
         label = training_label(trial)
         if label is None:
             continue
-        for name, value in trial.user_attrs["config"].items():
-            key = (name, _shown(value))
-            ran[key] += 1
-            if label:
-                failed[key] += 1
-                reason = trial.user_attrs.get("failure_reason") or "unknown"
-                reasons.setdefault(key, Counter())[reason] += 1
+        config = trial.user_attrs["config"]
+        ran.update((name, shown(value)) for name, value in config.items())
+        if label:
+            failures.append((config, str(trial.user_attrs.get("failure_detail") or ""),
+                             trial.user_attrs.get("failure_reason") or "unknown"))
+    failed: Counter[tuple[str, str]] = Counter()
+    reasons: dict[tuple[str, str], Counter[str]] = {}
+    blamed = blamed_values(ran, ((config, detail) for config, detail, _ in failures))
+    for keys, (_, _, reason) in zip(blamed, failures, strict=True):
+        for key in keys:
+            failed[key] += 1
+            reasons.setdefault(key, Counter())[reason] += 1
     found = [
         (failed[key] / ran[key], failed[key], key)
         for key in failed
@@ -280,14 +286,6 @@ def failing_values(
         f"({_reasons_text(reasons[(name, value)])})"
         for _, count, (name, value) in sorted(found, key=lambda f: (-f[0], -f[1], f[2]))
     ]
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _reasons_text(counts: Counter[str]) -> str:

@@ -41,7 +41,8 @@ class OptimizeSummary:
     """What one ``tuner optimize`` did."""
 
     ran: int = 0
-    skipped: int = 0
+    skipped: int = 0  # by a constraint (or a patch that does not apply here)
+    skipped_unsafe: int = 0  # by the feasibility gate: like configurations that failed
     reused: int = 0
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
@@ -206,7 +207,7 @@ def optimize_study(
                 attrs.set(trial, "pruned_reason", unsafe)
                 attrs.set(trial, "pruned_by", FEASIBILITY_PRUNER)
                 study.tell(trial, state=TrialState.PRUNED)
-                summary.skipped += 1
+                summary.skipped_unsafe += 1
                 progress.trial_skipped(trial.number, unsafe)
             elif key in finished:
                 _reuse(study, trial, finished[key])

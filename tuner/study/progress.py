@@ -99,7 +99,9 @@ class ProgressView:
         best = f"{self.best:,.0f} output tok/s{label}" if self.best is not None else "none"
         self.console.print(
             f"[bold]done[/]: {summary.ran} run, {summary.skipped} skipped by constraints, "
-            f"{summary.reused} reused; best so far {best}; host time {_hms(self.host_seconds)}{label}"
+            + (f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
+               if getattr(summary, "skipped_unsafe", 0) else "")
+            + f"{summary.reused} reused; best so far {best}; host time {_hms(self.host_seconds)}{label}"
             + ("; the search space looks exhausted" if summary.exhausted else "")
             + ("; stopped: no real improvement for a while (patience)" if summary.patience_stop else "")
         )

@@ -28,6 +28,7 @@ from tuner.study.preflight import (
     PATCH_CHECK_PREFIX,
     preflight_checks,
     read_engine_version,
+    server_environment,
     unavailable_patches,
 )
 from tuner.study.progress import ProgressView
@@ -61,7 +62,7 @@ def patch_manager(space: Any, target: Target) -> PatchManager:
     return PatchManager(
         target.host,
         python=target.python,
-        env=target.env,
+        env=server_environment(space, target),  # where the server finds the package
         journal_dir=f"{target.run_root.rstrip('/')}/patch-journal",
         patches=space.patches.values(),
     )
@@ -154,7 +155,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             study=study,
             local_runs_dir=local_runs_dir(options.storage, options.study_name),
             emulate=options.emulate,
-            engine_version=read_engine_version(target),
+            engine_version=read_engine_version(target, server_environment(space, target)),
         )
         feasibility = FeasibilityCheck.from_study(study, space) if options.feasibility else None
         summary = optimize_study(
