@@ -34,17 +34,18 @@ class LocalHost(Host):
     def run(
         self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
     ) -> CommandResult:
-        """Run ``command`` with ``/bin/sh``; on timeout its whole process group is killed."""
+        """Run ``command`` with ``/bin/sh``, the script on its stdin (never on a command line);
+        on timeout its whole process group is killed."""
         script = _shell.env_exports(env) + command
         process = subprocess.Popen(
-            ["/bin/sh", "-c", script],
-            stdin=subprocess.DEVNULL,
+            ["/bin/sh", "-c", _shell.FROM_STDIN],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         try:
-            stdout, stderr = process.communicate(timeout=timeout)
+            stdout, stderr = process.communicate(script.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process.pid)
             process.communicate()

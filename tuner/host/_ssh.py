@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import select
 import shlex
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
@@ -32,6 +34,53 @@ from tuner.host._types import CommandResult, HostSpec
 __all__ = ["SshHost"]
 
 _T = TypeVar("_T")
+
+
+_EXEC = "sh -c " + shlex.quote(_shell.FROM_STDIN)
+
+
+def _exec_with_stdin(
+    connection: fabric.Connection, script: bytes, timeout: float, name: str
+) -> CommandResult:
+    """Run ``script`` through ``sh`` on a new channel, fed on stdin; collect its output.
+
+    Raises:
+        HostError: not finished after ``timeout`` seconds (the channel is closed).
+    """
+    transport = connection.client.get_transport()
+    if transport is None:
+        raise EOFError("no transport")
+    channel = transport.open_session(timeout=30)
+    try:
+        channel.exec_command(_EXEC)
+        channel.sendall(script)
+        channel.shutdown_write()
+        poller = select.poll()  # not select(): the load generator's sockets take low descriptors
+        poller.register(channel, select.POLLIN)
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        while True:
+            while channel.recv_ready():
+                out += channel.recv(1 << 16)
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(1 << 16)
+            if channel.exit_status_ready() and not channel.recv_ready() and not (
+                channel.recv_stderr_ready()
+            ):
+                if channel.eof_received or channel.closed:
+                    break
+            if time.monotonic() > deadline:
+                raise HostError(f"{name}: a command timed out after {timeout:g} s")
+            if not transport.is_active():
+                raise EOFError("the SSH transport closed")
+            poller.poll(20)
+        return CommandResult(
+            channel.recv_exit_status(),
+            out.decode("utf-8", errors="replace"),
+            err.decode("utf-8", errors="replace"),
+        )
+    finally:
+        channel.close()
 
 
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
@@ -250,12 +299,15 @@ class SshHost(Host):
     def run(
         self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
     ) -> CommandResult:
-        """Run ``command`` with ``sh`` on the host (whatever the user's login shell is)."""
-        script = "sh -c " + shlex.quote(_shell.env_exports(env) + command)
+        """Run ``command`` with ``sh`` on the host (whatever the user's login shell is).
+
+        The script, with the environment it exports, goes on the channel's stdin: the only
+        command line the host sees is ``sh -c 'eval "$(cat)"'``, so ``ps`` there shows no value.
+        """
+        script = (_shell.env_exports(env) + command).encode()
 
         def action(connection: fabric.Connection) -> CommandResult:
-            result = connection.run(script, warn=True, hide=True, timeout=timeout, in_stream=False)
-            return CommandResult(result.exited, result.stdout, result.stderr)
+            return _exec_with_stdin(connection, script, timeout, self.name)
 
         return self._call("a command", action)
 
