@@ -58,6 +58,9 @@ class EngineProfile(BaseModel):
     port_flag: str = "--port"
     host_flag: str = "--host"
     bench_module: str | None = None
+    # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
+    # carry secrets reach the server there, in a 0600 file, never on its command line.
+    config_flag: str | None = "--config"
 
     def classify(self, line: str) -> CrashSignature | None:
         """The first crash signature this log line matches, or None."""

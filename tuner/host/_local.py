@@ -68,11 +68,12 @@ class LocalHost(Host):
         except OSError as error:
             raise HostError(f"local: cannot read {path}: {error.strerror or error}") from None
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         target = Path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            mode = target.stat().st_mode & 0o7777 if target.exists() else None
+            if mode is None:
+                mode = target.stat().st_mode & 0o7777 if target.exists() else None
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             try:
                 with os.fdopen(handle, "wb") as stream:

@@ -318,7 +318,7 @@ class SshHost(Host):
 
         return self._call(f"reading {path}", action)
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         parent = str(PurePosixPath(path).parent)
         temporary = f"{parent}/.{PurePosixPath(path).name}.{uuid.uuid4().hex[:8]}"
         made = self.run(f"mkdir -p -- {shlex.quote(parent)}")
@@ -328,14 +328,18 @@ class SshHost(Host):
         def action(connection: fabric.Connection) -> None:
             with self._sftp_lock:
                 sftp = connection.sftp()
-                try:
-                    mode = sftp.stat(path).st_mode
-                except FileNotFoundError:
-                    mode = None
+                kept = mode
+                if kept is None:
+                    try:
+                        kept = sftp.stat(path).st_mode
+                    except FileNotFoundError:
+                        kept = None
                 with sftp.open(temporary, "wb") as stream:
+                    if mode is not None:  # before the first byte: a secret is never readable
+                        stream.chmod(mode & 0o7777)
                     stream.write(data)
-                if mode is not None:
-                    sftp.chmod(temporary, mode & 0o7777)
+                if kept is not None:
+                    sftp.chmod(temporary, kept & 0o7777)
                 sftp.posix_rename(temporary, path)
 
         self._call(f"writing {path}", action)
