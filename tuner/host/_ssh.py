@@ -144,7 +144,9 @@ class SshHost(Host):
             spec.address,
             user=spec.user,
             port=spec.port,
-            config=self._config,
+            # a copy: Connection merges into its config, and a Ctrl-C landing in that merge
+            # must not leave the shared one empty for every later connection
+            config=self._config.clone(),
             connect_timeout=max(1, math.ceil(spec.connect_timeout_s)),
             connect_kwargs=connect_kwargs,
         )
