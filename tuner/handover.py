@@ -129,6 +129,7 @@ def wait_until_idle(
             cannot be reached.
     """
     started = time.monotonic()
+    polls = 0
     while True:
         state = read_gpu_state(host, env)
         if state is None:
@@ -136,7 +137,8 @@ def wait_until_idle(
         found = state.differences(idle, margin_mib)
         waited = time.monotonic() - started
         if not found:
-            return waited
+            return waited if polls else 0.0
+        polls += 1
         if waited >= timeout_s:
             raise HostError(
                 f"{getattr(host, 'name', 'host')}: the GPUs are not back to their idle state "

@@ -7,8 +7,10 @@ noticed within a second or two, whatever phase the trial is in: the load generat
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
+from collections.abc import Mapping
 import urllib.error
 import urllib.request
 from collections import deque
@@ -16,10 +18,11 @@ from dataclasses import dataclass, field
 
 from tuner.crash_cause import crash_cause
 from tuner.engines import EngineProfile
-from tuner.errors import HostError, ServerFailure
+from tuner.errors import ConfigError, HostError, ServerFailure
 from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, wait_until_idle
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
+from tuner.space._launch import secret_flags_yaml
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
@@ -55,6 +58,9 @@ class ServerSession:
             back to it (:mod:`tuner.handover`), and a start that fails out of memory while
             another process holds memory is ``host-error``, not the configuration's fault.
         handover_timeout_s: how long the start waits for that (then ``host-error``).
+        secret_flags: flags that carry secrets (``{"--api-key": value}``): written to a 0600 file
+            in the run folder, given to the server with the engine's ``config_flag``, never on
+            its command line; the file is removed when the server stops.
     """
 
     def __init__(
@@ -71,6 +77,7 @@ class ServerSession:
         poll_s: float = 0.25,
         idle_gpus: GpuState | None = None,
         handover_timeout_s: float = HANDOVER_TIMEOUT_S,
+        secret_flags: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
         self.profile = profile
@@ -84,6 +91,7 @@ class ServerSession:
         self.idle_gpus = idle_gpus
         self.handover_timeout_s = handover_timeout_s
         self.handover_wait_s = 0.0
+        self.secret_flags = dict(secret_flags or {})
         self.handle: ServerHandle | None = None
         self.times = PhaseTimes()
         self.phase = "starting"
@@ -131,7 +139,8 @@ class ServerSession:
                 raise ServerFailure("host-error", str(error), "") from None
         self.times.started = time.monotonic()
         try:
-            self.handle = self.host.start_server(self.argv, env=self.env, run_dir=self.run_dir)
+            argv = self.argv + self._secret_file_args()
+            self.handle = self.host.start_server(argv, env=self.env, run_dir=self.run_dir)
             self._connections = _connections(self.host)
             self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
             self._watcher.start()
@@ -141,6 +150,27 @@ class ServerSession:
             self._stop_after_failed_start()
             raise
         return self.handle
+
+    def _secret_file_args(self) -> list[str]:
+        """``[config_flag, FILE]`` after writing the secret flags to FILE (0600), or ``[]``."""
+        if not self.secret_flags:
+            return []
+        if not self.profile.config_flag:
+            raise ConfigError(f"engine {self.profile.name} reads no flags from a file: "
+                              "pass secrets through server.env")
+        path = self._secret_path()
+        self.host.write_file(path, secret_flags_yaml(self.secret_flags).encode(), mode=0o600)
+        return [self.profile.config_flag, path]
+
+    def _secret_path(self) -> str:
+        return f"{self.run_dir.rstrip('/')}/secret-flags.yaml"
+
+    def _remove_secret_file(self) -> None:
+        if self.secret_flags:
+            try:
+                self.host.run(f"rm -f -- {shlex.quote(self._secret_path())}", timeout=30.0)
+            except HostError:
+                pass  # in a 0700 run folder, mode 0600: removed with the folder later
 
     def stop(self) -> None:
         """Stop the watcher and the server (SIGTERM, then SIGKILL, then wait for the port)."""
@@ -159,6 +189,7 @@ class ServerSession:
             finally:
                 self.times.stopped = time.monotonic()
                 self._drain_log()
+                self._remove_secret_file()
 
     def _stop_after_failed_start(self) -> None:
         """Stop a server whose start was cut short (its handle read back from the run folder when

@@ -101,9 +101,37 @@ def _rename(values: Mapping[str, Any]) -> dict[str, Any]:
 def parse_server_args(argv: Sequence[str]) -> dict[str, Any]:
     """Parse a launch command line into SGLang's server-args names (``tp_size``, ...).
 
-    Exits with code 2 on an unknown or malformed flag, as argparse (and SGLang) does.
+    ``--config FILE.yaml`` is read as SGLang 0.5.9's ``prepare_server_args`` reads it: its keys
+    become flags placed before the command line's (which win). Exits with code 2 on an unknown
+    or malformed flag, as argparse (and SGLang) does.
     """
-    return _rename(vars(build_parser().parse_args(list(argv))))
+    return _rename(vars(build_parser().parse_args(_merge_config(list(argv)))))
+
+
+def _merge_config(argv: list[str]) -> list[str]:
+    """SGLang's ``ConfigArgumentMerger.merge_config_with_args`` for store/store_true flags."""
+    if "--config" not in argv:
+        return argv
+    import yaml
+
+    index = argv.index("--config")
+    if argv.count("--config") > 1 or index == len(argv) - 1:
+        raise SystemExit("ValueError: give one config file after --config")
+    with open(argv[index + 1]) as stream:
+        config = yaml.safe_load(stream) or {}
+    switches = {a.dest for a in _parser()._actions if isinstance(a, argparse._StoreTrueAction)}
+    merged: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if key.replace("-", "_") in switches:
+                merged += [f"--{key}"] if value else []
+            else:
+                merged += [f"--{key}", str(value).lower()]
+        elif isinstance(value, list):
+            merged += [f"--{key}", *(str(item) for item in value)] if value else []
+        else:
+            merged += [f"--{key}", str(value)]
+    return merged + argv[:index] + argv[index + 2:]
 
 
 def server_args_from_flags(flags: Mapping[str, object]) -> dict[str, Any]:

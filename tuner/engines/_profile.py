@@ -83,6 +83,9 @@ class EngineProfile(BaseModel):
     host_flag: str = "--host"
     bench_module: str | None = None
     tuning_rules: list[TuningRule] = []
+    # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
+    # carry secrets reach the server there, in a 0600 file, never on its command line.
+    config_flag: str | None = "--config"
 
     def classify(self, line: str) -> CrashSignature | None:
         """The first crash signature this log line matches, or None."""

@@ -75,8 +75,9 @@ class Host(abc.ABC):
         """The bytes of a file on the host (:class:`HostError` if it cannot be read)."""
 
     @abc.abstractmethod
-    def write_file(self, path: str, data: bytes) -> None:
-        """Replace a file on the host atomically (parents created, the old mode kept)."""
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
+        """Replace a file on the host atomically (parents created, the old mode kept; ``mode``
+        set before any byte is written, e.g. 0o600 for a file holding a secret)."""
 
     @abc.abstractmethod
     def fetch(self, remote_path: str, local_path: str) -> None:

@@ -34,17 +34,18 @@ class LocalHost(Host):
     def run(
         self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
     ) -> CommandResult:
-        """Run ``command`` with ``/bin/sh``; on timeout its whole process group is killed."""
+        """Run ``command`` with ``/bin/sh``, the script on its stdin (never on a command line);
+        on timeout its whole process group is killed."""
         script = _shell.env_exports(env) + command
         process = subprocess.Popen(
-            ["/bin/sh", "-c", script],
-            stdin=subprocess.DEVNULL,
+            ["/bin/sh", "-c", _shell.FROM_STDIN],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         try:
-            stdout, stderr = process.communicate(timeout=timeout)
+            stdout, stderr = process.communicate(script.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process.pid)
             process.communicate()
@@ -67,11 +68,12 @@ class LocalHost(Host):
         except OSError as error:
             raise HostError(f"local: cannot read {path}: {error.strerror or error}") from None
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         target = Path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            mode = target.stat().st_mode & 0o7777 if target.exists() else None
+            if mode is None:
+                mode = target.stat().st_mode & 0o7777 if target.exists() else None
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             try:
                 with os.fdopen(handle, "wb") as stream:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from tuner.errors import ConfigError
 
 __all__ = [
+    "FROM_STDIN",
     "env_exports",
     "orphan_scan_script",
     "run_dir_scan_script",
@@ -24,6 +25,11 @@ __all__ = [
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# The only command line a host ever sees for a script: the script itself (and the environment it
+# exports, secrets included) travels on stdin, so no ``ps`` on the host shows it. ``cat`` reads it
+# to its end first: the script's commands then find their stdin at its end, as with /dev/null.
+FROM_STDIN = 'eval "$(cat)"'
 
 # Shell functions used by several scripts. ``proc_state PID`` prints "STATE STARTTIME" of a
 # process (nothing if it is gone); ``members PGID`` prints the live (non-zombie) PIDs of a process
@@ -82,8 +88,9 @@ def start_script(
 ) -> str:
     """Start ``argv`` detached in its own session; print ``PID STARTTIME BOOT_ID``.
 
-    ``nohup setsid env ... CMD`` all exec, so ``$!`` is the server's own PID and, once ``setsid``
-    has run, its process group id too. The record is written at once, before anything else:
+    ``nohup setsid CMD`` all exec, so ``$!`` is the server's own PID and, once ``setsid`` has
+    run, its process group id too. ``env`` is exported by the script (which reaches the host on
+    stdin), so no value of it is ever an argument of a process; the run folder is created 0700. The record is written at once, before anything else:
     ``server.json`` (the handle, ``record_json_tail`` being the JSON object of the remaining fields
     without its opening brace; a process keeps its start time through ``exec``) and then
     ``server.pid``, so a tuner interrupted a moment after the spawn still finds its server
@@ -92,19 +99,11 @@ def start_script(
     if not argv:
         raise ConfigError("the server command line is empty: give the engine command")
     command = " ".join(shlex.quote(a) for a in argv)
-    if env:
-        env_words = []
-        for name, value in env.items():
-            if not _ENV_NAME.match(name):
-                raise ConfigError(
-                    f"environment variable name {name!r} is not valid: use letters, digits and _"
-                )
-            env_words.append(shlex.quote(f"{name}={value}"))
-        command = "env " + " ".join(env_words) + " " + command
+    exports = env_exports(env)  # in the script's own environment: never on a command line
     rd, log = shlex.quote(run_dir), shlex.quote(log_path)
     return f"""{_FUNCTIONS}
-umask 022
-mkdir -p -- {rd} || exit 97
+{exports}umask 022
+(umask 077 && mkdir -p -- {rd}) || exit 97
 cd -- {shlex.quote(cwd)} || exit 98
 rm -f -- {rd}/server.pid
 nohup setsid {command} > {log} 2>&1 < /dev/null &

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import select
 import shlex
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
@@ -32,6 +34,53 @@ from tuner.host._types import CommandResult, HostSpec
 __all__ = ["SshHost"]
 
 _T = TypeVar("_T")
+
+
+_EXEC = "sh -c " + shlex.quote(_shell.FROM_STDIN)
+
+
+def _exec_with_stdin(
+    connection: fabric.Connection, script: bytes, timeout: float, name: str
+) -> CommandResult:
+    """Run ``script`` through ``sh`` on a new channel, fed on stdin; collect its output.
+
+    Raises:
+        HostError: not finished after ``timeout`` seconds (the channel is closed).
+    """
+    transport = connection.client.get_transport()
+    if transport is None:
+        raise EOFError("no transport")
+    channel = transport.open_session(timeout=30)
+    try:
+        channel.exec_command(_EXEC)
+        channel.sendall(script)
+        channel.shutdown_write()
+        poller = select.poll()  # not select(): the load generator's sockets take low descriptors
+        poller.register(channel, select.POLLIN)
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        while True:
+            while channel.recv_ready():
+                out += channel.recv(1 << 16)
+            while channel.recv_stderr_ready():
+                err += channel.recv_stderr(1 << 16)
+            if channel.exit_status_ready() and not channel.recv_ready() and not (
+                channel.recv_stderr_ready()
+            ):
+                if channel.eof_received or channel.closed:
+                    break
+            if time.monotonic() > deadline:
+                raise HostError(f"{name}: a command timed out after {timeout:g} s")
+            if not transport.is_active():
+                raise EOFError("the SSH transport closed")
+            poller.poll(20)
+        return CommandResult(
+            channel.recv_exit_status(),
+            out.decode("utf-8", errors="replace"),
+            err.decode("utf-8", errors="replace"),
+        )
+    finally:
+        channel.close()
 
 
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
@@ -95,7 +144,9 @@ class SshHost(Host):
             spec.address,
             user=spec.user,
             port=spec.port,
-            config=self._config,
+            # a copy: Connection merges into its config, and a Ctrl-C landing in that merge
+            # must not leave the shared one empty for every later connection
+            config=self._config.clone(),
             connect_timeout=max(1, math.ceil(spec.connect_timeout_s)),
             connect_kwargs=connect_kwargs,
         )
@@ -250,12 +301,15 @@ class SshHost(Host):
     def run(
         self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
     ) -> CommandResult:
-        """Run ``command`` with ``sh`` on the host (whatever the user's login shell is)."""
-        script = "sh -c " + shlex.quote(_shell.env_exports(env) + command)
+        """Run ``command`` with ``sh`` on the host (whatever the user's login shell is).
+
+        The script, with the environment it exports, goes on the channel's stdin: the only
+        command line the host sees is ``sh -c 'eval "$(cat)"'``, so ``ps`` there shows no value.
+        """
+        script = (_shell.env_exports(env) + command).encode()
 
         def action(connection: fabric.Connection) -> CommandResult:
-            result = connection.run(script, warn=True, hide=True, timeout=timeout, in_stream=False)
-            return CommandResult(result.exited, result.stdout, result.stderr)
+            return _exec_with_stdin(connection, script, timeout, self.name)
 
         return self._call("a command", action)
 
@@ -266,7 +320,7 @@ class SshHost(Host):
 
         return self._call(f"reading {path}", action)
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         parent = str(PurePosixPath(path).parent)
         temporary = f"{parent}/.{PurePosixPath(path).name}.{uuid.uuid4().hex[:8]}"
         made = self.run(f"mkdir -p -- {shlex.quote(parent)}")
@@ -276,14 +330,18 @@ class SshHost(Host):
         def action(connection: fabric.Connection) -> None:
             with self._sftp_lock:
                 sftp = connection.sftp()
-                try:
-                    mode = sftp.stat(path).st_mode
-                except FileNotFoundError:
-                    mode = None
+                kept = mode
+                if kept is None:
+                    try:
+                        kept = sftp.stat(path).st_mode
+                    except FileNotFoundError:
+                        kept = None
                 with sftp.open(temporary, "wb") as stream:
+                    if mode is not None:  # before the first byte: a secret is never readable
+                        stream.chmod(mode & 0o7777)
                     stream.write(data)
-                if mode is not None:
-                    sftp.chmod(temporary, mode & 0o7777)
+                if kept is not None:
+                    sftp.chmod(temporary, kept & 0o7777)
                 sftp.posix_rename(temporary, path)
 
         self._call(f"writing {path}", action)

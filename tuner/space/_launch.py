@@ -3,7 +3,10 @@
 Variables whose name matches TOKEN, KEY, SECRET or PASSWORD (or whose value references such a
 variable) are secrets: :meth:`LaunchSpec.masked_env` shows them as ``***`` (for storage) and
 :meth:`LaunchSpec.shell_exports` writes them as ``${NAME:?}`` references (for scripts), never as
-values.
+values. So are fixed flags whose name matches (``--api-key``) or whose value is written as
+``${NAME}``: they are kept out of ``argv`` (:attr:`LaunchSpec.secret_flags`; the server gets them
+in a 0600 file of its engine's ``--config`` format) and shown masked in
+:attr:`LaunchSpec.command_line`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Any
 from tuner.space._param_base import value_text
 from tuner.space._strict import ENV_REFERENCE
 
-__all__ = ["LaunchSpec", "MASK", "is_secret_name", "fixed_flag_args", "resolve_env",
-           "MissingVariable"]
+__all__ = ["LaunchSpec", "MASK", "is_secret_name", "is_secret_flag", "fixed_flag_args",
+           "resolve_env", "MissingVariable", "secret_flags_yaml"]
 
 MASK = "***"
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
@@ -28,6 +31,19 @@ _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 def is_secret_name(name: str) -> bool:
     """Whether a variable of this name holds a secret (TOKEN, KEY, SECRET, PASSWORD in it)."""
     return bool(_SECRET.search(name))
+
+
+def is_secret_flag(flag: str, value: object) -> bool:
+    """Whether a fixed flag carries a secret: its name says so (``--api-key``), or its value is
+    written as a ``${NAME}`` reference."""
+    return is_secret_name(flag) or (isinstance(value, str) and bool(ENV_REFERENCE.search(value)))
+
+
+def secret_flags_yaml(flags: Mapping[str, str]) -> str:
+    """The engine's ``--config`` YAML for ``flags`` (``api-key: "..."``; JSON strings are YAML)."""
+    import json
+
+    return "".join(f"{flag.lstrip('-')}: {json.dumps(value)}\n" for flag, value in flags.items())
 
 
 class MissingVariable(KeyError):
@@ -90,6 +106,9 @@ class LaunchSpec:
         patches: names of the source patches this configuration applies.
         warnings: reasons of the ``warn`` constraints that hold for this configuration.
         env_template: the environment as written (references unresolved), for scripts.
+        secret_flags: fixed flags that carry secrets, resolved (``{"--api-key": value}``): not in
+            ``argv``; the server reads them from a 0600 file (its engine's ``--config``).
+        secret_flag_templates: the same flags as written (``${NAME}`` or a literal value).
     """
 
     argv: list[str]
@@ -97,11 +116,35 @@ class LaunchSpec:
     patches: frozenset[str] = frozenset()
     warnings: list[str] = field(default_factory=list)
     env_template: dict[str, str] = field(default_factory=dict)
+    secret_flags: dict[str, str] = field(default_factory=dict)
+    secret_flag_templates: dict[str, str] = field(default_factory=dict)
 
     @property
     def command_line(self) -> str:
-        """The command line with every value shell-quoted (safe to paste into a shell)."""
-        return shlex.join(self.argv)
+        """The command line with every value shell-quoted (safe to paste into a shell); secret
+        flags shown as written when a ``${NAME}`` reference, else as ``***``: what is stored."""
+        return shlex.join(self.argv + self.masked_secret_args())
+
+    def shell_secret_args(self) -> str:
+        """The secret flags for a bash script: `` --api-key "${NAME:?}"`` (a literal secret as
+        ``${TUNER_SECRET_API_KEY:?}``, to be set by whoever runs the script), never values."""
+        words = []
+        for flag in self.secret_flags:
+            template = self.secret_flag_templates.get(flag, "")
+            if ENV_REFERENCE.search(template):
+                words.append(f"{flag} {_double_quoted(template)}")
+            else:
+                name = "TUNER_SECRET_" + re.sub(r"[^A-Za-z0-9]", "_", flag.lstrip("-")).upper()
+                words.append(f'{flag} "${{{name}:?}}"')
+        return "".join(" " + word for word in words)
+
+    def masked_secret_args(self) -> list[str]:
+        """The secret flags as ``[flag, ${NAME} or ***, ...]``: never their values."""
+        masked: list[str] = []
+        for flag in self.secret_flags:
+            template = self.secret_flag_templates.get(flag, "")
+            masked += [flag, template if ENV_REFERENCE.search(template) else MASK]
+        return masked
 
     def secret_names(self) -> set[str]:
         """Variables that are secrets by name, or whose value references one."""

@@ -59,10 +59,12 @@ def _flag_value(flag: str, value: Any) -> Any:
         if isinstance(value, list) and isinstance(item, bool | None):
             raise FieldProblem("true/false/null cannot be list items",
                                "list the values the flag takes", at=(flag,))
-        if isinstance(item, str) and "${" in item:
-            raise FieldProblem("flags cannot reference the environment (they are stored and "
-                               "exported as written)", "pass secrets through server.env instead",
-                               at=(flag,))
+        if isinstance(item, str) and "${" in ENV_REFERENCE.sub("", item):
+            raise FieldProblem(f"{item!r} has a malformed reference",
+                               "write references as ${NAME} (no defaults, no nesting)", at=(flag,))
+        if isinstance(item, str) and ENV_REFERENCE.search(item) and isinstance(value, list):
+            raise FieldProblem("a list value cannot reference the environment",
+                               "give the secret as a single value: --flag: ${NAME}", at=(flag,))
     return value
 
 

@@ -23,9 +23,15 @@ from tuner.patches import PatchSpec
 from tuner.space._checks import check_space, resolve_values
 from tuner.space._conditions import Condition
 from tuner.space._config import Config, build_config
-from tuner.space._launch import LaunchSpec, MissingVariable, fixed_flag_args, resolve_env
+from tuner.space._launch import (
+    LaunchSpec,
+    MissingVariable,
+    fixed_flag_args,
+    is_secret_flag,
+    resolve_env,
+)
 from tuner.space._model import SpaceFile
-from tuner.space._param_base import Rendered
+from tuner.space._param_base import Rendered, value_text
 from tuner.space._params import KINDS, Parameter
 from tuner.space._problems import FieldPath, FieldProblem, describe_pydantic_error, problem_message
 from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
@@ -215,7 +221,10 @@ class SearchSpace:
         argv = shlex.split(command or self.command)
         argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]
-        argv += fixed_flag_args(server.flags)
+        plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v)}
+        secret_templates = {f: value_text(v) for f, v in server.flags.items()
+                            if is_secret_flag(f, v) and v is not None and v is not False}
+        argv += fixed_flag_args(plain)
         rendered = Rendered()
         for name, value in config.items():
             if name not in self.model.parameters:
@@ -230,10 +239,22 @@ class SearchSpace:
             raise self._error(("server", "env", missing.name),
                               f"${{{missing.variable}}} is not set in the tuner's environment",
                               f"export {missing.variable}=... before running tuner") from None
+        try:
+            secrets = resolve_env(secret_templates) if resolve else dict(secret_templates)
+        except MissingVariable as missing:
+            raise self._error(("server", "flags", missing.name),
+                              f"${{{missing.variable}}} is not set in the tuner's environment",
+                              f"export {missing.variable}=... before running tuner") from None
+        if secrets and not self.profile.config_flag:
+            raise self._error(("server", "flags", next(iter(secrets))),
+                              f"engine {self.profile.name} reads no flags from a file, so this "
+                              "secret would show on the server's command line",
+                              "pass it through server.env if the engine reads it from there")
         warnings = [v.reason for v in self.constraint_violations(config) if v.action == "warn"]
         return LaunchSpec(argv=argv + rendered.args, env=env,
                           patches=frozenset(rendered.patches), warnings=warnings,
-                          env_template=template)
+                          env_template=template, secret_flags=secrets,
+                          secret_flag_templates=secret_templates)
 
     def fingerprint(self) -> str:
         """SHA-256 over what makes results comparable: engine, server command, fixed flags and

@@ -112,6 +112,7 @@ class TrialRunner:
             stop_grace_s=scale.to_server(timeouts.stop_grace_s),
             stop_command=self.target.stop_command,
             idle_gpus=self.target.gpu_idle,
+            secret_flags=launch.secret_flags,
         )
         started = time.monotonic()
         try:

@@ -142,6 +142,7 @@ def validate_study(
                 f"{target.run_root.rstrip('/')}/{study.study_name}/validate-{record.number:04d}",
                 stop_grace_s=target.time_scale.to_server(space.timeouts.stop_grace_s),
                 stop_command=target.stop_command,
+                secret_flags=launch.secret_flags, idle_gpus=target.gpu_idle,
             )
             try:
                 with session:
