@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import io
+import json
 import math
 import multiprocessing
 import random
@@ -511,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
                         help="a GuidedSettings field for trying settings (explore_every=4)")
     parser.add_argument("--per-seed", action="store_true", help="print trials to 95%% per seed")
+    parser.add_argument("--save", type=Path, default=None, help="also write the runs (JSON) here")
+    parser.add_argument("--merge", type=Path, action="append", default=[],
+                        help="add the runs saved by an earlier --save (same family and seeds)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the table into this Markdown file between the family's markers")
     options = parser.parse_args(argv)
@@ -527,6 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = [_job(job) for job in jobs]
     elapsed = time.monotonic() - started
+    if options.save:
+        options.save.write_text(json.dumps(rows))
+    for path in options.merge:
+        earlier = [r for r in json.loads(path.read_text()) if r["seed"] in seeds and r["family"] == options.family]
+        rows += earlier
+        strategies += [s for s in dict.fromkeys(r["strategy"] for r in earlier) if s not in strategies]
     summary = summarise(rows, strategies, options.budget)
     text = table(summary, options.budget)
     print(text)
@@ -546,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
 def _block(text: str, options: argparse.Namespace, summary: dict[str, Any], elapsed: float,
            targets: list[int]) -> str:
     extra = "".join(f" --guided {g}" for g in options.guided)
+    extra += "".join(f" --merge {m}" for m in options.merge)
+    extra += f" --save {options.save}" if options.save else ""
     per_seed = "\n".join(
         f"- {name}: " + ", ".join(f">{options.budget}" if c is None else str(c) for c in s["to95"])
         for name, s in summary.items()

@@ -15,7 +15,7 @@ from tuner.space import load_space
 from tuner.study.attrs import Outcome
 from tuner.study.observations import observe
 from tuner.study.strategies import make_strategy
-from tuner.study.strategies.guided import cliff_bracket
+from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, cliff_bracket
 from tuner.study.view import StudyView, TrialRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_a_value_that_failed_at_start_is_not_tried_again(space: Any) -> None:
     best = record(space, 0, top, value=2000.0)
     garbage = record(space, 1, {**top, "attention_backend": "fa3"}, failure="wrong-output",
                      chosen_by="sweep: attention_backend=fa3")
-    strategy = make_strategy("guided", space, 0)
+    strategy = GuidedStrategy(space, 0, GuidedSettings(explore_every=0))  # proposals only
     seen = [best, garbage]
     for number in range(2, 40):
         proposal = strategy.propose(view(*seen))

@@ -51,7 +51,7 @@ _SWEEP = "sweep: "
 class GuidedSettings:
     """Knobs of the guided strategy (chosen on generated landscapes 0-49, bench/)."""
 
-    explore_every: int = 0  # every k-th host-run trial is the sampler's (0: only when idle)
+    explore_every: int = 4  # every k-th host-run trial is the sampler's (0: only when idle)
     sweep_points: int = 5  # values tried over a numeric range in the sweep
 
 
