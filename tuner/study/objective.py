@@ -21,6 +21,7 @@ import optuna
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
+from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
@@ -176,6 +177,8 @@ class TrialRunner:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
+        observations: dict[str, float] = {}
+        cap = self.target.profile.running_cap(session.argv)
         n = len(workload.levels)
         for k, concurrency in enumerate(workload.levels, start=1):
             self.on_phase(f"level {k}/{n}: {concurrency} concurrent")
@@ -204,9 +207,13 @@ class TrialRunner:
                 telemetry[str(concurrency)] = sampler.summary.to_dict()
                 level["gpu"] = sampler.summary.to_dict()
             levels.append(level)
-            attrs.set(trial, "levels", levels)
+            attrs.set(trial, attrs.LEVELS, levels)
             attrs.set_level_figures(trial, level)
-            attrs.set(trial, "telemetry", telemetry)
+            attrs.set(trial, attrs.TELEMETRY, telemetry)
+            seen = level_observations(session.observer, session.phase, concurrency, cap, level.get("gpu"))
+            observations.update({f"{name}@{concurrency}": value for name, value in seen.items() if name != "kv_tokens"})
+            observations.update(seen)  # unsuffixed: the highest level measured so far
+            attrs.set(trial, attrs.OBSERVATIONS, observations)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).

@@ -17,6 +17,8 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.study import attrs
+
 __all__ = [
     "BaselinePruner",
     "BASELINE_ATTR",
@@ -25,7 +27,7 @@ __all__ = [
     "should_prune_against_baseline",
 ]
 
-BASELINE_ATTR = "is_baseline"
+BASELINE_ATTR = attrs.IS_BASELINE
 
 
 def below_baseline(

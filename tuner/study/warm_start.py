@@ -21,13 +21,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
 from tuner.space import Config
+from tuner.study import attrs
 from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.optimize import ensure_baseline_queued
 from tuner.study.storage import open_storage
 
 __all__ = ["WARM_START_ATTR", "Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
-WARM_START_ATTR = "warm_start_from"  # "<study>#<trial number>" on each enqueued trial
+WARM_START_ATTR = attrs.WARM_START_FROM  # "<study>#<trial number>" on each enqueued trial
 
 
 @dataclass(frozen=True)
