@@ -213,7 +213,7 @@ def enqueue(
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = create_or_resume(
         open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
-        pruner=study_pruner(space), directions=study_directions(space), allow_changed=False, attrs={},
+        pruner=study_pruner(space, emulate), directions=study_directions(space), allow_changed=False, attrs={},
     )
     ensure_baseline_queued(study, space)  # the baseline always runs first
     enqueue_configuration(study, space, config)

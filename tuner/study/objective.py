@@ -25,7 +25,7 @@ from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
-from tuner.study.pruner import BASELINE_ATTR, should_prune_against_baseline
+from tuner.study.pruner import BASELINE_ATTR, measurement_order, should_prune_against_baseline
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
 
@@ -180,7 +180,7 @@ class TrialRunner:
         observations: dict[str, float] = {}
         cap = self.target.profile.running_cap(session.argv)
         n = len(workload.levels)
-        for k, concurrency in enumerate(workload.levels, start=1):
+        for k, concurrency in enumerate(measurement_order(workload.levels), start=1):
             self.on_phase(f"level {k}/{n}: {concurrency} concurrent")
             session.phase = f"level-{concurrency}"
             spec = LevelSpec(
@@ -222,9 +222,10 @@ class TrialRunner:
                 trial, levels, getattr(metrics, self.space.objective.metric), concurrency
             ):
                 raise optuna.TrialPruned(
-                        f"below the baseline by more than {self.space.objective.prune_margin:.0%} "
-                        f"at every level so far (up to {concurrency} concurrent)"
-                    )
+                    f"below the baseline's best by more than {self.space.objective.prune_margin:.0%} "
+                    f"at every level from the top down to {concurrency} concurrent, and rising "
+                    "with concurrency: the lower levels left cannot overturn it"
+                )
         value, stable = objective_value(levels, self.space.objective)
         attrs.set(trial, "stable", stable)
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
@@ -232,7 +233,7 @@ class TrialRunner:
             attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
         if value is None:
             raise ServerFailure(
-                f"unstable-at-{levels[0]['concurrency']}",
+                f"unstable-at-{min(level['concurrency'] for level in levels)}",
                 "no level ran clean (failed requests above the limit)",
                 session.log_excerpt(),
             )
@@ -260,6 +261,7 @@ class TrialRunner:
             metric=objective.metric,
             max_failed_fraction=objective.max_failed_fraction,
             margin=objective.prune_margin,
+            all_levels=self.space.workload_for(self.emulate).levels,
         )
 
     def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:

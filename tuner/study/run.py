@@ -74,14 +74,17 @@ def study_directions(space: Any) -> tuple[str, ...]:
     return ("maximize", "minimize") if space.objective.minimize else ("maximize",)
 
 
-def study_pruner(space: Any) -> BaselinePruner | None:
+def study_pruner(space: Any, emulate: bool = False) -> BaselinePruner | None:
     """The baseline pruner (Optuna allows no pruner in multi-objective studies: the runner then
     applies the same rule itself)."""
     if space.objective.minimize:
         return None
     objective = space.objective
     return BaselinePruner(
-        objective.prune_margin, metric=objective.metric, max_failed_fraction=objective.max_failed_fraction
+        objective.prune_margin,
+        metric=objective.metric,
+        max_failed_fraction=objective.max_failed_fraction,
+        levels=space.workload_for(emulate).levels,
     )
 
 
@@ -94,7 +97,7 @@ def open_study(space: Any, target: Target, options: OptimizeOptions, strategy: S
         options.study_name,
         space.fingerprint(),
         sampler=strategy.sampler(),
-        pruner=study_pruner(space),
+        pruner=study_pruner(space, options.emulate),
         directions=study_directions(space),
         allow_changed=options.allow_changed,
         attrs={
