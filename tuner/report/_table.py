@@ -3,9 +3,10 @@
 Columns, in order: ``number, state, value, is_baseline, stable, reason, detail, pruned_by,
 reused_from, chosen_by`` (why it was run: ``sampler: tpe``, ``rule: ...``), one ``config.<name>``
 per setting (empty when the setting was not active, the text ``unset`` when the flag was left
-unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and ``median_tpot_ms@<c>``, then the peak level's ``peak_concurrency``,
-``peak_mean_power_w`` and ``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's
-``validated``, ``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
+unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and
+``median_tpot_ms@<c>``, then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
+``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's ``validated``,
+``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ class FeasibilityModel:
         for trial in study.get_trials(deepcopy=False):
             label = training_label(trial)
             if label is not None:
-                model.update(trial.user_attrs["config"], label, trial.number)
+                model.update(trial.user_attrs[attrs.CONFIG], label, trial.number)
         return model
 
     def update(self, config: Mapping[str, Any], failed: bool, number: int | None = None) -> None:
@@ -285,7 +285,7 @@ class FeasibilityCheck:
         """A finished trial: recorded when it says something (:func:`training_label`)."""
         label = training_label(trial)
         if label is not None:
-            self.record(trial.user_attrs["config"], label, trial.number)
+            self.record(trial.user_attrs[attrs.CONFIG], label, trial.number)
 
 
 def failing_values(
