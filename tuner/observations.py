@@ -44,7 +44,7 @@ class LogObserver:
             if match is None:
                 continue
             try:
-                value = float(match.group(1))
+                value = float(match.group(1).replace(",", ""))  # "12,345" as vLLM writes it
             except (IndexError, ValueError):
                 continue
             with self._lock:

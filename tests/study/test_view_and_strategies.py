@@ -224,3 +224,15 @@ def test_sglang_log_lines_become_level_observations() -> None:
                     "gpu_power_w": 250.0, "gpu_power_limit_w": 600.0}
     assert profile.running_cap(["x", "--max-running-requests", "64"]) == 64
     assert profile.running_cap(["x"]) is None
+
+
+def test_vllm_log_lines_become_level_observations() -> None:
+    profile = load_profile("vllm")
+    observer = LogObserver(profile.log_observations)
+    observer.feed("(EngineCore pid=1) INFO [kv_cache_utils.py:2328] CPU KV cache size: 174,752 tokens, "
+                  "Maximum concurrency for 2,048 tokens per request: 85.33x", "starting")
+    observer.feed("INFO [loggers.py:300] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+                  "throughput: 20.0 tokens/s, Running: 2 reqs, Waiting: 5 reqs, CPU KV cache usage: 0.1%", "level-8")
+    seen = level_observations(observer, "level-8", 8, profile.running_cap(["--max-num-seqs", "2"]))
+    assert seen == {"kv_tokens": 174752.0, "running_req_max": 2.0, "running_req_at_cap_fraction": 1.0,
+                    "queue_req_max": 5.0, "queue_growing": 0.0}
