@@ -60,6 +60,7 @@ class Outcome:
     levels: tuple[tuple[int, float], ...]
     failure: str | None
     observations: dict[str, float] = field(default_factory=dict)
+    per_level: dict[int, dict[str, float]] = field(default_factory=dict)  # what each level's log shows
 
     @property
     def value(self) -> float | None:
@@ -103,7 +104,7 @@ class Landscape:
             (c, tps * run * (1.0 + max(-sigma, min(sigma, rng.gauss(0.0, sigma / 2)))))
             for c, tps in true.levels
         )
-        return Outcome(levels, true.failure, dict(true.observations))
+        return Outcome(levels, true.failure, dict(true.observations), true.per_level)
 
 
 # -- the emulator's model --------------------------------------------------------------------------
@@ -137,13 +138,16 @@ class EmulatorLandscape(Landscape):
         gate, forced = "autotune_gate" in launch.patches, "force_allreduce_fusion" in launch.patches
         engine = build_engine(args, gate, forced)
         observations: dict[str, float] = {}
+        per_level: dict[int, dict[str, float]] = {}
         if not isinstance(engine, Failure):
             settings = engine.settings
             per_request = self.input_len + settings.reserve_ratio * self.output_len
-            observations = _load_observations(
-                self.levels[-1], settings.max_running, settings.kv_tokens, per_request,
-                self.input_len + self.output_len,
-            )
+            per_level = {
+                c: _load_observations(c, settings.max_running, settings.kv_tokens, per_request,
+                                      self.input_len + self.output_len)
+                for c in self.levels
+            }
+            observations = per_level[self.levels[-1]]
         levels: list[tuple[int, float]] = []
         for concurrency in self.levels:
             result = predict_throughput(
@@ -152,10 +156,10 @@ class EmulatorLandscape(Landscape):
             )
             if isinstance(result, Failure):
                 if result.kind in _START_FAILURES:
-                    return Outcome((), _START_FAILURES[result.kind], observations)
-                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations)
+                    return Outcome((), _START_FAILURES[result.kind], observations, per_level)
+                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations, per_level)
             levels.append((concurrency, result))
-        return Outcome(tuple(levels), None, observations)
+        return Outcome(tuple(levels), None, observations, per_level)
 
 
 def _load_observations(
@@ -304,11 +308,13 @@ class GeneratedLandscape(Landscape):
         cap = config.get("max_running_requests") or self.default_cap
         sched = config.get("schedule_conservativeness")
         admit = self.input_len + (1.0 if sched is None else max(0.5, sched)) * self.output_len
-        observations = _load_observations(
-            self.levels[-1], cap, kv_tokens, admit, self.input_len + self.output_len
-        )
+        per_level = {
+            c: _load_observations(c, cap, kv_tokens, admit, self.input_len + self.output_len)
+            for c in self.levels
+        }
+        observations = per_level[self.levels[-1]]
         if config["attention_backend"] == self.garbage_attention:
-            return Outcome((), "wrong-output", observations)
+            return Outcome((), "wrong-output", observations, per_level)
         levels: list[tuple[int, float]] = []
         for concurrency in self.levels:
             batch = max(1, min(concurrency, cap, int(kv_tokens // admit)))
@@ -318,10 +324,10 @@ class GeneratedLandscape(Landscape):
                 and batch >= self.graphs_off_crash_batch
             ) or (mem >= self.start_cliff - self.load_band - 1e-9 and batch >= self.oom_batch)
             if crashes:
-                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations)
+                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations, per_level)
             tps = self.peak * batch / (batch + self.half) * self._factor(config, batch)
             levels.append((concurrency, tps))
-        return Outcome(tuple(levels), None, observations)
+        return Outcome(tuple(levels), None, observations, per_level)
 
 
 # -- a replayed real landscape -------------------------------------------------------------------

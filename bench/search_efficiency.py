@@ -112,6 +112,37 @@ class _ModelTarget:
     port: int = 30000
     local: bool = True
     time_scale: TimeScale = field(default_factory=TimeScale)
+    profile: Any = None
+
+
+class _ModelObserver:
+    """The server log's numbers as :mod:`tuner.observations` reads them, written from what the
+    landscape says each level's log shows (20 batch lines a level)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def last(self, name: str) -> float | None:
+        return self.outcome.observations.get(name)
+
+    def series(self, phase: str, name: str) -> list[float]:
+        if not phase.startswith("level-"):
+            return []
+        concurrency = int(phase.removeprefix("level-"))
+        seen = self.outcome.per_level.get(concurrency) or self.outcome.observations
+        if not seen or "running_req_max" not in seen:
+            return []
+        running, at_cap = seen["running_req_max"], seen.get("running_req_at_cap_fraction", 0.0)
+        lines = 20
+        if name == "running_req":
+            full = round(at_cap * lines) if at_cap else lines
+            return [running] * full + [max(1.0, running * 0.8)] * (lines - full)
+        if name == "queue_req":
+            waiting = max(0.0, concurrency - running)
+            return [waiting * (i + 1) / lines for i in range(lines)] if seen.get("queue_growing") else [0.0] * lines
+        if name == "token_usage" and "token_usage_max" in seen:
+            return [seen["token_usage_max"]] * lines
+        return []
 
 
 class _ModelSession:
@@ -119,8 +150,10 @@ class _ModelSession:
 
     phase = ""
 
-    def __init__(self, failure: str | None) -> None:
+    def __init__(self, failure: str | None, argv: list[str], observer: _ModelObserver) -> None:
         self.failure = failure
+        self.argv = argv
+        self.observer = observer
 
     def wait_for_failure(self, wait_s: float) -> ServerFailure | None:
         return ServerFailure(self.failure, "model host: failed under load") if self.failure else None
@@ -139,25 +172,25 @@ class ModelRunner(TrialRunner):
 
     def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None) -> None:
         super().__init__(
-            space=landscape.space, target=_ModelTarget(), patches=None, study=study,
-            local_runs_dir=Path("."), emulate=True,
+            space=landscape.space, target=_ModelTarget(profile=landscape.space.profile), patches=None,
+            study=study, local_runs_dir=Path("."), emulate=True,
         )
         self.landscape, self.seed = landscape, seed
         self.host = landscape  # older callers read runner.host
-        self._pending: list[tuple[int, float]] = []
+        self._levels: dict[int, float] = {}
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         outcome = self.landscape.measured(Config(config), random.Random(f"{self.seed}:{trial.number}"))
-        attrs.set(trial, attrs.OBSERVATIONS, outcome.observations)
         if outcome.at_start:
             raise ServerFailure(outcome.failure, "model host: failed at start")
-        self._pending = list(outcome.levels)
-        return self._measure(trial, _ModelSession(outcome.failure), self.space.workload_for(True))
+        self._levels = dict(outcome.levels)
+        session = _ModelSession(outcome.failure, list(launch.argv), _ModelObserver(outcome))
+        return self._measure(trial, session, self.space.workload_for(True))
 
     def _run_level(self, session: Any, spec: Any) -> tuple[LevelMetrics, None]:
         n, out = spec.num_requests, spec.output_len
-        if self._pending and self._pending[0][0] == spec.concurrency:
-            _, tps = self._pending.pop(0)
+        if spec.concurrency in self._levels:
+            tps = self._levels[spec.concurrency]
             return LevelMetrics(
                 concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
                 duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,

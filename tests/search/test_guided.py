@@ -13,7 +13,6 @@ from optuna.trial import TrialState
 from tuner.engines import load_profile
 from tuner.space import load_space
 from tuner.study.attrs import Outcome
-from tuner.study.observations import observe
 from tuner.study.strategies import make_strategy
 from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, cliff_bracket
 from tuner.study.view import StudyView, TrialRecord
@@ -52,8 +51,8 @@ def view(*records: TrialRecord) -> StudyView:
 
 def test_a_cap_that_binds_yields_a_raise_the_cap_proposal(space: Any) -> None:
     baseline = record(space, 0, {}, value=800.0, observations={
-        "max_running_requests": 64, "running_req_at_cap_fraction": 0.93, "kv_tokens": 495488,
-        "token_usage_max": 0.07, "queue_growing": 1.0,
+        "kv_tokens": 495488, "running_req_at_cap_fraction@1024": 0.93, "token_usage_max@1024": 0.07,
+        "queue_growing@1024": 1.0, "running_req_at_cap_fraction": 0.2,  # unsuffixed: the last level
     })
     proposal = make_strategy("guided", space, 0).propose(view(baseline))
     assert proposal is not None
@@ -125,24 +124,3 @@ def test_rules_are_the_engine_profiles_data() -> None:
     kv = next(r for r in rules if r.change == "--mem-fraction-static")
     assert not kv.fires({"token_usage_max": 0.99, "queue_growing": 0.0})
     assert kv.fires({"token_usage_max": 0.99, "queue_growing": 1.0})
-
-
-def test_observations_are_read_from_the_server_log() -> None:
-    sglang = "\n".join([
-        "[TP0] KV Cache is allocated. #tokens: 495488, KV size: 30.00 GB",
-        "[TP0] max_total_num_tokens=495488, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=64, context_len=202752",
-        *[f"[TP0] Decode batch, #running-req: 64, #token: 30000, token usage: 0.06, cuda graph: True, "
-          f"gen throughput (token/s): 800.00, #queue-req: {q}, " for q in (190, 150, 120)],
-        "[TP0] Decode batch, #running-req: 12, #token: 3000, token usage: 0.01, cuda graph: True, "
-        "gen throughput (token/s): 300.00, #queue-req: 0, ",
-    ])
-    seen = observe(sglang)
-    assert seen["kv_tokens"] == 495488 and seen["max_running_requests"] == 64
-    assert seen["running_req_at_cap_fraction"] == 0.75 and seen["running_req_max"] == 64
-    assert seen["queue_growing"] == 1.0 and seen["token_usage_max"] == 0.06
-    vllm = ("INFO 12-01 17:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 100.0 tokens/s, "
-            "Avg generation throughput: 600.0 tokens/s, Running: 2 reqs, Waiting: 30 reqs, "
-            "GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%")
-    seen = observe("non-default args: {'max_num_seqs': 2}\nmax_num_seqs=2\n" + vllm)
-    assert seen["running_req_at_cap_fraction"] == 1.0 and seen["queue_growing"] == 1.0

@@ -38,7 +38,7 @@ from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.tpe import CrashAwareTPESampler, tpe_settings
 from tuner.study.view import StudyView, TrialRecord
 
-__all__ = ["GuidedStrategy", "GuidedSettings", "cliff_bracket"]
+__all__ = ["GuidedStrategy", "GuidedSettings", "cliff_bracket", "top_level_observations"]
 
 # Failures that say a capacity parameter went too far (out of memory at start or under load).
 _CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
@@ -112,7 +112,7 @@ class GuidedStrategy(Strategy):
         yield from self._sweep(view, inc)
 
     def _rule_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
-        seen = inc.observations
+        seen = top_level_observations(inc.observations)
         for rule in self.rules:
             name = self.by_flag.get(rule.change)
             if name is None or name not in inc.config or not rule.fires(seen):
@@ -294,6 +294,16 @@ def _flags_of(param: Any) -> list[str]:
         return list(param.flags())
     except Exception:  # kinds without a flag (a patch)
         return []
+
+
+def top_level_observations(observations: dict[str, float]) -> dict[str, float]:
+    """The observations of the highest level measured (``name@<c>``), over the unsuffixed ones
+    (the KV pool at start, or a host that reports one set per trial)."""
+    levels = [int(k.rpartition("@")[2]) for k in observations if k.rpartition("@")[2].isdigit()]
+    if not levels:
+        return dict(observations)
+    top = f"@{max(levels)}"
+    return {**observations, **{k.removesuffix(top): v for k, v in observations.items() if k.endswith(top)}}
 
 
 def _score(record: TrialRecord | None) -> float | None:
