@@ -72,7 +72,8 @@ from tuner.study.optimize import optimize_study  # noqa: E402
 from tuner.study.progress import ProgressView  # noqa: E402
 from tuner.study.run import study_pruner  # noqa: E402
 from tuner.study.storage import make_sampler  # noqa: E402
-from tuner.study.strategies import Strategy, make_strategy  # noqa: E402
+from tuner.study.strategies import make_strategy  # noqa: E402
+from tuner.study.strategies._base import Strategy  # noqa: E402
 from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
 from tuner.study.view import read_view  # noqa: E402
 from tuner.timescale import TimeScale  # noqa: E402
