@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.space import Config, load_space
+from tuner.study.attrs import reusable_failure
 
 __all__ = [
     "Outcome",
@@ -366,7 +367,11 @@ class ReplayLandscape(Landscape):
 def _config_of(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(row.get("config"), dict):
         return dict(row["config"])
-    return {k.removeprefix("config."): v for k, v in row.items() if k.startswith("config.")}
+    return {
+        k.removeprefix("config."): None if v == "unset" else v
+        for k, v in row.items()
+        if k.startswith("config.") and v is not None
+    }
 
 
 def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Outcome | None:
@@ -379,6 +384,16 @@ def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Ou
         if tps is None or (isinstance(tps, float) and math.isnan(tps)):
             break
         measured.append((concurrency, float(tps)))
-    failure = row.get("failure_reason") if row.get("state") == "FAIL" else None
-    observations = {k: float(v) for k, v in (row.get("observations") or {}).items()}
-    return Outcome(tuple(measured), failure, observations)
+    failure = (row.get("failure_reason") or row.get("reason")) if row.get("state") == "FAIL" else None
+    if row.get("state") == "FAIL" and not reusable_failure(failure):
+        return None  # the run's fault (interrupted, host error): says nothing of the configuration
+    observations = {k: float(v) for k, v in (row.get("observations") or {}).items() if v is not None}
+    per_level: dict[int, dict[str, float]] = {}
+    for key, value in observations.items():
+        name, _, at = key.rpartition("@")
+        if name and at.isdigit():
+            per_level.setdefault(int(at), {})[name] = value
+    for seen in per_level.values():
+        if "kv_tokens" in observations:
+            seen.setdefault("kv_tokens", observations["kv_tokens"])
+    return Outcome(tuple(measured), failure, observations, per_level)
