@@ -44,7 +44,7 @@ def _refused(result, tmp_path: Path) -> str:
 
 def test_unknown_strategy_is_refused_before_any_host_time(tmp_path) -> None:
     line = _refused(_run(tmp_path, "optimize", str(GLM5), "--emulate", "--strategy", "annealing"), tmp_path)
-    assert line == "tuner: error: --strategy annealing: unknown; fix: use one of tpe, random, one-at-a-time"
+    assert line == "tuner: error: --strategy annealing: unknown; fix: use one of guided, tpe, random, one-at-a-time"
 
 
 def test_unknown_sampler_and_both_options_are_refused(tmp_path) -> None:

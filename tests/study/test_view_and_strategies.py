@@ -114,7 +114,7 @@ def test_view_reads_levels_outcomes_and_reasons_once(space) -> None:
 # -- strategies --------------------------------------------------------------------------------------
 
 def test_unknown_strategy_is_one_line_naming_the_choices(space) -> None:
-    with pytest.raises(ConfigError, match=r"^--strategy annealing: unknown; fix: use one of tpe, random, one-at-a-time$"):
+    with pytest.raises(ConfigError, match=r"^--strategy annealing: unknown; fix: use one of guided, tpe, random, one-at-a-time$"):
         make_strategy("annealing", space, 0)
     with pytest.raises(ConfigError, match="--sampler"):
         resolve_strategy(None, "annealing", space, 0)
