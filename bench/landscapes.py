@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.space import Config, load_space
+from tuner.study.attrs import reusable_failure
 
 __all__ = [
     "Outcome",
@@ -60,6 +61,7 @@ class Outcome:
     levels: tuple[tuple[int, float], ...]
     failure: str | None
     observations: dict[str, float] = field(default_factory=dict)
+    per_level: dict[int, dict[str, float]] = field(default_factory=dict)  # what each level's log shows
 
     @property
     def value(self) -> float | None:
@@ -103,7 +105,7 @@ class Landscape:
             (c, tps * run * (1.0 + max(-sigma, min(sigma, rng.gauss(0.0, sigma / 2)))))
             for c, tps in true.levels
         )
-        return Outcome(levels, true.failure, dict(true.observations))
+        return Outcome(levels, true.failure, dict(true.observations), true.per_level)
 
 
 # -- the emulator's model --------------------------------------------------------------------------
@@ -137,13 +139,16 @@ class EmulatorLandscape(Landscape):
         gate, forced = "autotune_gate" in launch.patches, "force_allreduce_fusion" in launch.patches
         engine = build_engine(args, gate, forced)
         observations: dict[str, float] = {}
+        per_level: dict[int, dict[str, float]] = {}
         if not isinstance(engine, Failure):
             settings = engine.settings
             per_request = self.input_len + settings.reserve_ratio * self.output_len
-            observations = _load_observations(
-                self.levels[-1], settings.max_running, settings.kv_tokens, per_request,
-                self.input_len + self.output_len,
-            )
+            per_level = {
+                c: _load_observations(c, settings.max_running, settings.kv_tokens, per_request,
+                                      self.input_len + self.output_len)
+                for c in self.levels
+            }
+            observations = per_level[self.levels[-1]]
         levels: list[tuple[int, float]] = []
         for concurrency in self.levels:
             result = predict_throughput(
@@ -152,10 +157,10 @@ class EmulatorLandscape(Landscape):
             )
             if isinstance(result, Failure):
                 if result.kind in _START_FAILURES:
-                    return Outcome((), _START_FAILURES[result.kind], observations)
-                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations)
+                    return Outcome((), _START_FAILURES[result.kind], observations, per_level)
+                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations, per_level)
             levels.append((concurrency, result))
-        return Outcome(tuple(levels), None, observations)
+        return Outcome(tuple(levels), None, observations, per_level)
 
 
 def _load_observations(
@@ -304,11 +309,13 @@ class GeneratedLandscape(Landscape):
         cap = config.get("max_running_requests") or self.default_cap
         sched = config.get("schedule_conservativeness")
         admit = self.input_len + (1.0 if sched is None else max(0.5, sched)) * self.output_len
-        observations = _load_observations(
-            self.levels[-1], cap, kv_tokens, admit, self.input_len + self.output_len
-        )
+        per_level = {
+            c: _load_observations(c, cap, kv_tokens, admit, self.input_len + self.output_len)
+            for c in self.levels
+        }
+        observations = per_level[self.levels[-1]]
         if config["attention_backend"] == self.garbage_attention:
-            return Outcome((), "wrong-output", observations)
+            return Outcome((), "wrong-output", observations, per_level)
         levels: list[tuple[int, float]] = []
         for concurrency in self.levels:
             batch = max(1, min(concurrency, cap, int(kv_tokens // admit)))
@@ -318,10 +325,10 @@ class GeneratedLandscape(Landscape):
                 and batch >= self.graphs_off_crash_batch
             ) or (mem >= self.start_cliff - self.load_band - 1e-9 and batch >= self.oom_batch)
             if crashes:
-                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations)
+                return Outcome(tuple(levels), f"unstable-at-{concurrency}", observations, per_level)
             tps = self.peak * batch / (batch + self.half) * self._factor(config, batch)
             levels.append((concurrency, tps))
-        return Outcome(tuple(levels), None, observations)
+        return Outcome(tuple(levels), None, observations, per_level)
 
 
 # -- a replayed real landscape -------------------------------------------------------------------
@@ -360,7 +367,11 @@ class ReplayLandscape(Landscape):
 def _config_of(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(row.get("config"), dict):
         return dict(row["config"])
-    return {k.removeprefix("config."): v for k, v in row.items() if k.startswith("config.")}
+    return {
+        k.removeprefix("config."): None if v == "unset" else v
+        for k, v in row.items()
+        if k.startswith("config.") and v is not None
+    }
 
 
 def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Outcome | None:
@@ -373,6 +384,16 @@ def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Ou
         if tps is None or (isinstance(tps, float) and math.isnan(tps)):
             break
         measured.append((concurrency, float(tps)))
-    failure = row.get("failure_reason") if row.get("state") == "FAIL" else None
-    observations = {k: float(v) for k, v in (row.get("observations") or {}).items()}
-    return Outcome(tuple(measured), failure, observations)
+    failure = (row.get("failure_reason") or row.get("reason")) if row.get("state") == "FAIL" else None
+    if row.get("state") == "FAIL" and not reusable_failure(failure):
+        return None  # the run's fault (interrupted, host error): says nothing of the configuration
+    observations = {k: float(v) for k, v in (row.get("observations") or {}).items() if v is not None}
+    per_level: dict[int, dict[str, float]] = {}
+    for key, value in observations.items():
+        name, _, at = key.rpartition("@")
+        if name and at.isdigit():
+            per_level.setdefault(int(at), {})[name] = value
+    for seen in per_level.values():
+        if "kv_tokens" in observations:
+            seen.setdefault("kv_tokens", observations["kv_tokens"])
+    return Outcome(tuple(measured), failure, observations, per_level)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import io
+import json
 import math
 import multiprocessing
 import random
@@ -71,7 +72,8 @@ from tuner.study.optimize import optimize_study  # noqa: E402
 from tuner.study.progress import ProgressView  # noqa: E402
 from tuner.study.run import study_pruner  # noqa: E402
 from tuner.study.storage import make_sampler  # noqa: E402
-from tuner.study.strategies import Strategy, make_strategy  # noqa: E402
+from tuner.study.strategies import make_strategy  # noqa: E402
+from tuner.study.strategies._base import Strategy  # noqa: E402
 from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
 from tuner.study.view import read_view  # noqa: E402
 from tuner.timescale import TimeScale  # noqa: E402
@@ -111,6 +113,37 @@ class _ModelTarget:
     port: int = 30000
     local: bool = True
     time_scale: TimeScale = field(default_factory=TimeScale)
+    profile: Any = None
+
+
+class _ModelObserver:
+    """The server log's numbers as :mod:`tuner.observations` reads them, written from what the
+    landscape says each level's log shows (20 batch lines a level)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def last(self, name: str) -> float | None:
+        return self.outcome.observations.get(name)
+
+    def series(self, phase: str, name: str) -> list[float]:
+        if not phase.startswith("level-"):
+            return []
+        concurrency = int(phase.removeprefix("level-"))
+        seen = self.outcome.per_level.get(concurrency) or self.outcome.observations
+        if not seen or "running_req_max" not in seen:
+            return []
+        running, at_cap = seen["running_req_max"], seen.get("running_req_at_cap_fraction", 0.0)
+        lines = 20
+        if name == "running_req":
+            full = round(at_cap * lines) if at_cap else lines
+            return [running] * full + [max(1.0, running * 0.8)] * (lines - full)
+        if name == "queue_req":
+            waiting = max(0.0, concurrency - running)
+            return [waiting * (i + 1) / lines for i in range(lines)] if seen.get("queue_growing") else [0.0] * lines
+        if name == "token_usage" and "token_usage_max" in seen:
+            return [seen["token_usage_max"]] * lines
+        return []
 
 
 class _ModelSession:
@@ -118,8 +151,10 @@ class _ModelSession:
 
     phase = ""
 
-    def __init__(self, failure: str | None) -> None:
+    def __init__(self, failure: str | None, argv: list[str], observer: _ModelObserver) -> None:
         self.failure = failure
+        self.argv = argv
+        self.observer = observer
 
     def wait_for_failure(self, wait_s: float) -> ServerFailure | None:
         return ServerFailure(self.failure, "model host: failed under load") if self.failure else None
@@ -138,25 +173,25 @@ class ModelRunner(TrialRunner):
 
     def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None) -> None:
         super().__init__(
-            space=landscape.space, target=_ModelTarget(), patches=None, study=study,
-            local_runs_dir=Path("."), emulate=True,
+            space=landscape.space, target=_ModelTarget(profile=landscape.space.profile), patches=None,
+            study=study, local_runs_dir=Path("."), emulate=True,
         )
         self.landscape, self.seed = landscape, seed
         self.host = landscape  # older callers read runner.host
-        self._pending: list[tuple[int, float]] = []
+        self._levels: dict[int, float] = {}
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         outcome = self.landscape.measured(Config(config), random.Random(f"{self.seed}:{trial.number}"))
-        attrs.set(trial, attrs.OBSERVATIONS, outcome.observations)
         if outcome.at_start:
             raise ServerFailure(outcome.failure, "model host: failed at start")
-        self._pending = list(outcome.levels)
-        return self._measure(trial, _ModelSession(outcome.failure), self.space.workload_for(True))
+        self._levels = dict(outcome.levels)
+        session = _ModelSession(outcome.failure, list(launch.argv), _ModelObserver(outcome))
+        return self._measure(trial, session, self.space.workload_for(True))
 
     def _run_level(self, session: Any, spec: Any) -> tuple[LevelMetrics, None]:
         n, out = spec.num_requests, spec.output_len
-        if self._pending and self._pending[0][0] == spec.concurrency:
-            _, tps = self._pending.pop(0)
+        if spec.concurrency in self._levels:
+            tps = self._levels[spec.concurrency]
             return LevelMetrics(
                 concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
                 duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,
@@ -511,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
                         help="a GuidedSettings field for trying settings (explore_every=4)")
     parser.add_argument("--per-seed", action="store_true", help="print trials to 95%% per seed")
+    parser.add_argument("--save", type=Path, default=None, help="also write the runs (JSON) here")
+    parser.add_argument("--merge", type=Path, action="append", default=[],
+                        help="add the runs saved by an earlier --save (same family and seeds)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the table into this Markdown file between the family's markers")
     options = parser.parse_args(argv)
@@ -527,6 +565,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows = [_job(job) for job in jobs]
     elapsed = time.monotonic() - started
+    if options.save:
+        options.save.write_text(json.dumps(rows))
+    for path in options.merge:
+        earlier = [r for r in json.loads(path.read_text()) if r["seed"] in seeds and r["family"] == options.family]
+        rows += earlier
+        strategies += [s for s in dict.fromkeys(r["strategy"] for r in earlier) if s not in strategies]
     summary = summarise(rows, strategies, options.budget)
     text = table(summary, options.budget)
     print(text)
@@ -546,6 +590,8 @@ def main(argv: list[str] | None = None) -> int:
 def _block(text: str, options: argparse.Namespace, summary: dict[str, Any], elapsed: float,
            targets: list[int]) -> str:
     extra = "".join(f" --guided {g}" for g in options.guided)
+    extra += "".join(f" --merge {m}" for m in options.merge)
+    extra += f" --save {options.save}" if options.save else ""
     per_seed = "\n".join(
         f"- {name}: " + ", ".join(f">{options.budget}" if c is None else str(c) for c in s["to95"])
         for name, s in summary.items()

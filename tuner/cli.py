@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tuner.errors import ConfigError, TunerError
 from tuner.interrupts import stop_cleanly
+from tuner.study.strategies import DEFAULT_STRATEGY, STRATEGIES
 
 __all__ = ["app", "main"]
 
@@ -66,7 +67,11 @@ def optimize(
     trials: Annotated[int, typer.Option("--trials", min=1, help="configurations to run on the host")] = 40,
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
-    sampler: Annotated[str, typer.Option("--sampler", help="tpe, random, gp, cmaes, qmc, nsga2, bruteforce")] = "tpe",
+    strategy: Annotated[Optional[str], typer.Option(
+        "--strategy", help="how the next configuration is chosen: " + ", ".join(STRATEGIES)
+        + f" (default {DEFAULT_STRATEGY})")] = None,
+    sampler: Annotated[Optional[str], typer.Option(
+        "--sampler", help="older option: a strategy above, or an Optuna sampler alone: gp, cmaes, qmc, nsga2, bruteforce")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="sampler seed")] = None,
     emulate: EmulateOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")] = False,
@@ -87,20 +92,20 @@ def optimize(
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.run import OptimizeOptions, run_optimize
-    from tuner.study.storage import make_sampler
+    from tuner.study.strategies import resolve_strategy
 
     space = _load(space_path)
-    make_sampler(sampler, seed)  # validate before any host work
+    chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.dry_run import print_dry_run
 
-        print_dry_run(space, trials, sampler, seed, emulate, Console())
+        print_dry_run(space, trials, chosen.sampler(), emulate, Console())
         return
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
     try:
         options = OptimizeOptions(
-            trials=trials, storage=url, study_name=name, sampler=sampler, seed=seed,
+            trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
         )
@@ -208,7 +213,7 @@ def enqueue(
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = create_or_resume(
         open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
-        pruner=study_pruner(space), directions=study_directions(space), allow_changed=False, attrs={},
+        pruner=study_pruner(space, emulate), directions=study_directions(space), allow_changed=False, attrs={},
     )
     ensure_baseline_queued(study, space)  # the baseline always runs first
     enqueue_configuration(study, space, config)

@@ -23,6 +23,7 @@ from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, 
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
 from tuner.space._launch import secret_flags_yaml
+from tuner.observations import LogObserver
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
@@ -95,6 +96,8 @@ class ServerSession:
         self.handle: ServerHandle | None = None
         self.times = PhaseTimes()
         self.phase = "starting"
+        # The numbers the profile's log patterns find (KV pool, running and queued requests).
+        self.observer = LogObserver(profile.log_observations) if profile.log_observations else None
         self._tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         self._offset = 0
         self._partial = ""
@@ -301,6 +304,8 @@ class ServerSession:
                 self._tail.append(line)
                 if self.profile.ready_log_pattern in line:
                     self._ready_line_seen = True
+                if self.observer is not None:
+                    self.observer.feed(line, self.phase)
                 signature = self.profile.classify(line)
                 if fatal is None and signature is not None and signature.fatal:
                     fatal = line

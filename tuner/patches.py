@@ -19,10 +19,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.errors import ConfigError, HostError, TunerError
-from tuner.host import Host
+
+if TYPE_CHECKING:  # the search space imports PatchSpec: loading a YAML must not load SSH
+    from tuner.host import Host
 
 __all__ = ["JOURNAL_NAME", "PatchManager", "PatchSpec", "PatchStatus"]
 

@@ -86,6 +86,29 @@ class EngineProfile(BaseModel):
     # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
     # carry secrets reach the server there, in a 0600 file, never on its command line.
     config_flag: str | None = "--config"
+    # Numbers the server log reports, for strategies: series name -> regex whose first group is
+    # the number (see tuner/observations.py for the names read); empty: nothing observed.
+    log_observations: dict[str, str] = {}
+    # The flag that caps the requests running at once (its value bounds ``#running-req``).
+    running_cap_flag: str | None = None
+
+    @field_validator("log_observations")
+    @classmethod
+    def _observations_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for pattern in value.values():
+            if re.compile(pattern).groups < 1:
+                raise ValueError(f"log_observations pattern {pattern!r} needs one (group) for the number")
+        return value
+
+    def running_cap(self, argv: list[str]) -> int | None:
+        """The running-request cap given on a command line, or None (the engine's default)."""
+        if self.running_cap_flag is None or self.running_cap_flag not in argv:
+            return None
+        index = argv.index(self.running_cap_flag)
+        try:
+            return int(argv[index + 1])
+        except (IndexError, ValueError):
+            return None
 
     def classify(self, line: str) -> CrashSignature | None:
         """The first crash signature this log line matches, or None."""

@@ -32,7 +32,7 @@ def _tried(view: StudyView) -> list:
     return [
         t
         for t in view.trials
-        if t.state in ("COMPLETE", "PRUNED", "FAIL") and t.user_attrs.get("reused_from") is None
+        if t.state in ("COMPLETE", "PRUNED", "FAIL") and t.reused_from is None
     ]
 
 

@@ -217,7 +217,7 @@ def parallel_figure(view: StudyView) -> go.Figure:
         for t in view.trials
         if t.config
         and t.state in ("COMPLETE", "PRUNED", "FAIL")
-        and t.user_attrs.get("reused_from") is None
+        and t.reused_from is None
     ]
     if not tried:
         return note_figure(title, view.label, "no finished trial yet", height=420)

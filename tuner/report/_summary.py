@@ -114,14 +114,14 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
             f"<td class=num>{ratio}</td><td class=num>{peak.get('concurrency', '–')}</td>"
             f"<td class=num>{'–' if ttft is None else f'{ttft:,.0f} ms'}</td>"
             f"<td class=num>{'yes' if trial.stable else 'no'}</td>"
-            f"<td>{html.escape(changes)}</td></tr>"
+            f"<td>{html.escape(changes)}</td><td>{html.escape(trial.chosen_by)}</td></tr>"
         )
     return (
         f'<div class="panel"><h2>Top completed trials{html.escape(view.label)}</h2><table><tr>'
         "<th class=num>trial</th><th class=num>output tok/s</th><th class=num>vs baseline</th>"
         "<th class=num>peak at c</th><th class=num>p99 TTFT there</th>"
         "<th class=num>all levels clean</th>"
-        "<th>changes from the baseline</th></tr>" + "".join(rows) + "</table></div>"
+        "<th>changes from the baseline</th><th>chosen by</th></tr>" + "".join(rows) + "</table></div>"
     )
 
 

@@ -1,11 +1,12 @@
 """The trials table: one row per trial, for ``tuner trials --csv|--json`` and for pandas users.
 
 Columns, in order: ``number, state, value, is_baseline, stable, reason, detail, pruned_by,
-reused_from``, one ``config.<name>`` per setting (empty when the setting was not active, the text
-``unset`` when the flag was left unset), ``tps@<c>`` per concurrency level (output tokens/s),
-``p99_ttft_ms@<c>`` and ``median_tpot_ms@<c>``, then the peak level's ``peak_concurrency``,
-``peak_mean_power_w`` and ``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's
-``validated``, ``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
+reused_from, chosen_by`` (why it was run: ``sampler: tpe``, ``rule: ...``), one ``config.<name>``
+per setting (empty when the setting was not active, the text ``unset`` when the flag was left
+unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and
+``median_tpot_ms@<c>``, then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
+``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's ``validated``,
+``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _row(trial: Any, emulated: bool) -> dict[str, Any]:
         "stable": trial.stable,
         "reason": trial.reason,
         "detail": trial.detail,
-        "pruned_by": ua.get("pruned_by"),
-        "reused_from": ua.get("reused_from"),
+        "pruned_by": trial.outcome.pruned_by,
+        "reused_from": trial.reused_from,
+        "chosen_by": trial.chosen_by,
     }
     for name, value in trial.config.items():
         row[f"config.{name}"] = "unset" if value is None else value

@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 
 from tuner.errors import ConfigError
+from tuner.study import attrs
 from tuner.study.results import TrialRecord, best_stable, records
 
 __all__ = [
@@ -81,7 +82,7 @@ class StudyView:
         """COMPLETE trials that ran on the host (reused copies left out), best first."""
         done = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
         return sorted(
-            (t for t in done if t.user_attrs.get("reused_from") is None),
+            (t for t in done if t.reused_from is None),
             key=lambda t: -(t.value or 0.0),
         )
 
@@ -94,7 +95,7 @@ class StudyView:
         """Every measured level of every trial (reused copies left out)."""
         found: list[LevelPoint] = []
         for trial in self.trials:
-            if trial.user_attrs.get("reused_from") is not None:
+            if trial.reused_from is not None:
                 continue
             clean = self.clean_levels.get(trial.number, {})
             for level in trial.levels:
@@ -135,9 +136,9 @@ def outcome_of(trial: TrialRecord) -> str:
             return "unstable in soak"
         return "ok" if trial.stable or "stable" not in trial.user_attrs else "ok (unstable level)"
     if trial.state == "PRUNED":
-        return f"pruned: {trial.user_attrs.get('pruned_by') or 'baseline'}"
+        return f"pruned: {trial.outcome.pruned_by or 'baseline'}"
     if trial.state == "FAIL":
-        return str(trial.user_attrs.get("failure_reason") or "failed")
+        return str(trial.user_attrs.get(attrs.FAILURE_REASON) or "failed")
     return trial.state.lower()
 
 

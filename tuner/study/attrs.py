@@ -27,7 +27,8 @@ __all__ = [
     "set_outcome",
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY",
     "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
-    "PRUNED_REASON", "PRUNED_BY", "PRUNED_CLASSES", "WORKER",
+    "PRUNED_REASON", "PRUNED_BY", "PRUNED_CLASSES", "WORKER", "WARM_START_FROM", "REUSED_ATTRS",
+    "KEPT_ON_RETRY",
 ]
 
 # -- attribute names (user attributes of a trial) ------------------------------------------------
@@ -47,6 +48,12 @@ FAILURE_DETAIL = "failure_detail"  # str: one line on the failure
 PRUNED_REASON = "pruned_reason"  # str: why a PRUNED trial was stopped or skipped
 PRUNED_BY = "pruned_by"  # str: a PRUNED's class, one of PRUNED_CLASSES (see Outcome)
 WORKER = "worker"  # str: host:pid of the tuner that ran it
+WARM_START_FROM = "warm_start_from"  # str: "<study>#<trial number>" a warm start queued it from
+
+# What a trial that reuses an earlier identical one copies from it.
+REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS)
+# What a configuration queued again (its worker died) keeps of the first attempt.
+KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, WARM_START_FROM)
 
 
 class Outcome(str, Enum):

@@ -12,7 +12,6 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from tuner.study.storage import make_sampler
 
 __all__ = ["print_dry_run", "estimate_trial_host_seconds"]
 
@@ -29,10 +28,12 @@ def estimate_trial_host_seconds(space: Any, emulate: bool) -> float:
     return START_SECONDS + tokens / ASSUMED_TOKENS_PER_S
 
 
-def print_dry_run(space: Any, trials: int, sampler: str, seed: int | None, emulate: bool, console: Console) -> None:
+def print_dry_run(
+    space: Any, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console
+) -> None:
     """Print the baseline and ``trials`` sampled configurations with their command lines."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(space.params_for_enqueue(space.baseline))
     seen: set[str] = set()
     shown = skipped = 0

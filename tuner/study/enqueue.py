@@ -13,10 +13,11 @@ import optuna
 import yaml
 
 from tuner.errors import ConfigError
+from tuner.study import attrs
 
 __all__ = ["parse_assignments", "configuration_with", "enqueue_configuration", "ENQUEUED_ATTR"]
 
-ENQUEUED_ATTR = "enqueued"
+ENQUEUED_ATTR = attrs.ENQUEUED
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:

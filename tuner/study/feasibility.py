@@ -20,6 +20,7 @@ regression). 50 trees fit in about 0.1 s.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,14 +28,17 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from tuner.space._conditions import same_value
 from tuner.study import attrs
+from tuner.study.attrs import Outcome
 from tuner.study.blame import blamed_values, shown
 
 __all__ = [
     "FEASIBILITY_PRUNER",
+    "GATE_EXPLORE",
+    "GateDecision",
     "FeasibilityCheck",
     "FeasibilityGate",
     "FeasibilityModel",
@@ -42,22 +46,25 @@ __all__ = [
     "training_label",
 ]
 
-FEASIBILITY_PRUNER = "feasibility"  # the ``pruned_by`` of a configuration the gate skipped
+FEASIBILITY_PRUNER = Outcome.GATED.pruned_by  # the ``pruned_by`` of a configuration the gate skipped
+# The chance that the gate lets a configuration it would skip run anyway (``tuner optimize``):
+# a skipped configuration measures nothing, so without this a gated region could never prove
+# the model wrong (one run had 20 of 65 trials skipped on at most 6 failures).
+GATE_EXPLORE = 0.15
 _TREES = 50
 
 
 def training_label(trial: FrozenTrial) -> bool | None:
     """True: it failed by its configuration; False: it ran; None: it says nothing (not run,
     reused from an earlier trial, or failed for a reason outside the configuration)."""
-    if "config" not in trial.user_attrs or trial.user_attrs.get("reused_from") is not None:
+    if attrs.CONFIG not in trial.user_attrs:
         return None
-    if trial.state == TrialState.FAIL:
-        return True if attrs.reusable_failure(trial.user_attrs.get("failure_reason")) else None
-    if trial.state == TrialState.COMPLETE:
+    outcome = attrs.outcome_of(trial)
+    if outcome == Outcome.FAILED:
+        return True
+    if outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE):
         return False
-    if trial.state == TrialState.PRUNED and trial.user_attrs.get("pruned_by") == "baseline":
-        return False
-    return None
+    return None  # not run, reused, or failed for a reason outside the configuration
 
 
 def _encoder_columns(space: Any) -> list[tuple[str, Any]]:
@@ -102,7 +109,7 @@ class FeasibilityModel:
         for trial in study.get_trials(deepcopy=False):
             label = training_label(trial)
             if label is not None:
-                model.update(trial.user_attrs["config"], label, trial.number)
+                model.update(trial.user_attrs[attrs.CONFIG], label, trial.number)
         return model
 
     def update(self, config: Mapping[str, Any], failed: bool, number: int | None = None) -> None:
@@ -200,6 +207,15 @@ class FeasibilityGate:
             self.successes_in_a_row = 0
 
 
+@dataclass(frozen=True)
+class GateDecision:
+    """``skip``: why the configuration is not run (None: it runs); ``note``: why it runs although
+    the gate doubted it (the trial's ``chosen_by`` says so)."""
+
+    skip: str | None
+    note: str | None = None
+
+
 @dataclass
 class FeasibilityCheck:
     """The model and the gate as the optimize loop uses them.
@@ -214,17 +230,42 @@ class FeasibilityCheck:
     gate: FeasibilityGate = field(default_factory=FeasibilityGate)
     max_skips_in_a_row: int = 10
     skips_in_a_row: int = 0
+    explore: float = 0.0
+    seed: int | None = None
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
 
     @classmethod
     def from_study(
-        cls, study: optuna.Study, space: Any, gate: FeasibilityGate | None = None
+        cls,
+        study: optuna.Study,
+        space: Any,
+        gate: FeasibilityGate | None = None,
+        *,
+        explore: float = 0.0,
+        seed: int | None = None,
     ) -> FeasibilityCheck:
-        """Trained on the study so far, with the gate replayed over its trials in order."""
+        """Trained on the study so far, with the gate replayed over its trials in order.
+
+        ``explore``: the chance that a configuration the gate would skip runs anyway, to test
+        the model where it only guesses (:data:`GATE_EXPLORE` in ``tuner optimize``).
+        """
         gate = gate or FeasibilityGate()
         model = FeasibilityModel.from_study(study, space)
         for failed in model.failed:
             gate.record(failed)
-        return cls(model, gate)
+        return cls(model, gate, explore=explore, seed=seed)
+
+    def decide(self, config: Mapping[str, Any]) -> GateDecision:
+        """Skip the configuration, or run it (with a note when the gate let a doubtful one run
+        to test itself)."""
+        reason = self.skip_reason(config)
+        if reason is None or self.explore <= 0.0 or self._rng.random() >= self.explore:
+            return GateDecision(reason)
+        self.skips_in_a_row = 0
+        return GateDecision(None, f"gate let it run to test itself ({reason})")
 
     def skip_reason(self, config: Mapping[str, Any]) -> str | None:
         """``feasibility: p_fail=0.83 like failed trials 3, 7``, or None when it may run."""
@@ -245,7 +286,7 @@ class FeasibilityCheck:
         """A finished trial: recorded when it says something (:func:`training_label`)."""
         label = training_label(trial)
         if label is not None:
-            self.record(trial.user_attrs["config"], label, trial.number)
+            self.record(trial.user_attrs[attrs.CONFIG], label, trial.number)
 
 
 def failing_values(
@@ -264,11 +305,11 @@ def failing_values(
         label = training_label(trial)
         if label is None:
             continue
-        config = trial.user_attrs["config"]
+        config = trial.user_attrs[attrs.CONFIG]
         ran.update((name, shown(value)) for name, value in config.items())
         if label:
-            failures.append((config, str(trial.user_attrs.get("failure_detail") or ""),
-                             trial.user_attrs.get("failure_reason") or "unknown"))
+            failures.append((config, str(trial.user_attrs.get(attrs.FAILURE_DETAIL) or ""),
+                             trial.user_attrs.get(attrs.FAILURE_REASON) or "unknown"))
     failed: Counter[tuple[str, str]] = Counter()
     reasons: dict[tuple[str, str], Counter[str]] = {}
     blamed = blamed_values(ran, ((config, detail) for config, detail, _ in failures))

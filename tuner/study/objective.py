@@ -21,11 +21,11 @@ import optuna
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
+from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
-from tuner.study.observations import observe
-from tuner.study.pruner import BASELINE_ATTR, should_prune_against_baseline
+from tuner.study.pruner import BASELINE_ATTR, measurement_order, should_prune_against_baseline
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
 
@@ -181,8 +181,10 @@ class TrialRunner:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
+        observations: dict[str, float] = {}
+        cap = self.target.profile.running_cap(session.argv)
         n = len(workload.levels)
-        for k, concurrency in enumerate(workload.levels, start=1):
+        for k, concurrency in enumerate(measurement_order(workload.levels), start=1):
             self.on_phase(f"level {k}/{n}: {concurrency} concurrent")
             session.phase = f"level-{concurrency}"
             spec = LevelSpec(
@@ -200,9 +202,13 @@ class TrialRunner:
                 telemetry[str(concurrency)] = gpu
                 level["gpu"] = gpu
             levels.append(level)
-            attrs.set(trial, "levels", levels)
+            attrs.set(trial, attrs.LEVELS, levels)
             attrs.set_level_figures(trial, level)
-            attrs.set(trial, "telemetry", telemetry)
+            attrs.set(trial, attrs.TELEMETRY, telemetry)
+            seen = level_observations(session.observer, session.phase, concurrency, cap, level.get("gpu"))
+            observations.update({f"{name}@{concurrency}": value for name, value in seen.items() if name != "kv_tokens"})
+            observations.update(seen)  # unsuffixed: the highest level measured so far
+            attrs.set(trial, attrs.OBSERVATIONS, observations)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
@@ -211,9 +217,10 @@ class TrialRunner:
                 trial, levels, getattr(metrics, self.space.objective.metric), concurrency
             ):
                 raise optuna.TrialPruned(
-                        f"below the baseline by more than {self.space.objective.prune_margin:.0%} "
-                        f"at every level so far (up to {concurrency} concurrent)"
-                    )
+                    f"below the baseline's best by more than {self.space.objective.prune_margin:.0%} "
+                    f"at every level from the top down to {concurrency} concurrent, and rising "
+                    "with concurrency: the lower levels left cannot overturn it"
+                )
         value, stable = objective_value(levels, self.space.objective)
         attrs.set(trial, "stable", stable)
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
@@ -221,7 +228,7 @@ class TrialRunner:
             attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
         if value is None:
             raise ServerFailure(
-                f"unstable-at-{levels[0]['concurrency']}",
+                f"unstable-at-{min(level['concurrency'] for level in levels)}",
                 "no level ran clean (failed requests above the limit)",
                 session.log_excerpt(),
             )
@@ -264,6 +271,7 @@ class TrialRunner:
             metric=objective.metric,
             max_failed_fraction=objective.max_failed_fraction,
             margin=objective.prune_margin,
+            all_levels=self.space.workload_for(self.emulate).levels,
         )
 
     def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:
@@ -274,7 +282,6 @@ class TrialRunner:
             local.parent.mkdir(parents=True, exist_ok=True)
             self.target.host.fetch(session.handle.log_path, str(local))
             attrs.set(trial, "log_file", str(local.resolve()))
-            attrs.set(trial, attrs.OBSERVATIONS, observe(local.read_text(errors="replace")))
             attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass

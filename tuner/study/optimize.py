@@ -20,15 +20,17 @@ import optuna
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
-from tuner.errors import ServerFailure, TunerError
+from tuner.errors import ConfigError, ServerFailure, TunerError
 from tuner.study import attrs
-from tuner.study.enqueue import ENQUEUED_ATTR
-from tuner.study.feasibility import FEASIBILITY_PRUNER, FeasibilityCheck
+from tuner.study.attrs import Outcome
+from tuner.study.feasibility import FeasibilityCheck, GateDecision
 from tuner.study.objective import TrialRunner
 from tuner.study.probe_reference import require_probe_reference, wait_for_probe_reference
 from tuner.study.progress import ProgressView
 from tuner.study.storage import fail_stale_trials, retry_later
-from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.strategies._samplers import StudySampler
+from tuner.study.strategies._base import Strategy
+from tuner.study.view import StudyView, TrialRecord, read_view
 
 __all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
 
@@ -85,13 +87,13 @@ def mark_dead_workers(study: optuna.Study) -> int:
     me = socket.gethostname()
     marked = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = str(trial.user_attrs.get("worker", ""))
+        worker = str(trial.user_attrs.get(attrs.WORKER, ""))
         machine, _, pid = worker.rpartition(":")
         if machine != me or not pid.isdigit() or _pid_alive(int(pid)):
             continue
-        study._storage.set_trial_user_attr(trial._trial_id, "failure_reason", "worker-died")
+        study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, "worker-died")
         study._storage.set_trial_user_attr(
-            trial._trial_id, "failure_detail", "the tuner running this trial was killed"
+            trial._trial_id, attrs.FAILURE_DETAIL, "the tuner running this trial was killed"
         )
         study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         retry_later(study, trial)
@@ -109,43 +111,23 @@ def _pid_alive(pid: int) -> bool:
 
 def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
     for trial in study.get_trials(deepcopy=False):
-        if trial.user_attrs.get(BASELINE_ATTR) and trial.state in (
-            TrialState.COMPLETE,
-            TrialState.WAITING,
-            TrialState.RUNNING,  # on another worker (a dead worker's is failed and queued again)
-        ):
-            return
-        if trial.user_attrs.get(BASELINE_ATTR) and trial.state == TrialState.FAIL:
-            if attrs.reusable_failure(trial.user_attrs.get("failure_reason")):
-                return
-    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={BASELINE_ATTR: True})
-
-
-def _finished_by_key(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
-    """Earlier results that a new identical configuration reuses, by configuration key."""
-    found: dict[str, optuna.trial.FrozenTrial] = {}
-    for trial in study.get_trials(deepcopy=False):
-        key = trial.user_attrs.get("config_key")
-        if key is None or trial.user_attrs.get("reused_from") is not None:
+        if not trial.user_attrs.get(attrs.IS_BASELINE):
             continue
-        if trial.state == TrialState.COMPLETE or (
-            trial.state == TrialState.PRUNED and trial.user_attrs.get("pruned_by") == "baseline"
-        ):
-            found[key] = trial
-        elif trial.state == TrialState.FAIL and attrs.reusable_failure(
-            trial.user_attrs.get("failure_reason")
-        ):
-            found[key] = trial
-    return found
+        outcome = attrs.outcome_of(trial)
+        if outcome in (Outcome.COMPLETE, Outcome.WAITING, Outcome.FAILED, Outcome.REUSED):
+            return
+        if outcome == Outcome.RUNNING:  # on another worker (a dead worker's is failed and queued again)
+            return
+    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={attrs.IS_BASELINE: True})
 
 
 def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> None:
-    for key in ("levels", "failure_reason", "failure_detail", "pruned_reason", "pruned_by", "stable"):
+    for key in attrs.REUSED_ATTRS:
         if key in earlier.user_attrs:
             attrs.set(trial, key, earlier.user_attrs[key])
-    for level in earlier.user_attrs.get("levels", []):
+    for level in earlier.user_attrs.get(attrs.LEVELS, []):
         attrs.set_level_figures(trial, level)
-    attrs.set(trial, "reused_from", earlier.number)
+    attrs.set(trial, attrs.REUSED_FROM, earlier.number)
     if len(study.directions) == 1:
         for step, value in earlier.intermediate_values.items():
             trial.report(value, step)
@@ -153,6 +135,37 @@ def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.Froze
         study.tell(trial, earlier.values)
     else:
         study.tell(trial, state=earlier.state)
+
+
+def why_chosen(trial: optuna.Trial, strategy: Strategy) -> tuple[str, bool]:
+    """The trial's ``chosen_by`` and whether the sampler drew it (only those meet the gate)."""
+    ua = trial.user_attrs
+    if ua.get(attrs.CHOSEN_BY):
+        return str(ua[attrs.CHOSEN_BY]), False
+    if ua.get(attrs.IS_BASELINE):
+        return "baseline", False
+    if ua.get(attrs.RETRY_OF) is not None:
+        return f"retry of trial {ua[attrs.RETRY_OF]} (its worker died)", False
+    if ua.get(attrs.WARM_START_FROM):
+        return f"warm start: {ua[attrs.WARM_START_FROM]}", False
+    if ua.get(attrs.ENQUEUED):
+        return "enqueued by hand", False
+    return strategy.sampled_reason, True
+
+
+def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy, view: StudyView, progress: ProgressView) -> None:
+    """Queue the strategy's proposal, if it makes one and nothing else is queued."""
+    if any(r.outcome == Outcome.WAITING for r in view.records):
+        return
+    proposal = strategy.propose(view)
+    if proposal is None:
+        return
+    try:
+        config = space.config(proposal.config, drop_inactive=True)
+    except ConfigError as error:  # a strategy's mistake must not stop the study: the sampler draws
+        progress.console.print(f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False)
+        return
+    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={attrs.CHOSEN_BY: proposal.reason})
 
 
 def optimize_study(
@@ -163,17 +176,21 @@ def optimize_study(
     progress: ProgressView,
     unavailable_patches: set[str] = frozenset(),
     feasibility: FeasibilityCheck | None = None,
+    strategy: Strategy | None = None,
 ) -> OptimizeSummary:
     """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run).
 
+    Each iteration reads the study once (:func:`read_view`); the ``strategy`` may propose the next
+    configuration from that view, else the study's sampler draws one (without a strategy, the
+    study's sampler alone). Every trial stores why it was chosen (``chosen_by``).
     Configurations needing one of ``unavailable_patches`` (whose text the host's file lacks) are
     skipped like a constraint: that dimension is pinned to "not patched" for this run. With
     ``feasibility``, a sampled configuration too much like failed ones is recorded PRUNED
-    (``pruned_by: feasibility``) without running; the baseline and enqueued ones always run.
+    (``pruned_by: feasibility``) without running; the baseline and queued ones always run.
     """
+    strategy = strategy or StudySampler(study)
     summary = OptimizeSummary()
     ensure_baseline_queued(study, space)
-    finished = _finished_by_key(study)
     patience = Patience(space.objective.patience)
     idle = 0
     progress.run_started(n_trials, study)
@@ -181,15 +198,19 @@ def optimize_study(
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         wait_for_probe_reference(study, space, say=progress.console.print)
         require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
-        finished.update(_finished_by_key(study))  # other workers' results too
+        view = read_view(study, space)  # once per iteration: other workers' results too
+        finished = view.finished_by_key()
+        _queue_proposal(study, space, strategy, view, progress)
         trial = study.ask()
         try:
-            is_baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+            is_baseline = bool(trial.user_attrs.get(attrs.IS_BASELINE))
+            chosen_by, sampled = why_chosen(trial, strategy)
             config = space.suggest(trial)
             key = config.key()
-            attrs.set(trial, "config", dict(config))
-            attrs.set(trial, "config_key", key)
-            attrs.set(trial, "worker", worker_id())
+            attrs.set(trial, attrs.CONFIG, dict(config))
+            attrs.set(trial, attrs.CONFIG_KEY, key)
+            attrs.set(trial, attrs.CHOSEN_BY, chosen_by)
+            attrs.set(trial, attrs.WORKER, worker_id())
             attrs.set(trial, "host", runner.target.host.name)
             attrs.set(trial, "emulated", runner.target.emulated)
             violations = [] if is_baseline else space.constraint_violations(config)
@@ -197,36 +218,35 @@ def optimize_study(
             if not is_baseline and unavailable_patches:
                 needed = unavailable_patches & set(space.render(config, resolve=False).patches)
                 skips += [f"patch {name} does not apply on this host" for name in sorted(needed)]
+            earlier = finished.get(key)
+            gate = _feasibility(feasibility, sampled, config, earlier)
             if skips:
-                attrs.set(trial, "pruned_reason", "constraint: " + "; ".join(skips))
-                attrs.set(trial, "pruned_by", "constraint")
+                attrs.set_outcome(trial, Outcome.CONSTRAINT, "constraint: " + "; ".join(skips))
                 study.tell(trial, state=TrialState.PRUNED)
                 summary.skipped += 1
                 progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
-            elif (unsafe := _feasibility_skip(feasibility, trial, config, finished.get(key))):
-                attrs.set(trial, "pruned_reason", unsafe)
-                attrs.set(trial, "pruned_by", FEASIBILITY_PRUNER)
+            elif gate is not None and gate.skip is not None:
+                attrs.set_outcome(trial, Outcome.GATED, gate.skip)
                 study.tell(trial, state=TrialState.PRUNED)
                 summary.skipped_unsafe += 1
-                progress.trial_skipped(trial.number, unsafe)
-            elif key in finished:
-                _reuse(study, trial, finished[key])
+                progress.trial_skipped(trial.number, gate.skip)
+            elif earlier is not None:
+                _reuse(study, trial, view.frozen(earlier.number))
                 summary.reused += 1
-                progress.trial_skipped(trial.number, f"same as trial {finished[key].number}: reused")
+                progress.trial_skipped(trial.number, f"same as trial {earlier.number}: reused")
             else:
+                if gate is not None and gate.note is not None:
+                    chosen_by = f"{chosen_by}; {gate.note}"
+                    attrs.set(trial, attrs.CHOSEN_BY, chosen_by)
                 idle = -1
                 summary.ran += 1
                 with get_heartbeat_thread(trial._trial_id, study._storage):
-                    state = _run_one(study, space, runner, trial, config, is_baseline, summary, progress)
+                    state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary, progress)
                 summary.states[state.name] = summary.states.get(state.name, 0) + 1
                 frozen = study._storage.get_trial(trial._trial_id)
                 if feasibility is not None:
                     feasibility.record_trial(frozen)
                 patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
-                if frozen.state == TrialState.COMPLETE or attrs.reusable_failure(
-                    frozen.user_attrs.get("failure_reason")
-                ) or frozen.user_attrs.get("pruned_by") == "baseline":
-                    finished[key] = frozen
         except KeyboardInterrupt:
             _fail_if_running(study, trial, "interrupted", "Ctrl-C: this configuration may run again")
             raise
@@ -243,26 +263,24 @@ def _fail_if_running(study: optuna.Study, trial: optuna.Trial, reason: str, deta
     """Record an interrupted trial as FAIL (unless it already finished), so none stays RUNNING."""
     if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
         return
-    attrs.set(trial, "failure_reason", reason)
-    attrs.set(trial, "failure_detail", detail)
+    attrs.set(trial, attrs.FAILURE_REASON, reason)
+    attrs.set(trial, attrs.FAILURE_DETAIL, detail)
     study.tell(trial, state=TrialState.FAIL)
 
 
-def _feasibility_skip(
+def _feasibility(
     feasibility: FeasibilityCheck | None,
-    trial: optuna.Trial,
+    sampled: bool,
     config: Any,
-    earlier: optuna.trial.FrozenTrial | None,
-) -> str | None:
-    """The gate's reason to skip a sampled configuration (never the baseline, an enqueued one, a
-    dead worker's retried one, or one that ran clean before)."""
-    if feasibility is None or any(
-        trial.user_attrs.get(key) is not None for key in (BASELINE_ATTR, ENQUEUED_ATTR, "retry_of")
-    ):
+    earlier: TrialRecord | None,
+) -> GateDecision | None:
+    """The gate's decision on a configuration the sampler drew (never the baseline, a queued or
+    proposed one, a dead worker's retried one, or one that ran clean before)."""
+    if feasibility is None or not sampled:
         return None
-    if earlier is not None and earlier.state != TrialState.FAIL:
+    if earlier is not None and earlier.outcome != Outcome.FAILED:
         return None
-    return feasibility.skip_reason(config)
+    return feasibility.decide(config)
 
 
 def _run_one(
@@ -272,6 +290,7 @@ def _run_one(
     trial: optuna.Trial,
     config: Any,
     is_baseline: bool,
+    chosen_by: str,
     summary: OptimizeSummary,
     progress: ProgressView,
 ) -> TrialState:
@@ -283,29 +302,28 @@ def _run_one(
     attrs.set(trial, "patches", sorted(launch.patches))
     if launch.warnings:
         attrs.set(trial, "warnings", list(launch.warnings))
-    progress.trial_started(trial.number, summary.ran, config, is_baseline)
+    progress.trial_started(trial.number, summary.ran, config, is_baseline, chosen_by)
     runner.on_phase = progress.phase
     runner.on_level = progress.level_done
     started = time.monotonic()
     try:
         value = runner.run(trial, config, launch)
     except optuna.TrialPruned as pruned:
-        attrs.set(trial, "pruned_reason", str(pruned))
-        attrs.set(trial, "pruned_by", "baseline")
+        attrs.set_outcome(trial, Outcome.BELOW_BASELINE, str(pruned))
         study.tell(trial, state=TrialState.PRUNED)
         progress.trial_finished(trial.number, "PRUNED", None, str(pruned), time.monotonic() - started)
         return TrialState.PRUNED
     except ServerFailure as failure:
-        attrs.set(trial, "failure_reason", failure.reason)
-        attrs.set(trial, "failure_detail", failure.detail)
+        attrs.set(trial, attrs.FAILURE_REASON, failure.reason)
+        attrs.set(trial, attrs.FAILURE_DETAIL, failure.detail)
         attrs.set(trial, "failure_excerpt", failure.excerpt)
         attrs.set(trial, "failure_noticed_at", failure.noticed_at)
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
         return TrialState.FAIL
     except TunerError as error:  # host trouble: the configuration is not to blame
-        attrs.set(trial, "failure_reason", "host-error")
-        attrs.set(trial, "failure_detail", str(error))
+        attrs.set(trial, attrs.FAILURE_REASON, "host-error")
+        attrs.set(trial, attrs.FAILURE_DETAIL, str(error))
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, f"host-error: {error}", time.monotonic() - started)
         return TrialState.FAIL

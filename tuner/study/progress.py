@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from tuner.timescale import TimeScale
@@ -40,6 +41,7 @@ class ProgressView:
         self.best: float | None = None
         self.host_seconds = 0.0
         self.trial_number: int | None = None
+        self.chosen_by = ""
         self.status = ""
         self._live: Live | None = None
         self._started = time.monotonic()
@@ -56,12 +58,16 @@ class ProgressView:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
 
-    def trial_started(self, number: int, index: int, config: Any, is_baseline: bool) -> None:
+    def trial_started(
+        self, number: int, index: int, config: Any, is_baseline: bool, chosen_by: str = ""
+    ) -> None:
         self.index = index
         self.trial_number = number
+        self.chosen_by = chosen_by
         label = "baseline" if is_baseline else "trial"
         flags = " ".join(f"{k}={v}" for k, v in dict(config).items())
-        self._print(f"[cyan]{label} {number}[/] ({index}/{self.total}): {flags}")
+        why = f" [dim]chosen by {escape(chosen_by)}[/]" if chosen_by and not is_baseline else ""
+        self._print(f"[cyan]{label} {number}[/] ({index}/{self.total}): {flags}{why}")
         self.phase("starting")
 
     def phase(self, text: str) -> None:
@@ -119,8 +125,9 @@ class ProgressView:
         remaining = _hms(per_trial * (self.total - done)) if per_trial else "?"
         best = f"{self.best:,.0f} tok/s" if self.best is not None else "-"
         label = " emulated" if self.scale.emulated else ""
+        why = f" ({self.chosen_by})" if self.chosen_by else ""
         return (
-            f"trial {self.index}/{self.total} | {self.status} | best {best} | host time "
+            f"trial {self.index}/{self.total}{why} | {self.status} | best {best} | host time "
             f"{_hms(self.host_seconds)} elapsed, ~{remaining} remaining{label}"
         )
 

@@ -9,6 +9,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
+from tuner.study import attrs
+from tuner.study.attrs import Outcome
 from tuner.study.pruner import BASELINE_ATTR
 
 __all__ = ["TrialRecord", "records", "best_stable", "baseline_record", "VALIDATION_ATTR"]
@@ -32,6 +34,8 @@ class TrialRecord:
     user_attrs: dict[str, Any] = field(default_factory=dict)
     trial_id: int = -1
     reused_from: int | None = None
+    outcome: Outcome = Outcome.WAITING  # what became of it (a reused trial: what it copied)
+    chosen_by: str = ""  # why it was run (``sampler: tpe``, ``rule: ...``, ``baseline``)
 
     @property
     def throughput_by_level(self) -> dict[int, float]:
@@ -45,22 +49,24 @@ def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
     ua = dict(trial.user_attrs)
     if str(trial.number) in validations:
         ua[VALIDATION_ATTR] = validations[str(trial.number)]
-    reason = ua.get("failure_reason") or ua.get("pruned_reason")
+    reason = ua.get(attrs.FAILURE_REASON) or ua.get(attrs.PRUNED_REASON)
     return TrialRecord(
         number=trial.number,
         state=trial.state.name,
         value=trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None,
         params=dict(trial.params),
-        config=dict(ua.get("config", {})),
+        config=dict(ua.get(attrs.CONFIG, {})),
         is_baseline=bool(ua.get(BASELINE_ATTR)),
-        stable=bool(ua.get("stable")) and trial.state == TrialState.COMPLETE,
+        stable=bool(ua.get(attrs.STABLE)) and trial.state == TrialState.COMPLETE,
         reason=reason,
-        detail=ua.get("failure_detail"),
+        detail=ua.get(attrs.FAILURE_DETAIL),
         command_line=ua.get("command_line"),
-        levels=list(ua.get("levels", [])),
+        levels=list(ua.get(attrs.LEVELS, [])),
         user_attrs=dict(ua),
         trial_id=trial._trial_id,
-        reused_from=ua.get("reused_from"),
+        reused_from=ua.get(attrs.REUSED_FROM),
+        outcome=attrs.outcome_of(trial, follow_reuse=True),
+        chosen_by=str(ua.get(attrs.CHOSEN_BY) or ("baseline" if ua.get(attrs.IS_BASELINE) else "")),
     )
 
 

@@ -20,7 +20,7 @@ from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
-from tuner.study.feasibility import FeasibilityCheck, failing_values
+from tuner.study.feasibility import GATE_EXPLORE, FeasibilityCheck, failing_values
 from tuner.study.host_claim import claim_host, release_host
 from tuner.study.objective import TrialRunner
 from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
@@ -33,7 +33,9 @@ from tuner.study.preflight import (
 )
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
-from tuner.study.storage import create_or_resume, make_sampler, open_storage
+from tuner.study.storage import create_or_resume, open_storage
+from tuner.study.strategies import resolve_strategy
+from tuner.study.strategies._base import Strategy
 from tuner.study.target import Target
 from tuner.study.warm_start import warm_start
 
@@ -47,7 +49,8 @@ class OptimizeOptions:
     trials: int
     storage: str
     study_name: str
-    sampler: str = "tpe"
+    strategy: str | None = None  # --strategy (None: --sampler, else the default strategy)
+    sampler: str | None = None  # the older --sampler
     seed: int | None = None
     emulate: bool = False
     allow_changed: bool = False
@@ -73,26 +76,30 @@ def study_directions(space: Any) -> tuple[str, ...]:
     return ("maximize", "minimize") if space.objective.minimize else ("maximize",)
 
 
-def study_pruner(space: Any) -> BaselinePruner | None:
+def study_pruner(space: Any, emulate: bool = False) -> BaselinePruner | None:
     """The baseline pruner (Optuna allows no pruner in multi-objective studies: the runner then
     applies the same rule itself)."""
     if space.objective.minimize:
         return None
     objective = space.objective
     return BaselinePruner(
-        objective.prune_margin, metric=objective.metric, max_failed_fraction=objective.max_failed_fraction
+        objective.prune_margin,
+        metric=objective.metric,
+        max_failed_fraction=objective.max_failed_fraction,
+        levels=space.workload_for(emulate).levels,
     )
 
 
-def open_study(space: Any, target: Target, options: OptimizeOptions) -> optuna.Study:
+def open_study(space: Any, target: Target, options: OptimizeOptions, strategy: Strategy | None = None) -> optuna.Study:
     """Create or resume the study; a changed search space is refused before the host is touched."""
+    strategy = strategy or resolve_strategy(options.strategy, options.sampler, space, options.seed)
     storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
     return create_or_resume(
         storage,
         options.study_name,
         space.fingerprint(),
-        sampler=make_sampler(options.sampler, options.seed),
-        pruner=study_pruner(space),
+        sampler=strategy.sampler(),
+        pruner=study_pruner(space, options.emulate),
         directions=study_directions(space),
         allow_changed=options.allow_changed,
         attrs={
@@ -129,7 +136,8 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
-    study = open_study(space, target, options)
+    strategy = resolve_strategy(options.strategy, options.sampler, space, options.seed)
+    study = open_study(space, target, options, strategy)
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
@@ -157,9 +165,14 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             emulate=options.emulate,
             engine_version=read_engine_version(target, server_environment(space, target)),
         )
-        feasibility = FeasibilityCheck.from_study(study, space) if options.feasibility else None
+        feasibility = (
+            FeasibilityCheck.from_study(study, space, explore=GATE_EXPLORE, seed=options.seed)
+            if options.feasibility
+            else None
+        )
         summary = optimize_study(
-            study, space, runner, options.trials, progress, unavailable, feasibility=feasibility
+            study, space, runner, options.trials, progress, unavailable, feasibility=feasibility,
+            strategy=strategy,
         )
         for line in failing_values(study):
             console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from tuner.errors import ConfigError
 from tuner.study.optional_deps import require_sampler
+from tuner.study import attrs
 
 __all__ = [
     "default_storage_url",
@@ -55,9 +56,9 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     failed = []
     for trial_id in storage._get_stale_trial_ids(study._study_id):
         try:
-            storage.set_trial_user_attr(trial_id, "failure_reason", "worker-died")
+            storage.set_trial_user_attr(trial_id, attrs.FAILURE_REASON, "worker-died")
             storage.set_trial_user_attr(
-                trial_id, "failure_detail", "its worker stopped sending heartbeats; queued again"
+                trial_id, attrs.FAILURE_DETAIL, "its worker stopped sending heartbeats; queued again"
             )
             if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
                 failed.append(trial_id)
@@ -72,8 +73,8 @@ def retry_later(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """Queue a trial's configuration again (only for trials whose worker died)."""
     if not trial.params:
         return
-    keep = {k: v for k, v in trial.user_attrs.items() if k in ("is_baseline", "enqueued")}
-    study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
+    keep = {k: v for k, v in trial.user_attrs.items() if k in attrs.KEPT_ON_RETRY}
+    study.enqueue_trial(trial.params, user_attrs={**keep, attrs.RETRY_OF: trial.number})
 
 
 def _with_driver(url: str) -> str:

@@ -1,17 +1,20 @@
 """Search strategies by name: ``tuner optimize --strategy NAME``.
 
-A strategy (:class:`Strategy`) gives the study its Optuna sampler and may propose the next
-configuration itself from a typed view of the study, with a one-line reason (see ``_base``).
+A strategy (:class:`tuner.study.strategies._base.Strategy`) gives the study its Optuna sampler
+and may propose the next configuration itself from a typed view of the study, with a one-line
+reason. This module stays light (no Optuna import): the command line reads the names from it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tuner.errors import ConfigError
-from tuner.study.strategies._base import Proposal, Strategy
 
-__all__ = ["STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "Proposal", "Strategy"]
+if TYPE_CHECKING:
+    from tuner.study.strategies._base import Strategy
+
+__all__ = ["STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "resolve_strategy"]
 
 DEFAULT_STRATEGY = "tpe"
 
@@ -54,3 +57,17 @@ def make_strategy(name: str, space: Any, seed: int | None) -> Strategy:
     if name not in _FACTORIES:
         raise ConfigError(f"--strategy {name}: unknown; fix: use one of {', '.join(STRATEGIES)}")
     return _FACTORIES[name](space, seed)
+
+
+def resolve_strategy(strategy: str | None, sampler: str | None, space: Any, seed: int | None) -> Strategy:
+    """The strategy of ``--strategy``, or of the older ``--sampler`` (a strategy of the same
+    name, else that Optuna sampler alone); neither: :data:`DEFAULT_STRATEGY`."""
+    if strategy is not None and sampler is not None:
+        raise ConfigError(f"--sampler {sampler} with --strategy {strategy}: give one; fix: drop --sampler")
+    if strategy is None and sampler is not None:
+        if sampler in _FACTORIES:
+            return make_strategy(sampler, space, seed)
+        from tuner.study.strategies._samplers import SamplerStrategy
+
+        return SamplerStrategy(sampler, seed)
+    return make_strategy(strategy or DEFAULT_STRATEGY, space, seed)

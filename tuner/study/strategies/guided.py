@@ -38,7 +38,7 @@ from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.tpe import CrashAwareTPESampler, tpe_settings
 from tuner.study.view import StudyView, TrialRecord
 
-__all__ = ["GuidedStrategy", "GuidedSettings", "cliff_bracket"]
+__all__ = ["GuidedStrategy", "GuidedSettings", "cliff_bracket", "top_level_observations"]
 
 # Failures that say a capacity parameter went too far (out of memory at start or under load).
 _CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
@@ -51,7 +51,7 @@ _SWEEP = "sweep: "
 class GuidedSettings:
     """Knobs of the guided strategy (chosen on generated landscapes 0-49, bench/)."""
 
-    explore_every: int = 0  # every k-th host-run trial is the sampler's (0: only when idle)
+    explore_every: int = 4  # every k-th host-run trial is the sampler's (0: only when idle)
     sweep_points: int = 5  # values tried over a numeric range in the sweep
 
 
@@ -112,7 +112,7 @@ class GuidedStrategy(Strategy):
         yield from self._sweep(view, inc)
 
     def _rule_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
-        seen = inc.observations
+        seen = top_level_observations(inc.observations)
         for rule in self.rules:
             name = self.by_flag.get(rule.change)
             if name is None or name not in inc.config or not rule.fires(seen):
@@ -163,32 +163,58 @@ class GuidedStrategy(Strategy):
                 yield {**inc.config, name: held}, f"cliff: {name} at {held:g}, the highest that held ({span})"
 
     def _sweep(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
-        done = {r.chosen_by for r in view.records if r.chosen_by.startswith(_SWEEP)}
-        for second_pass in (False,):  # afterwards the sampler draws (a second pass lost to it)
-            for name, param in self.space.parameters.items():
-                if name not in inc.config or param.shape is not None:
-                    continue
-                for value in sweep_values(param, self.settings.sweep_points):
-                    if value == inc.config[name] and type(value) is type(inc.config[name]):
-                        continue
-                    if param.kind == "patch" and not value:
-                        continue  # a patch that came with its backend stays applied
-                    reason = f"{_SWEEP}{name}={'unset' if value is None else value}"
-                    if reason in done and not second_pass:
-                        continue
-                    for values in self._with_activated(inc.config, name, value):
-                        yield values, reason if not second_pass else reason + " (again, from a new best)"
+        done = {r.chosen_by: r for r in view.records if r.chosen_by.startswith(_SWEEP)}
+        for name, param in self.space.parameters.items():
+            if name not in inc.config or param.shape is not None:
+                continue
+            current = inc.config[name]
+            values = [
+                v for v in sweep_values(param, self.settings.sweep_points)
+                if not (v == current and type(v) is type(current))
+                and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
+            ]
+            for value in self._ordered(name, values, current, inc, done):
+                for values_, patched in self._with_activated(inc.config, name, value):
+                    reason = f"{_SWEEP}{name}={_text(value)}" + (f" with patch {patched}" if patched else "")
+                    if reason not in done:
+                        yield values_, reason
 
-    def _with_activated(self, start: dict[str, Any], name: str, value: Any) -> Iterator[dict[str, Any]]:
+    def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
+                 done: dict[str, TrialRecord]) -> list[Any]:
+        """The values to try, in order. Four or more numbers are searched as one hump: both
+        ends and the middle first, then only the neighbours of the best measured so far."""
+        numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                         | ({current} if isinstance(current, (int, float)) and not isinstance(current, bool) else set()))
+        if len(numbers) < 4:
+            return values
+        others = [v for v in values if v not in numbers]
+        first = [numbers[0], numbers[-1], numbers[len(numbers) // 2]]
+        score = {v: _score(done.get(f"{_SWEEP}{name}={_text(v)}")) for v in numbers}
+        if current in score:
+            score[current] = inc.value or 0.0
+        untried = [v for v in first if v != current and score[v] is None]
+        if untried:
+            return untried + others
+        best = max((v for v in numbers if score[v] is not None), key=lambda v: score[v])
+        at = numbers.index(best)
+        near = [numbers[i] for i in (at - 1, at + 1) if 0 <= i < len(numbers) and numbers[i] != current]
+        return [v for v in near if score[v] is None] + others
+
+    def _with_activated(self, start: dict[str, Any], name: str, value: Any) -> Iterator[tuple[dict[str, Any], str]]:
         """The change, with parameters it activates at their default; source patches it
-        activates are tried applied first."""
+        activates are tried applied first (then not)."""
         params = self.space.parameters
         fill = {n: _natural(p) for n, p in params.items()}
         base = {**fill, **start, name: value}
-        activated = [n for n, p in params.items() if n not in start and n != name and p.kind == "patch"]
+        patches = [n for n, p in params.items() if n not in start and n != name and p.kind == "patch"]
+        try:
+            active = self.space.config({**base, **{n: True for n in patches}}, drop_inactive=True)
+        except ConfigError:
+            active = {}
+        activated = [n for n in patches if n in active]
         if activated:
-            yield {**base, **{n: True for n in activated}}
-        yield base
+            yield {**base, **{n: True for n in activated}}, ", ".join(activated)
+        yield base, ""
 
 
 _MISSING = object()
@@ -268,6 +294,23 @@ def _flags_of(param: Any) -> list[str]:
         return list(param.flags())
     except Exception:  # kinds without a flag (a patch)
         return []
+
+
+def top_level_observations(observations: dict[str, float]) -> dict[str, float]:
+    """The observations of the highest level measured (``name@<c>``), over the unsuffixed ones
+    (the KV pool at start, or a host that reports one set per trial)."""
+    levels = [int(k.rpartition("@")[2]) for k in observations if k.rpartition("@")[2].isdigit()]
+    if not levels:
+        return dict(observations)
+    top = f"@{max(levels)}"
+    return {**observations, **{k.removesuffix(top): v for k, v in observations.items() if k.endswith(top)}}
+
+
+def _score(record: TrialRecord | None) -> float | None:
+    """What a sweep trial measured (0 when it failed; None when there is none)."""
+    if record is None:
+        return None
+    return record.value if record.value is not None else max(record.levels.values(), default=0.0)
 
 
 def _same_change(reason: str, name: str, value: Any) -> bool:

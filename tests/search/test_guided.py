@@ -1,0 +1,126 @@
+"""The guided strategy on hand-made study views: a cap that binds yields a raise-the-cap
+proposal, an out-of-memory failure narrows the memory bracket, values that failed at start are
+not tried again, and the rules are the engine profile's data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from optuna.trial import TrialState
+
+from tuner.engines import load_profile
+from tuner.space import load_space
+from tuner.study.attrs import Outcome
+from tuner.study.strategies import make_strategy
+from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, cliff_bracket
+from tuner.study.view import StudyView, TrialRecord
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def space() -> Any:
+    return load_space(REPO / "search_spaces" / "glm5.yaml")
+
+
+def record(space: Any, number: int, changes: dict[str, Any], *, value: float | None = None,
+           failure: str | None = None, observations: dict[str, float] | None = None,
+           chosen_by: str = "") -> TrialRecord:
+    config = dict(space.config({**space.baseline, **changes}, drop_inactive=True))
+    failed = failure is not None
+    return TrialRecord(
+        number=number,
+        state=TrialState.FAIL if failed else TrialState.COMPLETE,
+        config=config,
+        outcome=Outcome.FAILED if failed else Outcome.COMPLETE,
+        failure_reason=failure,
+        levels={} if failed else {64: value * 0.5, 1024: value},
+        value=None if failed else value,
+        observations=observations or {},
+        chosen_by=chosen_by,
+        is_baseline=number == 0,
+        config_key=space.config(config).key(),
+    )
+
+
+def view(*records: TrialRecord) -> StudyView:
+    return StudyView(records, records[0])
+
+
+def test_a_cap_that_binds_yields_a_raise_the_cap_proposal(space: Any) -> None:
+    baseline = record(space, 0, {}, value=800.0, observations={
+        "kv_tokens": 495488, "running_req_at_cap_fraction@1024": 0.93, "token_usage_max@1024": 0.07,
+        "queue_growing@1024": 1.0, "running_req_at_cap_fraction": 0.2,  # unsuffixed: the last level
+    })
+    proposal = make_strategy("guided", space, 0).propose(view(baseline))
+    assert proposal is not None
+    assert proposal.reason.startswith("rule: cap binds at 64 (#running-req = 64 for 93% of the level)")
+    assert proposal.config["max_running_requests"] >= 1024  # at or above the top concurrency
+    unchanged = {k: v for k, v in proposal.config.items() if k != "max_running_requests"}
+    assert unchanged == {k: v for k, v in baseline.config.items() if k != "max_running_requests"}
+
+
+def test_a_cap_at_the_top_concurrency_is_left_alone(space: Any) -> None:
+    best = record(space, 0, {"max_running_requests": 1024}, value=2000.0, observations={
+        "max_running_requests": 1024, "running_req_at_cap_fraction": 0.9,
+    })
+    proposal = make_strategy("guided", space, 0).propose(view(best))
+    assert proposal is not None and "max_running_requests" not in proposal.reason
+
+
+def test_an_out_of_memory_failure_narrows_the_bracket(space: Any) -> None:
+    uncapped = {"max_running_requests": 1024}
+    held = record(space, 0, {**uncapped, "mem_fraction_static": 0.92}, value=2000.0)
+    oom = record(space, 1, {**uncapped, "mem_fraction_static": 0.95}, failure="oom-at-start")
+    grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
+    assert cliff_bracket(view(held), "mem_fraction_static", grid) == (0.92, None, [0.93, 0.94, 0.95, 0.96])
+    assert cliff_bracket(view(held, oom), "mem_fraction_static", grid) == (0.92, 0.95, [0.93, 0.94])
+    proposal = make_strategy("guided", space, 0).propose(view(held, oom))
+    assert proposal is not None
+    assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.95"
+    assert proposal.config["mem_fraction_static"] in (0.93, 0.94)
+    under_load = record(space, 2, {**uncapped, "mem_fraction_static": 0.94}, failure="unstable-at-1024")
+    assert cliff_bracket(view(held, oom, under_load), "mem_fraction_static", grid)[:2] == (0.92, 0.94)
+    proposal = make_strategy("guided", space, 0).propose(view(held, oom, under_load))
+    assert proposal is not None and proposal.config["mem_fraction_static"] == 0.93
+    assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.94"
+
+
+def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> None:
+    held = record(space, 0, {"mem_fraction_static": 0.93}, value=2000.0)
+    crash = record(space, 1, {"mem_fraction_static": 0.90, "cuda_graph": False}, failure="unstable-at-1024")
+    grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
+    assert cliff_bracket(view(held, crash), "mem_fraction_static", grid)[:2] == (0.93, None)
+
+
+def test_a_value_that_failed_at_start_is_not_tried_again(space: Any) -> None:
+    top = {"max_running_requests": 1024}
+    best = record(space, 0, top, value=2000.0)
+    garbage = record(space, 1, {**top, "attention_backend": "fa3"}, failure="wrong-output",
+                     chosen_by="sweep: attention_backend=fa3")
+    strategy = GuidedStrategy(space, 0, GuidedSettings(explore_every=0))  # proposals only
+    seen = [best, garbage]
+    for number in range(2, 40):
+        proposal = strategy.propose(view(*seen))
+        if proposal is None:
+            break
+        assert proposal.config.get("attention_backend") != "fa3", proposal.reason
+        seen.append(record(space, number, {k: v for k, v in proposal.config.items()}, value=1000.0,
+                           chosen_by=proposal.reason))
+    reasons = [r.chosen_by for r in seen[2:]]
+    assert any(r.startswith("sweep: moe_runner_backend=flashinfer_cutlass with patch autotune_gate")
+               for r in reasons), reasons  # a backend that pays only with its patch gets it
+    assert len(reasons) == len(set(reasons))  # each change once
+
+
+def test_rules_are_the_engine_profiles_data() -> None:
+    rules = load_profile("sglang").tuning_rules
+    cap = next(r for r in rules if r.change == "--max-running-requests")
+    assert cap.direction == "raise"
+    assert cap.fires({"running_req_at_cap_fraction": 0.93})
+    assert not cap.fires({"running_req_at_cap_fraction": 0.1})
+    kv = next(r for r in rules if r.change == "--mem-fraction-static")
+    assert not kv.fires({"token_usage_max": 0.99, "queue_growing": 0.0})
+    assert kv.fires({"token_usage_max": 0.99, "queue_growing": 1.0})

@@ -1,0 +1,87 @@
+"""The benchmark's landscapes and the benchmark itself: generated landscapes are the same for
+the same seed, their drawn effects are real (a cliff fails above it, a patch pays, a cap binds),
+and the bench runs the product's loop end to end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+from landscapes import GeneratedLandscape  # noqa: E402
+
+import search_efficiency  # noqa: E402
+from tuner.space import load_space  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def space() -> Any:
+    return load_space(REPO / "search_spaces" / "glm5.yaml")
+
+
+def configs(space: Any) -> list[Any]:
+    base = dict(space.baseline)
+    return [
+        space.config({**base, **changes}, drop_inactive=True)
+        for changes in (
+            {},
+            {"max_running_requests": None},
+            {"moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": None},
+            {"attention_backend": "triton", "mem_fraction_static": 0.88},
+            {"cuda_graph": False, "max_running_requests": 1024},
+        )
+    ]
+
+
+def test_the_same_seed_gives_the_same_landscape_and_seeds_differ(space: Any) -> None:
+    first, again, other = GeneratedLandscape(7, space), GeneratedLandscape(7, space), GeneratedLandscape(8, space)
+    same = [first.outcome(c) for c in configs(space)]
+    assert same == [again.outcome(c) for c in configs(space)]
+    assert same != [other.outcome(c) for c in configs(space)]
+    assert 0.02 <= first.noise <= 0.05
+
+
+def test_a_drawn_cliff_fails_above_it_and_not_below(space: Any) -> None:
+    for seed in range(10):
+        land = GeneratedLandscape(seed, space)
+        uncapped = {**space.baseline, "max_running_requests": None}
+        above = space.config({**uncapped, "mem_fraction_static": round(land.start_cliff, 2)})
+        assert land.outcome(above).failure == "oom-at-start"
+        below = round(land.start_cliff - land.load_band - 0.01, 2)
+        assert land.outcome(space.config({**uncapped, "mem_fraction_static": below})).failure is None
+        if land.load_band:
+            band = space.config({**uncapped, "mem_fraction_static": round(land.start_cliff - 0.01, 2)})
+            assert land.outcome(band).failure == "unstable-at-1024", seed
+            capped = space.config({**dict(band), "max_running_requests": 64})
+            assert land.outcome(capped).failure is None  # a small batch never reaches it
+
+
+def test_the_backend_pays_only_with_its_patch_and_a_cap_binds(space: Any) -> None:
+    for seed in range(10):
+        land = GeneratedLandscape(seed, space)
+        cutlass = {**space.baseline, "moe_runner_backend": "flashinfer_cutlass", "max_running_requests": None}
+        patched = land.outcome(space.config({**cutlass, "autotune_gate": True})).value
+        plain = land.outcome(space.config({**cutlass, "autotune_gate": False})).value
+        assert patched > 1.15 * plain
+        baseline = land.outcome(space.baseline)
+        assert baseline.failure is None  # the configuration run today starts
+        assert baseline.observations["running_req_at_cap_fraction"] > 0.5
+        raised = land.outcome(space.config({**space.baseline, "max_running_requests": 1024}))
+        assert raised.value > baseline.value
+
+
+def test_the_bench_runs_end_to_end_on_two_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+    code = search_efficiency.main([
+        "--family", "generated", "--seeds", "0-1", "--strategies", "guided,random",
+        "--budget", "8", "--processes", "1", "--per-seed",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "| guided |" in out and "| random |" in out
+    assert "family generated, seeds 0-1, budget 8" in out
+    assert "guided: " in out
