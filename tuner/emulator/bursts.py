@@ -36,7 +36,7 @@ QUIET_S = 0.25  # the longest quiet that ends a burst (at K <= 20)
 MIN_QUIET_S = 0.1
 QUIET_HOST_S = 10.0  # a quiet costs at most this much emulated time: shorter at large K
 FIRST_ARRIVAL_S_PER_REQUEST = 0.0005
-MAX_HOLD_S = 5.0
+MAX_HOLD_S = 20.0
 REACTION_S = 0.05  # the most of a refill's wait for its first request that is credited
 
 
@@ -56,6 +56,8 @@ class Burst:
         arrived: requests counted so far.
         last: the last counted arrival.
         superseded: a new client came during a refill burst: its wait is not credited.
+        refill_of: a start burst whose first request refilled an idle engine: when no more
+            than this many come, it was the closed loop's refill (the idle wake-up applies).
     """
 
     opened: float
@@ -66,6 +68,7 @@ class Burst:
     last: float = 0.0
     first: float | None = None
     superseded: bool = False
+    refill_of: float | None = None  # a start burst at an idle engine that may be a refill of this many
 
     @classmethod
     def start(cls, now: float, quiet: float = QUIET_S) -> Burst:

@@ -125,6 +125,7 @@ class EmulatedServer:
         info = dict(self.server_info)
         if self.engine is None or self.scheduler is None:
             return web.json_response(info)
+        info["emulator"] = {**info["emulator"], "schedule": self.scheduler.lag_report()}
         core = self.scheduler.core
         info["internal_states"] = [{
             "last_gen_throughput": 0.0,
@@ -237,7 +238,8 @@ class EmulatedServer:
                     last = done and point == count
                     await response.write(api.event(
                         request, rid, output, point, last, cursor,
-                        self._meta(stream.request, started, last), self.model_name))
+                        self._meta(stream.request, started, last), self.model_name,
+                        clock=(stream.arrived, stream.stamp(point))))
                 if done:
                     break
             if request.include_usage and request.api != "generate":

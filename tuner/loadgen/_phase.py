@@ -72,18 +72,21 @@ async def _worker(
     bodies: list[bytes],
     lengths: list[int],
     arrivals: list[float] | None,
+    stamped: bool,
 ) -> None:
     log = phase.log
+    previous = -1
     try:
         while phase.stop_reason is None and phase.next_index < log.size:
             index = phase.next_index
             phase.next_index += 1
+            log.after[index], previous = previous, index
             if arrivals is not None:
                 delay = arrivals[index] - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
             ok, error, lost = await stream_request(
-                session, url, bodies[index], fmt, log, index, lengths[index]
+                session, url, bodies[index], fmt, log, index, lengths[index], stamped
             )
             if ok:
                 phase.lost_in_a_row = 0
@@ -146,11 +149,17 @@ async def run_phase(
     stop_check: Callable[[], str | None] | None,
     *,
     time_limit_s: float | None = None,
+    stamped: bool = False,
 ) -> float:
-    """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended."""
+    """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended.
+
+    ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`).
+    """
     phase.concurrency = min(phase.concurrency, len(bodies))
     workers = [
-        asyncio.ensure_future(_worker(session, url, fmt, phase, bodies, lengths, arrivals))
+        asyncio.ensure_future(
+            _worker(session, url, fmt, phase, bodies, lengths, arrivals, stamped)
+        )
         for _ in range(phase.concurrency)
     ]
     try:
