@@ -36,6 +36,7 @@ class Target:
     run_root: str
     time_scale: TimeScale = field(default_factory=TimeScale)
     stop_command: str | None = None
+    client_workers: int = 1  # load-generator processes that share each level (--client-workers)
 
     @property
     def emulated(self) -> bool:
