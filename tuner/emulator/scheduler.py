@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
-from tuner.emulator.bursts import MAX_HOLD_S, QUIET_S, Burst
+from tuner.emulator.bursts import (
+    DECLARED_MAX_HOLD_S,
+    DECLARED_QUIET_S,
+    MAX_HOLD_S,
+    QUIET_S,
+    Burst,
+    DeclaredLevel,
+)
 from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
@@ -44,6 +51,7 @@ class Stream:
     finished: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     arrived: float = 0.0  # virtual time of the arrival (server seconds)
+    level: str | None = None  # the declared level it belongs to
     stamps: dict[int, float] = field(default_factory=dict)  # token count -> virtual time
 
     def stamp(self, count: int) -> float:
@@ -100,6 +108,7 @@ class Scheduler:
         # False once a refill wait went unanswered (the client's level is ending): finished
         # requests are then not waited for until a follow-up request comes again.
         self._refills_expected = True
+        self._level: DeclaredLevel | None = None  # the client's declared closed loop, if any
 
     def connection_opened(self) -> None:
         """A client connected; its first request is awaited (a start burst waits for it)."""
@@ -132,12 +141,40 @@ class Scheduler:
         return {"virtual_s": round(self.virtual_now(), 6), "lag_s": round(self.lag_s, 4),
                 "peak_lag_s": round(self.peak_lag_s, 4), "busy_periods": self.busy_periods}
 
-    def submit(self, request: CoreRequest, follow_up: bool = False) -> Stream:
+    def _submit_declared(self, request: CoreRequest, level: tuple[str, int, int]) -> Stream:
+        """A request of a declared closed loop: a new level starts a burst of its first
+        requests; a known level's request counts towards the burst that waits for it."""
+        now = time.monotonic()
+        level_id, concurrency, total = level
+        if self._level is None or self._level.id != level_id:
+            if self._burst is not None:
+                self._burst.superseded = True
+            self._level = DeclaredLevel(level_id, concurrency, total)
+            self._wake_from_idle()
+            self._burst = Burst.start(now, DECLARED_QUIET_S)
+            self._burst.expected = min(concurrency, total)
+            self._burst.max_hold = DECLARED_MAX_HOLD_S
+        elif self._burst is not None:
+            self._burst.count(now)
+        self._level.sent += 1
+        stream = Stream(request, arrived=self.virtual_now(), level=level_id)
+        self.streams[request] = stream
+        self.core.submit(request)
+        self._wake.set()
+        return stream
+
+    def submit(self, request: CoreRequest, follow_up: bool = False,
+               level: tuple[str, int, int] | None = None) -> Stream:
         """Queue a request; its :class:`Stream` shows its progress.
 
         Args:
             follow_up: it came on a connection that already carried a generation request.
+            level: ``(id, concurrency, total)`` of the closed loop its client declared
+                (:class:`~tuner.emulator.bursts.DeclaredLevel`); None for other clients,
+                whose bursts are guessed from their arrivals.
         """
+        if level is not None:
+            return self._submit_declared(request, level)
         now = time.monotonic()
         burst = self._burst
         refill_of: float | None = None
@@ -183,7 +220,8 @@ class Scheduler:
             self._burst = None
         if burst.refill and not burst.arrived and not burst.superseded:
             self._refills_expected = False
-        if not burst.refill and (burst.refill_of is None or burst.arrived > burst.refill_of):
+        if not burst.refill and (burst.refill_of is None or burst.arrived > burst.refill_of) \
+                and not burst.superseded:
             # More came than had finished: a new level, not a closed loop's refill; it starts
             # after the gathering time, without the idle wake-up (as in predict_throughput).
             self.core.forget_idle()
@@ -266,18 +304,28 @@ class Scheduler:
             self.tokens_out += running_before
             if self.core.steps % self.decode_log_interval == 0:
                 self._log_decode(running_before)
-        finished = 0
+        finished = declared = 0
         for item in progress:
             finished += item.finished
             stream = self.streams.get(item.request)
             if stream is None:
                 continue
+            if item.finished and self._level is not None and stream.level == self._level.id:
+                declared += 1
             stream.generated = item.generated
             stream.stamps[item.generated] = now
             if item.finished:
                 stream.finished = True
                 del self.streams[item.request]
             stream.changed.set()
+        if declared:
+            owed = self._level.owed(declared) if self._level is not None else 0
+            if owed:  # the declared closed loop sends these at once: wait for them
+                if self._burst is None:
+                    self._burst = Burst(opened=time.monotonic(), refill=True, expected=0,
+                                        quiet=DECLARED_QUIET_S, max_hold=DECLARED_MAX_HOLD_S)
+                self._burst.expected += owed
+            return
         unfilled = finished - len(self.core.waiting)
         if unfilled > 0 and self._refills_expected:  # wait for the client to refill them
             if self._burst is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -37,7 +38,7 @@ from tuner.loadgen._server import (
     fetch_server_info,
 )
 from tuner.loadgen._spec import LevelSpec, check_api
-from tuner.loadgen._stream import COMPLETED, RequestLog, send_time_trace
+from tuner.loadgen._stream import JSON_HEADERS, COMPLETED, RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
 __all__ = ["ShareResult", "level_metrics", "measure_share", "run_level", "run_levels"]
@@ -45,6 +46,7 @@ __all__ = ["ShareResult", "level_metrics", "measure_share", "run_level", "run_le
 StopCheck = Callable[[], str | None]
 
 WARMUP_OUTPUT_LEN = 16
+LEVEL_HEADER = "X-Tuner-Level"  # a closed-loop level declared to an emulated server
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
 
@@ -131,12 +133,17 @@ async def measure_share(
     *,
     share: tuple[int, int] = (0, 1),
     gate: Callable[[], Awaitable[None]] | None = None,
+    level_id: str | None = None,
 ) -> ShareResult | str:
     """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
     ``scale``/``stamped`` None: read from ``/server_info``. ``gate`` is awaited between the
     warm-up and the level (several processes start the level together). Returns the share's
     result, or why it could not start (the server did not answer, the warm-up failed).
+
+    To an emulated server a closed-loop level is declared on every request (``X-Tuner-Level:
+    <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
+    its virtual clock waits for the requests an ideal client would send at once.
     """
     fmt = api_format(api)
     base = base_url.rstrip("/")
@@ -172,6 +179,10 @@ async def measure_share(
         )
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
+        headers = JSON_HEADERS
+        if stamped and spec.request_rate is None:
+            declared = f"{level_id or uuid.uuid4().hex} {spec.concurrency} {spec.num_requests}"
+            headers = {**JSON_HEADERS, LEVEL_HEADER: declared}
         if gate is not None:
             await gate()
         watch = HealthWatch()
@@ -196,6 +207,7 @@ async def measure_share(
             stop_check,
             time_limit_s=spec.time_limit_s,
             stamped=bool(stamped),
+            headers=headers,
         )
         lag_p99, lag_max, cpu = await watch.stop()
         lag = emulator_lag(await _quiet_server_info(session, base)) if stamped else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import aiohttp
 
 from tuner.loadgen._apis import ApiFormat
-from tuner.loadgen._stream import RequestLog, stream_request
+from tuner.loadgen._stream import JSON_HEADERS, RequestLog, stream_request
 
 __all__ = ["Phase", "run_phase"]
 
@@ -73,6 +73,7 @@ async def _worker(
     lengths: list[int],
     arrivals: list[float] | None,
     stamped: bool,
+    headers: dict[str, str],
 ) -> None:
     log = phase.log
     previous = -1
@@ -86,7 +87,7 @@ async def _worker(
                 if delay > 0:
                     await asyncio.sleep(delay)
             ok, error, lost = await stream_request(
-                session, url, bodies[index], fmt, log, index, lengths[index], stamped
+                session, url, bodies[index], fmt, log, index, lengths[index], stamped, headers
             )
             if ok:
                 phase.lost_in_a_row = 0
@@ -150,15 +151,17 @@ async def run_phase(
     *,
     time_limit_s: float | None = None,
     stamped: bool = False,
+    headers: dict[str, str] = JSON_HEADERS,
 ) -> float:
     """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended.
 
-    ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`).
+    ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`);
+    ``headers``: of every request.
     """
     phase.concurrency = min(phase.concurrency, len(bodies))
     workers = [
         asyncio.ensure_future(
-            _worker(session, url, fmt, phase, bodies, lengths, arrivals, stamped)
+            _worker(session, url, fmt, phase, bodies, lengths, arrivals, stamped, headers)
         )
         for _ in range(phase.concurrency)
     ]

@@ -115,6 +115,7 @@ async def stream_request(
     index: int,
     prompt_len: int,
     stamped: bool = False,
+    headers: dict[str, str] = JSON_HEADERS,
 ) -> tuple[bool, str | None, bool]:
     """Send request ``index`` and record it in ``log``.
 
@@ -141,7 +142,7 @@ async def stream_request(
     log.start[index] = perf()
     try:
         async with session.post(
-            url, data=body, headers=JSON_HEADERS, trace_request_ctx=sent
+            url, data=body, headers=headers, trace_request_ctx=sent
         ) as response:
             log.start[index] = sent["at"] or log.start[index]
             if response.status != 200:

@@ -15,6 +15,7 @@ import asyncio
 import multiprocessing
 import queue
 import time
+import uuid
 from typing import Any
 
 from tuner.loadgen._health import merge_health
@@ -38,7 +39,8 @@ START_TIMEOUT_S = 120.0  # processes that are not all warmed up by then give up
 
 
 def _share_main(base_url: str, spec: LevelSpec, api: str, scale: TimeScale, stamped: bool,
-                share: tuple[int, int], barrier: Any, stop: Any, results: Any) -> None:
+                share: tuple[int, int], level_id: str, barrier: Any, stop: Any,
+                results: Any) -> None:
     """A client process: its share of the level, put on ``results`` as ``(k, result)``."""
 
     async def gate() -> None:
@@ -49,7 +51,7 @@ def _share_main(base_url: str, spec: LevelSpec, api: str, scale: TimeScale, stam
 
     try:
         result = asyncio.run(measure_share(base_url, spec, api, scale, stamped, stopped,
-                                           share=share, gate=gate))
+                                           share=share, gate=gate, level_id=level_id))
     except Exception as exc:  # reported to the parent as this share's failure
         barrier.abort()
         result = f"client process {share[0]} failed: {type(exc).__name__}: {exc}"
@@ -99,12 +101,13 @@ async def run_level_in_processes(
     if isinstance(facts, str):
         return _empty_metrics(spec, time_scale or TimeScale(), facts)
     scale, stamped = (time_scale or facts[0]), facts[1]
+    level_id = uuid.uuid4().hex
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loop
     barrier, stop, results = context.Barrier(workers), context.Event(), context.Queue()
     processes = [
         context.Process(target=_share_main, daemon=True,
-                        args=(base_url, spec, api, scale, stamped, (k, workers), barrier, stop,
-                              results))
+                        args=(base_url, spec, api, scale, stamped, (k, workers), level_id,
+                              barrier, stop, results))
         for k in range(workers)
     ]
     for process in processes:
