@@ -107,13 +107,18 @@ async def _supervise(
     deadline: float,
     stop_check: Callable[[], str | None] | None,
     time_limit_s: float | None,
+    virtual_limit: float | None = None,
 ) -> None:
-    """Return when the workers are done or a stop rule fired (``phase.stop_reason``)."""
+    """Return when the workers are done or a stop rule fired (``phase.stop_reason``).
+
+    ``virtual_limit``: the level's time limit on an emulated server's clock (its stamps)."""
     poll: asyncio.Future[str | None] | None = None
     try:
+        log = phase.log
         while phase.stop_reason is None and phase.finished < phase.concurrency:
             now = time.perf_counter()
-            if now >= deadline:
+            virtual = log.last_stamp - log.first_stamp if log.first_stamp is not None else 0.0
+            if now >= deadline or (virtual_limit is not None and virtual > virtual_limit):
                 limit = f"{time_limit_s:g} s" if time_limit_s is not None else "its time"
                 finished = phase.log.size - phase.log.status.count(0)
                 phase.stop(
@@ -152,11 +157,12 @@ async def run_phase(
     time_limit_s: float | None = None,
     stamped: bool = False,
     headers: dict[str, str] = JSON_HEADERS,
+    virtual_limit: float | None = None,
 ) -> float:
     """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended.
 
     ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`);
-    ``headers``: of every request.
+    ``headers``: of every request. ``virtual_limit``: the time limit on the stamps' clock.
     """
     phase.concurrency = min(phase.concurrency, len(bodies))
     workers = [
@@ -166,7 +172,7 @@ async def run_phase(
         for _ in range(phase.concurrency)
     ]
     try:
-        await _supervise(phase, deadline, stop_check, time_limit_s)
+        await _supervise(phase, deadline, stop_check, time_limit_s, virtual_limit)
     finally:
         ended = time.perf_counter()
         for worker in workers:

@@ -75,6 +75,8 @@ class RequestLog:
         self.output_tokens = [0] * size
         self.input_tokens = [0] * size
         self.after = [-1] * size  # the request sent before this one in its slot (-1: first)
+        self.first_stamp: float | None = None  # emulated servers: the earliest arrival stamp
+        self.last_stamp = 0.0  # ... and the latest event stamp (their virtual clock)
 
     def indices(self, status: int) -> list[int]:
         """The requests with this status (``COMPLETED``, ``FAILED`` or ``NOT_RUN``)."""
@@ -178,6 +180,10 @@ async def stream_request(
                             raise RequestFailed("emulated server sent an event without its clock")
                         log.start[index], now = clock
                         last_stamp = now
+                        if now > log.last_stamp:
+                            log.last_stamp = now
+                        if log.first_stamp is None or clock[0] < log.first_stamp:
+                            log.first_stamp = clock[0]
                     if content and (count is None or count != previous):
                         times.append(now)
                         counts.append(count)
