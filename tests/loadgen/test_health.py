@@ -81,3 +81,16 @@ def test_verdict_reads_the_signals_of_the_clock_that_timed_the_level() -> None:
     behind = ClientHealth(clock="emulator", loop_lag_p99_ms=1, loop_lag_max_ms=1, cpu_busy=0.1,
                           emulator_lag_s=12.0)
     assert "behind its schedule" in verdict(behind)
+
+
+def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
+    from tuner.space._workload import Objective
+    from tuner.study.objective import objective_value
+
+    def level(c: int, tps: float, bound: str | None = None) -> dict:
+        return {"concurrency": c, "completed": c, "failed": 0, "stop_reason": None,
+                "output_throughput": tps, "measurement_bound": bound}
+
+    levels = [level(64, 700.0), level(256, 1900.0), level(1024, 5000.0, "the client lagged")]
+    values, stable = objective_value(levels, Objective())
+    assert values == [1900.0] and stable  # the 5,000 of the client-bound level is not ranked
