@@ -29,6 +29,7 @@ app = typer.Typer(
 
 from tuner.cli_options import (  # noqa: E402
     AcceptKeyOpt,
+    ClientWorkersOpt,
     EmulateOpt,
     HostOpt,
     KeyOpt,
@@ -89,6 +90,7 @@ def optimize(
         "--warm-start", help="queue the best stable configurations of an earlier study (a .db file or URL)")] = None,
     no_feasibility: Annotated[bool, typer.Option(
         "--no-feasibility", help="run sampled configurations even when they look like ones that crashed")] = False,
+    client_workers: ClientWorkersOpt = 1,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.run import OptimizeOptions, run_optimize
@@ -103,6 +105,7 @@ def optimize(
         print_dry_run(space, trials, chosen.sampler(), emulate, Console())
         return
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    target.client_workers = client_workers
     try:
         options = OptimizeOptions(
             trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,

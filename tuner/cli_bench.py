@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tuner.cli_options import ClientWorkersOpt
 from tuner.errors import ConfigError, TunerError
 from tuner.loadgen import APIS, LevelMetrics, LevelSpec, fetch_time_scale, run_levels
 
@@ -112,6 +113,7 @@ def bench(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one JSON document instead of a table.")
     ] = False,
+    client_workers: ClientWorkersOpt = 1,
 ) -> None:
     """Benchmark a running server at several concurrency levels (same client as the study)."""
     levels = parse_concurrency(concurrency)
@@ -151,8 +153,12 @@ def bench(
                 f"concurrency {level.concurrency}: {level.output_throughput:,.1f} output tok/s, "
                 f"{level.completed} done, {level.failed} failed"
             )
+            if level.measurement_bound:
+                console.print(f"  measurement-bound: {level.measurement_bound}")
 
-    measured = run_levels(url, specs, api=api, on_level=report, time_scale=scale)
+    measured = run_levels(
+        url, specs, api=api, on_level=report, time_scale=scale, client_workers=client_workers
+    )
     stopped = next((level for level in measured if level.stop_reason), None)
     error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None
     if json_output:

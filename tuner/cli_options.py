@@ -13,6 +13,7 @@ import typer
 
 __all__ = [
     "AcceptKeyOpt",
+    "ClientWorkersOpt",
     "EmulateOpt",
     "HostOpt",
     "KeyOpt",
@@ -46,6 +47,14 @@ KnownHostsOpt = Annotated[
 ]
 AcceptKeyOpt = Annotated[
     bool, typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time")
+]
+ClientWorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--client-workers", min=1,
+        help="load-generator processes that share each level's streams (use more when a level "
+             "is reported measurement-bound)",
+    ),
 ]
 PortOpt = Annotated[int | None, typer.Option("--port", help="server port (default: the YAML's)")]
 

@@ -151,8 +151,15 @@ def _meta_info(request: GenerationRequest, rid: str, count: int, reason: str | N
 
 
 def event(request: GenerationRequest, rid: str, output: Completion, count: int, done: bool,
-          cursor: StreamCursor, meta: dict[str, Any], model: str) -> bytes:
-    """The SSE line (``data: {...}``) of the streamed chunk after ``count`` tokens."""
+          cursor: StreamCursor, meta: dict[str, Any], model: str,
+          clock: tuple[float, float] | None = None) -> bytes:
+    """The SSE line (``data: {...}``) of the streamed chunk after ``count`` tokens.
+
+    ``clock`` is ``(arrived, now)`` on the emulator's virtual clock (server seconds): sent as
+    ``"emulator_clock": [arrived, now]``, an emulator-only key a real SGLang never sends.
+    """
+    stamp = "" if clock is None else f', "emulator_clock": [{clock[0]:.7f}, {clock[1]:.7f}]'
+
     start = cursor.sent_tokens
     cursor.sent_tokens = count
     reason = _finish(request, count, len(output.ids), done)
@@ -160,7 +167,7 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
         first = start if request.incremental else 0
         info = json.dumps(_meta_info(request, rid, count, reason, meta))
         return (f'data: {{"text": "{output.text_between(first, count)}", "output_ids": '
-                f'{output.ids_json(first, count)}, "meta_info": {info}}}\n\n').encode()
+                f'{output.ids_json(first, count)}, "meta_info": {info}{stamp}}}\n\n').encode()
     delta_text = output.text_between(start, count)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
     if request.api == "chat":
@@ -173,6 +180,8 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
              "choices": [choice]}
     if request.continuous_usage:
         chunk["usage"] = _usage(request, count)
+    if clock is not None:
+        chunk["emulator_clock"] = [round(clock[0], 7), round(clock[1], 7)]
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 

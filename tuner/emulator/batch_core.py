@@ -145,6 +145,10 @@ class BatchCore:
             self._release(request)
             self.running.remove(request)
 
+    def forget_idle(self) -> None:
+        """The next batch waits only for the gathering time, not for the idle wake-up."""
+        self._idle_since = None
+
     @property
     def busy(self) -> bool:
         """Work is waiting or running."""

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
-    "FIRST_ARRIVAL_S_PER_REQUEST", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
+    "DECLARED_MAX_HOLD_S", "DECLARED_QUIET_S", "FIRST_ARRIVAL_S_PER_REQUEST", "DeclaredLevel", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
 ]
 
 
@@ -36,7 +36,11 @@ QUIET_S = 0.25  # the longest quiet that ends a burst (at K <= 20)
 MIN_QUIET_S = 0.1
 QUIET_HOST_S = 10.0  # a quiet costs at most this much emulated time: shorter at large K
 FIRST_ARRIVAL_S_PER_REQUEST = 0.0005
-MAX_HOLD_S = 5.0
+MAX_HOLD_S = 20.0
+# A client that declares its closed loop (``X-Tuner-Level``) is waited for until every request
+# it owes has come: a burst then ends on its count, or after this long without an arrival.
+DECLARED_QUIET_S = 10.0
+DECLARED_MAX_HOLD_S = 300.0
 REACTION_S = 0.05  # the most of a refill's wait for its first request that is credited
 
 
@@ -56,6 +60,8 @@ class Burst:
         arrived: requests counted so far.
         last: the last counted arrival.
         superseded: a new client came during a refill burst: its wait is not credited.
+        refill_of: a start burst whose first request refilled an idle engine: when no more
+            than this many come, it was the closed loop's refill (the idle wake-up applies).
     """
 
     opened: float
@@ -66,6 +72,8 @@ class Burst:
     last: float = 0.0
     first: float | None = None
     superseded: bool = False
+    refill_of: float | None = None  # a start burst at an idle engine that may be a refill of this many
+    max_hold: float = MAX_HOLD_S
 
     @classmethod
     def start(cls, now: float, quiet: float = QUIET_S) -> Burst:
@@ -93,7 +101,7 @@ class Burst:
         """Seconds the burst may still last (0 when it is over)."""
         if self.superseded or self.arrived >= self.expected:
             return 0.0
-        return max(0.0, min(self.quiet_left(now), MAX_HOLD_S - (now - self.opened)))
+        return max(0.0, min(self.quiet_left(now), self.max_hold - (now - self.opened)))
 
     def count(self, now: float) -> None:
         """One more request of this burst arrived."""
@@ -101,3 +109,31 @@ class Burst:
         self.last = now
         if self.first is None:
             self.first = now
+
+
+@dataclass
+class DeclaredLevel:
+    """A closed-loop level its client declared (``X-Tuner-Level: <id> <concurrency> <total>``).
+
+    The tuner's client declares its levels to an emulated server (never to a real one), so the
+    schedule can wait for exactly the requests an ideal closed loop would send at once: the
+    first ``min(concurrency, total)``, then one for each finished request until ``total``.
+    """
+
+    id: str
+    concurrency: int
+    total: int
+    sent: int = 0
+
+    @classmethod
+    def parse(cls, header: str | None) -> tuple[str, int, int] | None:
+        """``(id, concurrency, total)`` from the header's value, or None when absent or bad."""
+        parts = (header or "").split()
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            return None
+        return parts[0], int(parts[1]), int(parts[2])
+
+    def owed(self, finished: int) -> int:
+        """Requests the client sends back for ``finished`` finished ones."""
+        return max(0, min(finished, self.total - self.sent))
+

@@ -17,7 +17,10 @@ from tuner.emulator.calibration import CALIBRATION_POINTS, WORKLOAD, Calibration
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.perf_model import predict_throughput
 
-__all__ = ["fit", "predictions", "render"]
+__all__ = ["FITTED_NAMES", "fit", "predictions", "render"]
+
+FITTED_NAMES = ("CUTLASS_STEP_S", "AUTOTUNE_GAIN", "EAGER_GAIN", "TRTLLM_GAIN_64", "IDLE_WAKEUP_S",
+                "FORCED_ALLREDUCE_STEP_S")
 
 ROUNDS = 25
 
@@ -45,11 +48,16 @@ def _scaled(anchors: tuple, level: int, factor: float) -> tuple:
     return tuple((b, v * factor if b == level else v) for b, v in anchors)
 
 
-def _fit_row(row_id: str, name: str, stepwise: bool) -> None:
+Skip = tuple[str, int] | None  # a calibration point (row id, concurrency) left out of the fit
+
+
+def _fit_row(row_id: str, name: str, stepwise: bool, skip: Skip = None) -> None:
     row = point(row_id)
     got = _predict_row(row)
     anchors = getattr(fitted, name)
     for level, target in row.throughput.items():
+        if (row_id, level) == skip:
+            continue
         measured = got[level]
         if not isinstance(target, (int, float)) or not isinstance(measured, float):
             continue
@@ -59,28 +67,32 @@ def _fit_row(row_id: str, name: str, stepwise: bool) -> None:
     setattr(fitted, name, anchors)
 
 
-def _fit_baseline() -> None:
+def _fit_baseline(skip: Skip = None) -> None:
     """B: the trtllm gain from its queue-fed c=256, the idle wake-up from its c=64."""
     row = point("B")
     got = _predict_row(row)
-    fitted.TRTLLM_GAIN_64 *= float(row.throughput[256]) / float(got[256])
+    if skip != ("B", 256):
+        fitted.TRTLLM_GAIN_64 *= float(row.throughput[256]) / float(got[256])
+    if skip == ("B", 64):
+        return
     tokens = WORKLOAD.num_requests(64) * WORKLOAD.output_len
     waves = WORKLOAD.num_requests(64) // 64
     slower_by = tokens / float(row.throughput[64]) - tokens / float(got[64])
     fitted.IDLE_WAKEUP_S = max(0.0, fitted.IDLE_WAKEUP_S + 0.5 * slower_by / waves)
 
 
-def fit(rounds: int = ROUNDS) -> None:
+def fit(rounds: int = ROUNDS, skip: Skip = None) -> None:
     """Adjust the numbers of :mod:`fitted` in place until the predictions match the table.
 
-    One row at a time, in the order the rows depend on each other (Gauss-Seidel).
+    One row at a time, in the order the rows depend on each other (Gauss-Seidel). ``skip``
+    leaves one calibration point out (:mod:`tuner.emulator.loo`).
     """
     for _ in range(rounds):
-        _fit_row("N-on-unpatched", "CUTLASS_STEP_S", stepwise=True)
-        _fit_row("N-on", "AUTOTUNE_GAIN", stepwise=False)
-        _fit_row("N-off", "EAGER_GAIN", stepwise=False)
-        _fit_row("F", "FORCED_ALLREDUCE_STEP_S", stepwise=True)
-        _fit_baseline()
+        _fit_row("N-on-unpatched", "CUTLASS_STEP_S", stepwise=True, skip=skip)
+        _fit_row("N-on", "AUTOTUNE_GAIN", stepwise=False, skip=skip)
+        _fit_row("N-off", "EAGER_GAIN", stepwise=False, skip=skip)
+        _fit_row("F", "FORCED_ALLREDUCE_STEP_S", stepwise=True, skip=skip)
+        _fit_baseline(skip)
 
 
 def _anchors(values: tuple) -> str:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tuner.emulator import api
 from tuner.emulator.batch_core import CoreRequest
+from tuner.emulator.bursts import DeclaredLevel
 from tuner.emulator.engine_rules import WEIGHTS_GB
 from tuner.emulator.outputs import completion
 from tuner.emulator.perf_model import EngineModel
@@ -30,6 +31,7 @@ __all__ = ["EmulatedServer"]
 
 CONTEXT_LENGTH = 202_752  # GLM-5's max positions
 RADIX_ENTRIES = 8192
+LEVEL_HEADER = "X-Tuner-Level"  # the tuner's client declares its closed loop (emulated only)
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _DISCONNECTED = (ConnectionResetError, ConnectionError, RuntimeError)
 
@@ -125,6 +127,7 @@ class EmulatedServer:
         info = dict(self.server_info)
         if self.engine is None or self.scheduler is None:
             return web.json_response(info)
+        info["emulator"] = {**info["emulator"], "schedule": self.scheduler.lag_report()}
         core = self.scheduler.core
         info["internal_states"] = [{
             "last_gen_throughput": 0.0,
@@ -195,7 +198,8 @@ class EmulatedServer:
         follow_up = connection is not None and connection in self._generating_connections
         if connection is not None:
             self._generating_connections.add(connection)
-        stream = scheduler.submit(core_request, follow_up=follow_up)
+        level = DeclaredLevel.parse(http.headers.get(LEVEL_HEADER))
+        stream = scheduler.submit(core_request, follow_up=follow_up, level=level)
         if not request.stream:
             try:
                 while not stream.finished:
@@ -237,7 +241,8 @@ class EmulatedServer:
                     last = done and point == count
                     await response.write(api.event(
                         request, rid, output, point, last, cursor,
-                        self._meta(stream.request, started, last), self.model_name))
+                        self._meta(stream.request, started, last), self.model_name,
+                        clock=(stream.arrived, stream.stamp(point))))
                 if done:
                     break
             if request.include_usage and request.api != "generate":

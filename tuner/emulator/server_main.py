@@ -42,6 +42,7 @@ READY_LINE = "The server is fired up and ready to roll!"
 TRACE_ENV = "TUNER_EMULATOR_TRACE"
 STATE_PERIOD_S = 0.25
 WARMUP_TOKENS = 8
+LISTEN_BACKLOG = 2048  # uvicorn's default, as SGLang serves: 1,024 clients connecting at once fit
 
 
 def _server_info(args: dict[str, Any], settings: EngineSettings | StartFailure,
@@ -155,7 +156,8 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        listener = await loop.create_server(_counting(runner, server), args["host"], args["port"])
+        listener = await loop.create_server(_counting(runner, server), args["host"], args["port"],
+                                            backlog=LISTEN_BACKLOG)
     except OSError as error:
         log.main(f"ERROR: [Errno {error.errno}] error while attempting to bind on address "
                  f"({args['host']!r}, {args['port']}): {error.strerror}")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
 import aiohttp
 import numpy as np
@@ -25,19 +27,27 @@ import numpy as np
 from tuner.errors import TunerError
 from tuner.loadgen._aggregate import aggregate
 from tuner.loadgen._apis import ApiFormat, api_format
+from tuner.loadgen._health import ADVICE, ClientHealth, HealthWatch, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
 from tuner.loadgen._prompts import make_prompts
-from tuner.loadgen._server import fetch_model, fetch_time_scale_async
-from tuner.loadgen._spec import LevelSpec
-from tuner.loadgen._stream import RequestLog, send_time_trace
+from tuner.loadgen._server import (
+    emulator_clock,
+    emulator_lag,
+    fetch_model,
+    fetch_server_info,
+)
+from tuner.loadgen._spec import LevelSpec, check_api
+from tuner.loadgen._stream import JSON_HEADERS, COMPLETED, RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
-__all__ = ["run_level", "run_levels"]
+__all__ = ["ShareResult", "level_metrics", "measure_share", "run_level", "run_levels"]
 
 StopCheck = Callable[[], str | None]
 
 WARMUP_OUTPUT_LEN = 16
+LEVEL_HEADER = "X-Tuner-Level"  # a closed-loop level declared to an emulated server
+WALL_ROOM = 4.0  # an emulated level's wall-clock limit, in multiples of its virtual one
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
 
@@ -91,38 +101,61 @@ async def _warm_up(
     return warm.stop_reason
 
 
-async def run_level(
+@dataclass
+class ShareResult:
+    """What one client process measured of a level (its share of the slots)."""
+
+    log: RequestLog
+    started: float
+    ended: float
+    stop_reason: str | None
+    errors: list[str]
+    health: ClientHealth | None
+    scale: TimeScale
+
+
+def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple[float, float]:
+    """The level's start and end: on the emulator's clock, its first arrival and last event."""
+    if not stamped:
+        return started, ended
+    done = log.indices(COMPLETED)
+    if not done:
+        return 0.0, 0.0
+    return min(log.start[i] for i in done), max(log.end[i] for i in done)
+
+
+async def measure_share(
     base_url: str,
     spec: LevelSpec,
+    api: str,
+    scale: TimeScale | None,
+    stamped: bool | None,
+    stop_check: StopCheck | None,
     *,
-    api: str = "sglang",
-    stop_check: StopCheck | None = None,
-    time_scale: TimeScale | None = None,
-) -> LevelMetrics:
-    """Run one level against the server at ``base_url`` and measure it.
+    share: tuple[int, int] = (0, 1),
+    gate: Callable[[], Awaitable[None]] | None = None,
+    level_id: str | None = None,
+) -> ShareResult | str:
+    """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
-    Args:
-        base_url: e.g. ``http://127.0.0.1:30000``.
-        spec: the level.
-        api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``.
-        stop_check: polled about every 100 ms, in a worker thread (so it may block, e.g. on
-            SSH, but must be thread-safe); a returned string ends the level at once and
-            becomes its ``stop_reason``.
-        time_scale: the server's time scale; None reads it from ``/server_info``.
+    ``scale``/``stamped`` None: read from ``/server_info``. ``gate`` is awaited between the
+    warm-up and the level (several processes start the level together). Returns the share's
+    result, or why it could not start (the server did not answer, the warm-up failed).
 
-    Returns:
-        The level's metrics in host time. A server that does not answer gives metrics with
-        nothing completed and the reason in ``stop_reason``; this function does not raise for
-        what the server does.
+    To an emulated server a closed-loop level is declared on every request (``X-Tuner-Level:
+    <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
+    its virtual clock waits for the requests an ideal client would send at once.
     """
     fmt = api_format(api)
     base = base_url.rstrip("/")
-    scale = time_scale or TimeScale()
-    read_timeout = max(scale.to_server(spec.time_limit_s), 1.0)
+    worker, workers = share
+    concurrency = spec.concurrency // workers + (worker < spec.concurrency % workers)
+    indices = range(worker, spec.num_requests, workers)
+    read_timeout = max((scale or TimeScale()).to_server(spec.time_limit_s), 1.0)
     timeout = aiohttp.ClientTimeout(
         total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout
     )
-    connector = aiohttp.TCPConnector(limit=spec.concurrency)
+    connector = aiohttp.TCPConnector(limit=max(concurrency, 1))
     async with aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
@@ -130,26 +163,40 @@ async def run_level(
         trace_configs=[send_time_trace()],
     ) as session:
         try:
-            if time_scale is None:
-                scale = await fetch_time_scale_async(session, base)
+            if scale is None or stamped is None:
+                info = await fetch_server_info(session, base)
+                scale = scale or TimeScale.from_server_info(info)
+                stamped = emulator_clock(info) if stamped is None else stamped
             model = await fetch_model(session, base) if fmt.needs_model else None
-        except TunerError as exc:
-            return _empty_metrics(spec, scale, str(exc))
+        except (TunerError, TypeError, ValueError) as exc:
+            return str(exc)
         url = base + fmt.path
-        failed_warm_up = await _warm_up(session, url, fmt, spec, scale, model, stop_check)
+        warm_spec = replace(spec, warmup=-(-spec.warmup // workers), concurrency=concurrency)
+        failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check)
         if failed_warm_up:
-            return _empty_metrics(spec, scale, f"warm-up failed: {failed_warm_up}")
-
+            return f"warm-up failed: {failed_warm_up}"
         bodies, lengths = _bodies(
             fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
         )
-        phase = Phase(RequestLog(spec.num_requests), spec.concurrency, budget=spec.error_budget)
+        bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
+        phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
+        headers = JSON_HEADERS
+        if stamped and spec.request_rate is None:
+            declared = f"{level_id or uuid.uuid4().hex} {spec.concurrency} {spec.num_requests}"
+            headers = {**JSON_HEADERS, LEVEL_HEADER: declared}
+        if gate is not None:
+            await gate()
+        watch = HealthWatch()
+        watch.start()
         started = time.perf_counter()
-        deadline = started + scale.to_server(spec.time_limit_s)
+        budget = scale.to_server(spec.time_limit_s)
+        # On an emulated server the limit holds on its virtual clock; the wall clock only
+        # catches a server that stopped answering, with room for a machine busy with other work.
+        deadline = started + (budget * WALL_ROOM if stamped else budget)
         arrivals = None
         if spec.request_rate is not None:
-            gaps = np.random.default_rng([spec.seed, 2]).exponential(
-                scale.to_server(1.0 / spec.request_rate), size=spec.num_requests
+            gaps = np.random.default_rng([spec.seed, 2, worker]).exponential(
+                scale.to_server(workers / spec.request_rate), size=len(bodies)
             )
             arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
         ended = await run_phase(
@@ -163,16 +210,98 @@ async def run_level(
             arrivals,
             stop_check,
             time_limit_s=spec.time_limit_s,
+            stamped=bool(stamped),
+            headers=headers,
+            virtual_limit=budget if stamped else None,
         )
-    return aggregate(
-        phase.log,
-        concurrency=spec.concurrency,
-        started=started,
-        duration=ended - started,
-        scale=scale,
-        stop_reason=phase.stop_reason,
-        errors=phase.errors,
+        lag_p99, lag_max, cpu = await watch.stop()
+        lag = emulator_lag(await _quiet_server_info(session, base)) if stamped else None
+    started, ended = _span(phase.log, bool(stamped), started, ended)
+    health = ClientHealth(
+        clock="emulator" if stamped else "client",
+        loop_lag_p99_ms=lag_p99,
+        loop_lag_max_ms=lag_max,
+        cpu_busy=cpu,
+        emulator_lag_s=lag,
     )
+    return ShareResult(
+        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale
+    )
+
+
+async def _quiet_server_info(session: aiohttp.ClientSession, base: str) -> dict | None:
+    try:
+        return await fetch_server_info(session, base)
+    except TunerError:
+        return None
+
+
+def level_metrics(
+    spec: LevelSpec, scale: TimeScale, result: ShareResult, health: ClientHealth | None
+) -> LevelMetrics:
+    """The level's figures from its (merged) result, with its measurement verdict."""
+    metrics = aggregate(
+        result.log,
+        concurrency=spec.concurrency,
+        started=result.started,
+        duration=result.ended - result.started,
+        scale=scale,
+        stop_reason=result.stop_reason,
+        errors=result.errors,
+    )
+    if health is None:
+        return metrics
+    if spec.request_rate is None:  # a closed loop: a slot's idle time is the client's
+        late = late_share(result.log, spec.concurrency, result.started,
+                          result.ended - result.started)
+        health = replace(health, late_share=late)
+    cause = verdict(health)
+    return replace(
+        metrics,
+        measurement_bound=f"{cause}: {ADVICE}" if cause else None,
+        client_health=health.to_dict(),
+    )
+
+
+async def run_level(
+    base_url: str,
+    spec: LevelSpec,
+    *,
+    api: str = "sglang",
+    stop_check: StopCheck | None = None,
+    time_scale: TimeScale | None = None,
+    client_workers: int = 1,
+) -> LevelMetrics:
+    """Run one level against the server at ``base_url`` and measure it.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:30000``.
+        spec: the level.
+        api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``.
+        stop_check: polled about every 100 ms, in a worker thread (so it may block, e.g. on
+            SSH, but must be thread-safe); a returned string ends the level at once and
+            becomes its ``stop_reason``.
+        time_scale: the server's time scale; None reads it from ``/server_info``.
+        client_workers: client processes that share the level's slots (1: this process);
+            their requests are merged into one level's figures.
+
+    Returns:
+        The level's metrics in host time. A server that does not answer gives metrics with
+        nothing completed and the reason in ``stop_reason``; this function does not raise for
+        what the server does. A level whose client measured itself (its lag, its CPU, its
+        late sends; see :mod:`tuner.loadgen._health`) says so in ``measurement_bound``.
+    """
+    check_api(api)
+    if client_workers > 1:
+        from tuner.loadgen._workers import run_level_in_processes
+
+        return await run_level_in_processes(
+            base_url, spec, api, time_scale, stop_check, client_workers
+        )
+    result = await measure_share(base_url, spec, api, time_scale, None, stop_check)
+    if isinstance(result, str):
+        return _empty_metrics(spec, time_scale or TimeScale(), result)
+    return level_metrics(spec, result.scale, result, result.health)
 
 
 def run_levels(
@@ -183,6 +312,7 @@ def run_levels(
     stop_check: StopCheck | None = None,
     on_level: Callable[[LevelMetrics], bool | None] | None = None,
     time_scale: TimeScale | None = None,
+    client_workers: int = 1,
 ) -> list[LevelMetrics]:
     """Run levels one after another (synchronously), stopping after a level that was
     stopped (``stop_reason`` set) or whose ``on_level`` callback returned False."""
@@ -191,7 +321,12 @@ def run_levels(
         measured: list[LevelMetrics] = []
         for spec in specs:
             metrics = await run_level(
-                base_url, spec, api=api, stop_check=stop_check, time_scale=time_scale
+                base_url,
+                spec,
+                api=api,
+                stop_check=stop_check,
+                time_scale=time_scale,
+                client_workers=client_workers,
             )
             measured.append(metrics)
             verdict = on_level(metrics) if on_level is not None else None

@@ -25,6 +25,10 @@ class LevelMetrics:
     ``emulated`` is True when the server published a time scale K != 1 and every figure was
     converted through :class:`tuner.timescale.TimeScale`; ``time_scale`` holds that K.
     ``stop_reason`` is None when the level ran to its end, else why it ended early.
+    ``measurement_bound`` is None when the client measured the server; otherwise it says why
+    the figures measured the client instead (its lag, its CPU, its late sends, the emulator
+    behind its schedule) and what to do: such a level's figures are kept but not ranked.
+    ``client_health`` holds the signals (:class:`tuner.loadgen._health.ClientHealth`).
     """
 
     concurrency: int
@@ -58,6 +62,8 @@ class LevelMetrics:
     emulated: bool = False
     time_scale: float = 1.0
     errors: tuple[str, ...] = ()
+    measurement_bound: str | None = None
+    client_health: dict[str, Any] | None = None
 
     @property
     def failed_fraction(self) -> float:
@@ -67,6 +73,10 @@ class LevelMetrics:
     def clean(self, max_failed_fraction: float = 0.01) -> bool:
         """True when the level ran to its end and at most ``max_failed_fraction`` failed."""
         return self.stop_reason is None and self.failed_fraction <= max_failed_fraction
+
+    def rankable(self, max_failed_fraction: float = 0.01) -> bool:
+        """Clean, and measured the server rather than the client: its figure may be ranked."""
+        return self.clean(max_failed_fraction) and self.measurement_bound is None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict with one self-explaining key per field (``errors`` as a list)."""

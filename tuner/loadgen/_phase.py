@@ -14,7 +14,7 @@ from collections.abc import Callable
 import aiohttp
 
 from tuner.loadgen._apis import ApiFormat
-from tuner.loadgen._stream import RequestLog, stream_request
+from tuner.loadgen._stream import JSON_HEADERS, RequestLog, stream_request
 
 __all__ = ["Phase", "run_phase"]
 
@@ -72,18 +72,22 @@ async def _worker(
     bodies: list[bytes],
     lengths: list[int],
     arrivals: list[float] | None,
+    stamped: bool,
+    headers: dict[str, str],
 ) -> None:
     log = phase.log
+    previous = -1
     try:
         while phase.stop_reason is None and phase.next_index < log.size:
             index = phase.next_index
             phase.next_index += 1
+            log.after[index], previous = previous, index
             if arrivals is not None:
                 delay = arrivals[index] - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
             ok, error, lost = await stream_request(
-                session, url, bodies[index], fmt, log, index, lengths[index]
+                session, url, bodies[index], fmt, log, index, lengths[index], stamped, headers
             )
             if ok:
                 phase.lost_in_a_row = 0
@@ -103,13 +107,18 @@ async def _supervise(
     deadline: float,
     stop_check: Callable[[], str | None] | None,
     time_limit_s: float | None,
+    virtual_limit: float | None = None,
 ) -> None:
-    """Return when the workers are done or a stop rule fired (``phase.stop_reason``)."""
+    """Return when the workers are done or a stop rule fired (``phase.stop_reason``).
+
+    ``virtual_limit``: the level's time limit on an emulated server's clock (its stamps)."""
     poll: asyncio.Future[str | None] | None = None
     try:
+        log = phase.log
         while phase.stop_reason is None and phase.finished < phase.concurrency:
             now = time.perf_counter()
-            if now >= deadline:
+            virtual = log.last_stamp - log.first_stamp if log.first_stamp is not None else 0.0
+            if now >= deadline or (virtual_limit is not None and virtual > virtual_limit):
                 limit = f"{time_limit_s:g} s" if time_limit_s is not None else "its time"
                 finished = phase.log.size - phase.log.status.count(0)
                 phase.stop(
@@ -146,15 +155,24 @@ async def run_phase(
     stop_check: Callable[[], str | None] | None,
     *,
     time_limit_s: float | None = None,
+    stamped: bool = False,
+    headers: dict[str, str] = JSON_HEADERS,
+    virtual_limit: float | None = None,
 ) -> float:
-    """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended."""
+    """Send ``bodies`` under ``phase``'s rules. Returns the perf_counter time it ended.
+
+    ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`);
+    ``headers``: of every request. ``virtual_limit``: the time limit on the stamps' clock.
+    """
     phase.concurrency = min(phase.concurrency, len(bodies))
     workers = [
-        asyncio.ensure_future(_worker(session, url, fmt, phase, bodies, lengths, arrivals))
+        asyncio.ensure_future(
+            _worker(session, url, fmt, phase, bodies, lengths, arrivals, stamped, headers)
+        )
         for _ in range(phase.concurrency)
     ]
     try:
-        await _supervise(phase, deadline, stop_check, time_limit_s)
+        await _supervise(phase, deadline, stop_check, time_limit_s, virtual_limit)
     finally:
         ended = time.perf_counter()
         for worker in workers:

@@ -26,7 +26,10 @@ __all__ = [
     "complete",
     "complete_async",
     "complete_many",
+    "emulator_clock",
+    "emulator_lag",
     "fetch_model",
+    "fetch_server_info",
     "fetch_time_scale",
     "fetch_time_scale_async",
 ]
@@ -55,6 +58,27 @@ async def _get_json(
         raise _unreachable(url, exc) from None
     except ValueError:
         return 200, None
+
+
+async def fetch_server_info(
+    session: aiohttp.ClientSession, base_url: str, timeout_s: float = GET_TIMEOUT_S
+) -> dict[str, Any] | None:
+    """``GET {base_url}/server_info`` as a dict, or None (absent, 404, not JSON)."""
+    status, info = await _get_json(session, f"{base_url.rstrip('/')}/server_info", timeout_s)
+    return info if status == 200 and isinstance(info, dict) else None
+
+
+def emulator_clock(info: dict[str, Any] | None) -> bool:
+    """The server says it is the emulator, which stamps its events with its virtual clock."""
+    emulator = (info or {}).get("emulator") or {}
+    return bool(emulator.get("emulated"))
+
+
+def emulator_lag(info: dict[str, Any] | None) -> float | None:
+    """The most the emulator fell behind its schedule in its latest busy period (wall s)."""
+    schedule = ((info or {}).get("emulator") or {}).get("schedule") or {}
+    value = schedule.get("peak_lag_s")
+    return float(value) if value is not None else None
 
 
 async def fetch_time_scale_async(

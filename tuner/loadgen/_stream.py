@@ -74,6 +74,9 @@ class RequestLog:
         self.event_counts: list[list[int | None]] = [[] for _ in range(size)]
         self.output_tokens = [0] * size
         self.input_tokens = [0] * size
+        self.after = [-1] * size  # the request sent before this one in its slot (-1: first)
+        self.first_stamp: float | None = None  # emulated servers: the earliest arrival stamp
+        self.last_stamp = 0.0  # ... and the latest event stamp (their virtual clock)
 
     def indices(self, status: int) -> list[int]:
         """The requests with this status (``COMPLETED``, ``FAILED`` or ``NOT_RUN``)."""
@@ -113,8 +116,15 @@ async def stream_request(
     log: RequestLog,
     index: int,
     prompt_len: int,
+    stamped: bool = False,
+    headers: dict[str, str] = JSON_HEADERS,
 ) -> tuple[bool, str | None, bool]:
     """Send request ``index`` and record it in ``log``.
+
+    With ``stamped`` (an emulated server, which says so on ``/server_info``) the request's
+    times are the server's virtual-clock stamps (``emulator_clock: [arrived, now]`` on every
+    event) instead of this process's clock, so the client's own lag cannot distort them; the
+    code path is otherwise the same as against a real server.
 
     Returns:
         ``(ok, error, connection_lost)``: ``error`` is a one-line message when the request
@@ -129,11 +139,12 @@ async def stream_request(
     previous: int | None = None
     last_event: dict[str, Any] | None = None
     done = False
+    last_stamp = 0.0
     sent = {"at": 0.0}
     log.start[index] = perf()
     try:
         async with session.post(
-            url, data=body, headers=JSON_HEADERS, trace_request_ctx=sent
+            url, data=body, headers=headers, trace_request_ctx=sent
         ) as response:
             log.start[index] = sent["at"] or log.start[index]
             if response.status != 200:
@@ -157,12 +168,22 @@ async def stream_request(
                             # The stream ends here; read on to the end of the body all the
                             # same, so that the connection is reused.
                             done = True
-                            log.end[index] = now
+                            log.end[index] = last_stamp if stamped else now
                             continue
                         raise RequestFailed(f"unreadable event: {line[:120]!r}") from None
                     content, count = read_event(event)
                     if count is not None:
                         server_count = count
+                    if stamped:
+                        clock = event.get("emulator_clock")
+                        if not clock:
+                            raise RequestFailed("emulated server sent an event without its clock")
+                        log.start[index], now = clock
+                        last_stamp = now
+                        if now > log.last_stamp:
+                            log.last_stamp = now
+                        if log.first_stamp is None or clock[0] < log.first_stamp:
+                            log.first_stamp = clock[0]
                     if content and (count is None or count != previous):
                         times.append(now)
                         counts.append(count)

@@ -7,12 +7,38 @@ from typing import Any
 
 from tuner.report._view import StudyView, changes_from
 
-__all__ = ["peak_level", "summary_html", "top_trials_html"]
+__all__ = ["measurement_bound_html", "peak_level", "summary_html", "top_trials_html"]
 
 
 def peak_level(levels: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The level with the highest output throughput (None without levels)."""
-    return max(levels, key=lambda lv: lv.get("output_throughput") or 0.0) if levels else None
+    """The level with the highest output throughput (None without levels); a level that was
+    measurement-bound (the client measured itself) is not a peak while another level exists."""
+    ranked = [lv for lv in levels if not lv.get("measurement_bound")] or levels
+    return max(ranked, key=lambda lv: lv.get("output_throughput") or 0.0) if ranked else None
+
+
+def measurement_bound_html(view: StudyView) -> str:
+    """A panel listing the levels whose client measured itself (kept, never ranked)."""
+    bound = [(trial.number, level) for trial in view.trials for level in trial.levels
+             if level.get("measurement_bound")]
+    if not bound:
+        return ""
+    rows = "".join(
+        f"<tr><td class=num>{number}</td><td class=num>{level.get('concurrency', '–')}</td>"
+        f"<td class=num>{_tps(level.get('output_throughput'))}</td>"
+        f"<td>{html.escape(str(level['measurement_bound']).split(': its figure')[0])}</td></tr>"
+        for number, level in bound
+    )
+    return (
+        f'<div class="panel"><h2>Measurement-bound levels{html.escape(view.label)}: '
+        f"{len(bound)}</h2><div>The client measured itself at these levels (its event loop "
+        "lagged, its CPU was saturated, it sent requests late, or the emulator fell behind its "
+        "schedule). Their figures are kept but not ranked as the configuration's throughput. "
+        "Run again with <code>--client-workers N</code> (N client processes share each level), "
+        "fewer concurrent streams per process, or a bigger client machine.</div>"
+        "<table><tr><th class=num>trial</th><th class=num>c</th><th class=num>measured</th>"
+        "<th>cause</th></tr>" + rows + "</table></div>"
+    )
 
 
 def _card(key: str, value: str, detail: str = "") -> str:
@@ -126,5 +152,5 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
 
 
 def summary_html(view: StudyView) -> str:
-    """The cards and the best configuration, as HTML."""
-    return _cards(view) + _best_panel(view)
+    """The cards, the best configuration and any measurement-bound levels, as HTML."""
+    return _cards(view) + _best_panel(view) + measurement_bound_html(view)

@@ -45,7 +45,8 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
     The first value is the best ``objective.metric`` (output tokens/s) over clean levels that
     meet the SLOs; in multi-objective mode the second is ``objective.minimize`` (a latency) at
     that same level. A level is clean when it ran to its end with at most
-    ``max_failed_fraction`` failed requests.
+    ``max_failed_fraction`` failed requests. A ``measurement_bound`` level (the client measured
+    itself) is stored but never ranked.
     """
     best: dict[str, Any] | None = None
     stable = bool(levels)
@@ -53,7 +54,7 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
         failed = level["failed"] / max(1, level["completed"] + level["failed"])
         clean = level.get("stop_reason") is None and failed <= objective.max_failed_fraction
         stable = stable and clean
-        if not clean:
+        if not clean or level.get("measurement_bound"):
             continue
         slo = objective.slo
         if slo.p99_ttft_ms is not None and level["p99_ttft_ms"] > slo.p99_ttft_ms:
@@ -213,7 +214,7 @@ class TrialRunner:
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
                 raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
-            if metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
+            if metrics.rankable(self.space.objective.max_failed_fraction) and self._should_prune(
                 trial, levels, getattr(metrics, self.space.objective.metric), concurrency
             ):
                 raise optuna.TrialPruned(
@@ -226,6 +227,9 @@ class TrialRunner:
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
         if "gpu" in peak and under_utilised(peak["gpu"]):
             attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
+        if value is None and any(level.get("measurement_bound") for level in levels):
+            raise ServerFailure("measurement-bound", next(
+                lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")))
         if value is None:
             raise ServerFailure(
                 f"unstable-at-{min(level['concurrency'] for level in levels)}",
@@ -245,6 +249,7 @@ class TrialRunner:
                     api=self._api(),
                     stop_check=session.stop_reason,
                     time_scale=self.target.time_scale,
+                    client_workers=self.target.client_workers,
                 )
             )
         return metrics, (sampler.summary.to_dict() if sampler.summary is not None else None)

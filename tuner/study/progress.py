@@ -77,6 +77,8 @@ class ProgressView:
     def level_done(self, metrics: Any, k: int, n: int) -> None:
         emulated = " emulated" if metrics.emulated else ""
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
+        bound = getattr(metrics, "measurement_bound", None)
+        stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
         self._print(
             f"    level {k}/{n} c={metrics.concurrency}: {_num(metrics.output_throughput)} output tok/s"
             f"{emulated}, {metrics.completed} ok / {metrics.failed} failed, "

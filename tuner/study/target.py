@@ -38,6 +38,7 @@ class Target:
     time_scale: TimeScale = field(default_factory=TimeScale)
     stop_command: str | None = None
     gpu_idle: GpuState | None = None  # measured after preflight: each start waits for it
+    client_workers: int = 1  # load-generator processes that share each level (--client-workers)
 
     @property
     def emulated(self) -> bool:
@@ -125,8 +126,11 @@ def build_target(
         root = emulated_root or Path("studies") / f"{space.path.stem}-emulated.host"
         env.update(prepare_host_root(root.resolve()))
         python = sys.executable
+        # The emulated host's python3 wrapper runs this interpreter with this tuner importable
+        # (its PYTHONPATH is only the stand-in sglang's site): the emulator is this tuner's.
         command = (
-            f"{shlex.quote(sys.executable)} -m tuner.emulator --time-scale {time_scale.factor:g} "
+            f"{shlex.quote(str(root.resolve() / 'bin' / 'python3'))} -m tuner.emulator "
+            f"--time-scale {time_scale.factor:g} "
             f"--stream-interval {workload.stream_interval}"
         )
         if not host_override or host_override == "local" or spec.run_root == HostSpec().run_root:

@@ -1,0 +1,96 @@
+"""The client knows when it measures itself: a level whose client lagged is measurement-bound,
+and a level shared by several client processes is merged into one level's figures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from tests.loadgen.conftest import server_record
+from tuner.loadgen import LevelSpec, run_level
+from tuner.loadgen._health import ClientHealth, late_share, verdict
+from tuner.loadgen._stream import COMPLETED, RequestLog
+
+
+def test_a_client_whose_event_loop_is_blocked_flags_its_level(pacing_server) -> None:
+    server = pacing_server(ttft_ms=50, itl_ms=10)
+    spec = LevelSpec(concurrency=16, num_requests=64, input_len=16, output_len=32,
+                     time_limit_s=60, warmup=4)
+
+    async def level_beside_a_busy_task():
+        async def busy() -> None:  # other work in the client's own loop, as a starved client
+            while True:
+                time.sleep(0.2)
+                await asyncio.sleep(0.01)
+
+        task = asyncio.ensure_future(busy())
+        try:
+            return await run_level(server.url, spec)
+        finally:
+            task.cancel()
+
+    metrics = asyncio.run(level_beside_a_busy_task())
+    assert metrics.clean()  # the server served every request ...
+    assert metrics.measurement_bound is not None  # ... but the figures are the client's
+    assert "event loop lagged" in metrics.measurement_bound
+    assert "--client-workers" in metrics.measurement_bound
+    assert not metrics.rankable()
+    assert metrics.client_health["clock"] == "client"
+    assert metrics.client_health["loop_lag_p99_ms"] > 100
+
+
+def test_two_client_processes_make_one_level(pacing_server) -> None:
+    server = pacing_server(ttft_ms=100, itl_ms=10)
+    spec = LevelSpec(concurrency=16, num_requests=48, input_len=16, output_len=24,
+                     time_limit_s=120, warmup=4)
+    metrics = asyncio.run(run_level(server.url, spec, client_workers=2))
+    truth = server_record(server.url, 24)
+    assert metrics.clean() and metrics.completed == 48 == len(truth["tokens"])
+    assert metrics.output_tokens == 48 * 24
+    assert metrics.client_health["workers"] == 2
+    # Both processes' clocks are the system's monotonic clock: merged latencies are right.
+    assert metrics.median_ttft_ms == pytest.approx(np.median(truth["ttft"]), rel=0.25)
+    assert metrics.median_tpot_ms == pytest.approx(np.median(truth["tpot"]), rel=0.25)
+
+
+def _log(starts: list[float], ends: list[float], after: list[int]) -> RequestLog:
+    log = RequestLog(len(starts))
+    log.start, log.end, log.after = list(starts), list(ends), list(after)
+    log.status = [COMPLETED] * len(starts)
+    return log
+
+
+def test_late_share_counts_the_time_a_slot_waited_for_its_client() -> None:
+    # Two slots, 10 s: slot 0 sent its second request 1 s after its first ended; slot 1
+    # started 0.5 s after the level.
+    log = _log([0.0, 0.5, 5.0], [4.0, 10.0, 10.0], [-1, -1, 0])
+    assert late_share(log, concurrency=2, started=0.0, duration=10.0) == pytest.approx(0.075)
+
+
+def test_verdict_reads_the_signals_of_the_clock_that_timed_the_level() -> None:
+    busy = dict(loop_lag_p99_ms=300.0, loop_lag_max_ms=900.0, cpu_busy=0.97)
+    assert "event loop" in verdict(ClientHealth(clock="client", **busy))
+    # On the emulator's stamps, the client's lag moves no figure: only late sends count.
+    assert verdict(ClientHealth(clock="emulator", **busy)) is None
+    late = ClientHealth(clock="emulator", loop_lag_p99_ms=1, loop_lag_max_ms=1, cpu_busy=0.1,
+                        late_share=0.2)
+    assert "late" in verdict(late)
+    behind = ClientHealth(clock="emulator", loop_lag_p99_ms=1, loop_lag_max_ms=1, cpu_busy=0.1,
+                          emulator_lag_s=12.0)
+    assert "behind its schedule" in verdict(behind)
+
+
+def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
+    from tuner.space._workload import Objective
+    from tuner.study.objective import objective_value
+
+    def level(c: int, tps: float, bound: str | None = None) -> dict:
+        return {"concurrency": c, "completed": c, "failed": 0, "stop_reason": None,
+                "output_throughput": tps, "measurement_bound": bound}
+
+    levels = [level(64, 700.0), level(256, 1900.0), level(1024, 5000.0, "the client lagged")]
+    values, stable = objective_value(levels, Objective())
+    assert values == [1900.0] and stable  # the 5,000 of the client-bound level is not ranked
