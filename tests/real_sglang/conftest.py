@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sglang_wheel import OFFLINE_VARIABLE, WheelUnavailable, fetch_wheel, unpack_wheel
+from tests.support.sglang_wheel import (OFFLINE_VARIABLE, WheelUnavailable, fetch_wheel,
+                                        unpack_wheel)
 
 REPO = Path(__file__).resolve().parents[2]
 

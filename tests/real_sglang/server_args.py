@@ -1,8 +1,8 @@
 """SGLang's own command-line parser, built from the real ``srt/server_args.py`` of the wheel.
 
-``server_args.py`` imports nine SGLang modules at its top (connector, environ, the tool-call and
-reasoning parsers, LoRA registry, FLA kernels, ``utils.common``, the HF utilities, ``sglang.utils``),
-and through ``sglang/__init__.py`` torch, transformers and the GPU stack. Those nine are replaced,
+``server_args.py`` imports nine SGLang modules at its top (connector, environ, the tool-call
+and reasoning parsers, LoRA registry, FLA kernels, ``utils.common``, the HF utilities,
+``sglang.utils``), and through ``sglang/__init__.py`` torch, transformers and the GPU stack. Those nine are replaced,
 only while the file is loaded, by stub modules whose every attribute is a :class:`_Stub`: a value
 that is false, iterates empty, adds as the other operand and, called with one argument, returns it
 (``type=nullable_str``). Everything ``ServerArgs.add_cli_args`` declares itself (the flags, their

@@ -77,6 +77,9 @@ def test_crash_during_the_third_level_fails_with_its_reason(emulated_study) -> N
     assert trial.state == TrialState.FAIL
     assert trial.user_attrs["failure_reason"] == "unstable-at-512"
     assert "PrefillMetadata" in trial.user_attrs["failure_excerpt"]
+    detail = trial.user_attrs["failure_detail"]  # the cause, not "Scheduler hit an exception"
+    assert detail.startswith(
+        "crash: AttributeError: 'PrefillMetadata' object has no attribute"), detail
     kept = [lv["concurrency"] for lv in trial.user_attrs["levels"]]
     assert kept[:2] == [64, 256]  # partial measurements are kept
     assert _crash_seconds(trial) < 2.0

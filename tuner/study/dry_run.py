@@ -63,15 +63,15 @@ def print_dry_run(
     per_trial = estimate_trial_host_seconds(space, emulate)
     estimate = (
         f"{shown} configurations ({skipped} skipped by constraints or as duplicates); "
-        f"estimated host time: {shown * per_trial / 3600:.1f} h (about {per_trial / 60:.0f} min a "
-        "trial, start-up included)"
+        f"estimated host time{' (emulated)' if emulate else ''}: {shown * per_trial / 3600:.1f} h "
+        f"(about {per_trial / 60:.0f} min a trial, start-up included)"
     )
     if emulate:
         factor = float(space.workload_for(True).time_scale)
         estimate += (
-            f" of emulated host time; the emulator runs {factor:g}x faster: about "
-            f"{per_trial / factor:.0f} s of wall time a trial, {_minutes(shown * per_trial / factor)}"
-            " in all"
+            f"; the emulator runs {factor:g}x faster: about "
+            f"{per_trial / factor:.0f} s of wall time a trial, "
+            f"{_minutes(shown * per_trial / factor)} in all"
         )
     console.print(estimate)
 
