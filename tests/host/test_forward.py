@@ -39,7 +39,8 @@ def _argv(port: int, bind: str) -> list[str]:
 
 def test_the_client_reaches_a_loopback_server_through_the_ssh_forward(tmp_path: Path, sshd) -> None:
     env = prepare_host_root(tmp_path / "host")
-    host = open_host(ssh_spec(sshd, str(tmp_path / "runs")))
+    # forward: true, since this sshd's 127.0.0.1 is the test's own (auto would connect directly)
+    host = open_host(ssh_spec(sshd, str(tmp_path / "runs"), forward=True))
     port = free_port()
     try:
         session = ServerSession(host, load_profile("sglang"), _argv(port, "127.0.0.1"), env, port,
@@ -61,9 +62,18 @@ def test_the_client_reaches_a_loopback_server_through_the_ssh_forward(tmp_path: 
         host.close()
 
 
+def test_a_host_on_this_machines_loopback_is_reached_directly_unless_asked(tmp_path: Path, sshd) -> None:
+    auto = open_host(ssh_spec(sshd, str(tmp_path / "runs")))
+    try:
+        assert auto.client_url(30000, "127.0.0.1") == "http://127.0.0.1:30000"
+        assert auto._forwards == {}
+    finally:
+        auto.close()
+
+
 def test_bind_all_when_asked_is_reached_directly(tmp_path: Path, sshd) -> None:
     env = prepare_host_root(tmp_path / "host")
-    host = open_host(ssh_spec(sshd, str(tmp_path / "runs")))
+    host = open_host(ssh_spec(sshd, str(tmp_path / "runs"), forward=True))
     port = free_port()
     try:
         session = ServerSession(host, load_profile("sglang"), _argv(port, "0.0.0.0"), env, port,

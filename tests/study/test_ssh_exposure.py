@@ -119,7 +119,8 @@ def test_no_secret_on_any_command_line_loopback_only_through_the_forward(tmp_pat
     document = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())
     document["name"] = "exposure"
     document["host"] = {"address": "127.0.0.1", "user": sshd.user, "port": sshd.port, "key": sshd.key_path,
-                        "python": sys.executable, "run_root": str(tmp_path / "runs")}
+                        "python": sys.executable, "run_root": str(tmp_path / "runs"),
+                        "forward": True}  # this sshd's 127.0.0.1 is ours: force the forward
     # the emulated host's python3 imports this checkout's emulator (it reads --config like SGLang)
     document["server"]["command"] = f"{tmp_path / 'host/bin/python3'} -m tuner.emulator --time-scale 200"
     document["server"]["port"] = port

@@ -264,13 +264,17 @@ class SshHost(Host):
 
     def client_url(self, port: int, bind: str | None) -> str:
         """A server bound to loopback on the host is reached through a local port forwarded
-        over this SSH connection (:class:`LocalForward`); one bound to a wildcard or another
+        over this SSH connection (:class:`LocalForward`; ``forward`` of the spec: not when the
+        host is this machine's loopback, unless asked); one bound to a wildcard or another
         address directly at that address."""
         if bind and bind not in LOOPBACK:
             return super().client_url(port, bind) if bind not in WILDCARDS else (
                 f"http://{self.address}:{int(port)}"
             )
         remote = "127.0.0.1" if bind in (None, "", "localhost") else bind
+        forward = self._spec.forward
+        if forward is False or (forward is None and self.address in LOOPBACK):
+            return f"http://{remote if ':' not in remote else f'[{remote}]'}:{int(port)}"
         with self._lock:
             forward = self._forwards.get((remote, int(port)))
             if forward is None:

@@ -35,6 +35,9 @@ class HostSpec:
             is the home of the user on the host. Per user by default, created 0700.
         connect_timeout_s: seconds to wait for the SSH handshake.
         ssh_config: the OpenSSH client configuration file to read (default ``~/.ssh/config``).
+        forward: reach a server bound to the host's loopback through a port forwarded over the
+            SSH connection. None (auto): yes, unless the host's address is this machine's own
+            loopback (its 127.0.0.1 is ours: the client connects directly).
     """
 
     address: str = "local"
@@ -47,6 +50,7 @@ class HostSpec:
     run_root: str = DEFAULT_RUN_ROOT
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
+    forward: bool | None = None
 
     @property
     def is_local(self) -> bool:

@@ -31,6 +31,7 @@ class HostSection(StrictModel):
     run_root: str = "~/.cache/tuner/runs"
     accept_new_host_key: bool = False
     connect_timeout_s: Seconds = Field(default=10.0, gt=0)
+    forward: bool | None = None  # SSH port forward to the server (default: unless address is loopback)
 
     @model_validator(mode="before")
     @classmethod

@@ -85,6 +85,7 @@ def _host_spec(space_host: object | None, override: str | None, emulate: bool) -
             "python": space_host.python,
             "run_root": space_host.run_root,
             "accept_new_host_key": space_host.accept_new_host_key,
+            "forward": space_host.forward,
         }
     if emulate:
         fields = {"address": "local", "python": sys.executable}
