@@ -61,7 +61,7 @@ def _wait_for_levels(run, trial_number: int, count: int, timeout: float = 120) -
     raise AssertionError(f"trial {trial_number} never finished {count} level(s)")
 
 
-def _wait_until_measuring(run, trial_number: int, timeout: float = 120) -> None:
+def _wait_until_measuring(run, trial_number: int, timeout: float = 300) -> None:
     """Wait until the trial measures its first level (the top one: levels run from the top down):
     its probe passed, and a second more."""
     deadline = time.monotonic() + timeout
