@@ -47,7 +47,7 @@ def _background(run, sshd, trials: int) -> subprocess.Popen[str]:
 
 
 def _wait_for_levels(run, trial_number: int, count: int, timeout: float = 120) -> None:
-    """Wait until the trial has stored ``count`` levels (so the next one is running)."""
+    """Wait until the trial has stored ``count`` levels."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if run.db.exists():
@@ -59,6 +59,23 @@ def _wait_for_levels(run, trial_number: int, count: int, timeout: float = 120) -
                 return
         time.sleep(0.1)
     raise AssertionError(f"trial {trial_number} never finished {count} level(s)")
+
+
+def _wait_until_measuring(run, trial_number: int, timeout: float = 300) -> None:
+    """Wait until the trial measures its first level (the top one: levels run from the top down):
+    its probe passed, and a second more."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if run.db.exists():
+            try:
+                trials = _trials(run.study())
+            except Exception:  # the study is being created
+                trials = []
+            if len(trials) > trial_number and "probe_outputs" in trials[trial_number].user_attrs:
+                time.sleep(1.0)
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"trial {trial_number} never began measuring")
 
 
 def _server_pid(run, trial_number: int) -> int:
@@ -89,7 +106,7 @@ def test_server_sigkilled_during_a_level_fails_the_trial(emulated_study, sshd) -
     run.enqueue(N_ON)
     tuner = _background(run, sshd, 2)
     try:
-        _wait_for_levels(run, 1, 1)
+        _wait_until_measuring(run, 1)
         killed_at = time.time()
         os.killpg(_server_pid(run, 1), signal.SIGKILL)  # the server's own process group
         output = _finish(tuner)
@@ -99,9 +116,10 @@ def test_server_sigkilled_during_a_level_fails_the_trial(emulated_study, sshd) -
     assert tuner.returncode == 0, output
     trial = _trials(run.study())[1]
     assert trial.state == TrialState.FAIL
-    assert trial.user_attrs["failure_reason"] in ("unstable-at-256", "unstable-at-512")
+    # Levels run from the top down: the kill lands in the first one measured, 512.
+    assert trial.user_attrs["failure_reason"] == "unstable-at-512"
     assert trial.user_attrs["failure_noticed_at"] - killed_at < 2.0
-    assert [lv["concurrency"] for lv in trial.user_attrs["levels"]][0] == 64
+    assert [lv["concurrency"] for lv in trial.user_attrs["levels"]] == [512]
     assert _emulator_pids(run.port) == []
 
 
@@ -110,7 +128,7 @@ def test_ssh_connection_dropped_during_a_trial(emulated_study, sshd) -> None:
     run.enqueue(N_ON)
     tuner = _background(run, sshd, 2)
     try:
-        _wait_for_levels(run, 1, 1)
+        _wait_until_measuring(run, 1)
         assert sshd.drop_connections() >= 1
         output = _finish(tuner, timeout=180)
     finally:
@@ -129,7 +147,7 @@ def test_tuner_sigkilled_and_restarted_leaves_the_host_as_it_was(emulated_study,
     tuner = _background(run, sshd, 2)
     gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
     try:
-        _wait_for_levels(run, 1, 1)
+        _wait_until_measuring(run, 1)
         assert gate.read_bytes() != STANDIN_GATE.read_bytes()  # patched while trial 1 runs
         os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its server survives as an orphan
         tuner.communicate(timeout=30)
