@@ -67,7 +67,7 @@ from tuner.loadgen import LevelMetrics  # noqa: E402
 from tuner.space import Config, load_space  # noqa: E402
 from tuner.study import attrs  # noqa: E402
 from tuner.study.feasibility import FeasibilityCheck  # noqa: E402
-from tuner.study.objective import TrialRunner  # noqa: E402
+from tuner.study.objective import PROBE_REFERENCE_ATTR, TrialRunner  # noqa: E402
 from tuner.study.optimize import optimize_study  # noqa: E402
 from tuner.study.progress import ProgressView  # noqa: E402
 from tuner.study.run import study_pruner  # noqa: E402
@@ -259,6 +259,9 @@ def run_strategy(
     study = optuna.create_study(
         directions=["maximize"], sampler=strategy.sampler(), pruner=study_pruner(space)
     )
+    # A model host has its probe reference (each outcome was measured with the probe), so a
+    # baseline that failed under load does not stop the run.
+    study.set_user_attr(PROBE_REFERENCE_ATTR, [])
     gate = FeasibilityCheck.from_study(study, space) if getattr(strategy, "gate", False) else None
     runner = ModelRunner(landscape, seed, study)
     progress = ProgressView(Console(file=io.StringIO()))
