@@ -84,6 +84,8 @@ def report(space_path: Path, workdir: Path) -> dict[str, Any]:
     max_failed = space.objective.max_failed_fraction
     print("trial  c     measured     model  ratio  note")
     for trial in study.get_trials(deepcopy=False):
+        if "command_line" not in trial.user_attrs:
+            continue  # reused: a copy of a trial that ran, not a run of its own
         for level in trial.user_attrs.get("levels") or []:
             if level.get("measurement_bound"):
                 flagged += 1

@@ -93,7 +93,9 @@ async def _warm_up(
     if not spec.warmup:
         return None
     output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
+    bodies, lengths = _bodies(
+        fmt, spec, spec.warmup, [spec.seed, 1, spec.concurrency], output_len, model
+    )
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
@@ -176,7 +178,9 @@ async def measure_share(
         if failed_warm_up:
             return f"warm-up failed: {failed_warm_up}"
         bodies, lengths = _bodies(
-            fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
+            # Seeded by the level too: a later level must not repeat an earlier one's prompts,
+            # which a server's prefix cache would serve without prefilling them.
+            fmt, spec, spec.num_requests, [spec.seed, 0, spec.concurrency], spec.output_len, model
         )
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
