@@ -123,8 +123,8 @@ def test_unknown_strategy_is_one_line_naming_the_choices(space) -> None:
 def test_the_older_sampler_option_maps_to_a_strategy_or_a_sampler(space) -> None:
     assert resolve_strategy(None, "tpe", space, 0).name == "tpe"
     assert resolve_strategy(None, "random", space, 0).name == "random"
-    gp = resolve_strategy(None, "gp", space, 0)
-    assert isinstance(gp.sampler(), optuna.samplers.GPSampler) and gp.sampled_reason == "sampler: gp"
+    qmc = resolve_strategy(None, "qmc", space, 0)  # gp would need the optional torch
+    assert isinstance(qmc.sampler(), optuna.samplers.QMCSampler) and qmc.sampled_reason == "sampler: qmc"
     assert resolve_strategy(None, None, space, 0).name in STRATEGIES
 
 
