@@ -263,8 +263,11 @@ def dashboard(
 
     space = _load(space_path)
     url, _ = storage_and_name(space, storage, None, emulate)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        raise ConfigError(f"no study database at {url.removeprefix('sqlite:///')}; fix: run `tuner optimize` first")
+    from tuner.study.storage import storage_file
+
+    path = storage_file(url)
+    if path is not None and not path.is_file():
+        raise ConfigError(f"no study database at {path}; fix: run `tuner optimize` first")
     program = shutil.which("optuna-dashboard")
     if program is None:
         raise ConfigError("optuna-dashboard is not installed; fix: pip install optuna-dashboard")
