@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable, Sequence
 
 import aiohttp
-import numpy as np
 
 from tuner.errors import TunerError
 from tuner.loadgen._aggregate import aggregate
 from tuner.loadgen._apis import ApiFormat, api_format
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
-from tuner.loadgen._prompts import make_prompts
+from tuner.loadgen._datasets import level_requests
+from tuner.loadgen._open_loop import arrival_times, with_rates
 from tuner.loadgen._server import fetch_model, fetch_time_scale_async
 from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import RequestLog, send_time_trace
@@ -49,12 +49,13 @@ def _bodies(
     seed: list[int],
     output_len: int,
     model: str | None,
-) -> tuple[list[bytes], list[int]]:
-    """Request bodies, serialized before the level starts, and prompt lengths (0 for text)."""
-    prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
-    bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
-    lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
-    return bodies, lengths
+) -> tuple[list[bytes], list[int], bool]:
+    """Request bodies, serialized before the level starts, prompt lengths (estimates for text),
+    and whether those lengths are estimates."""
+    picked = level_requests(spec.dataset, count, spec.input_len, output_len, seed, fmt.name)
+    bodies = [json.dumps(fmt.body(p, n, model, True)).encode()
+              for p, n in zip(picked.prompts, picked.output_lens)]
+    return bodies, picked.prompt_lens, picked.estimated
 
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
@@ -83,7 +84,7 @@ async def _warm_up(
     if not spec.warmup:
         return None
     output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
+    bodies, lengths, _ = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
@@ -140,18 +141,13 @@ async def run_level(
         if failed_warm_up:
             return _empty_metrics(spec, scale, f"warm-up failed: {failed_warm_up}")
 
-        bodies, lengths = _bodies(
+        bodies, lengths, estimated = _bodies(
             fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
         )
         phase = Phase(RequestLog(spec.num_requests), spec.concurrency, budget=spec.error_budget)
         started = time.perf_counter()
         deadline = started + scale.to_server(spec.time_limit_s)
-        arrivals = None
-        if spec.request_rate is not None:
-            gaps = np.random.default_rng([spec.seed, 2]).exponential(
-                scale.to_server(1.0 / spec.request_rate), size=spec.num_requests
-            )
-            arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
+        arrivals = arrival_times(spec, started, scale)
         ended = await run_phase(
             session,
             url,
@@ -164,7 +160,7 @@ async def run_level(
             stop_check,
             time_limit_s=spec.time_limit_s,
         )
-    return aggregate(
+    metrics = aggregate(
         phase.log,
         concurrency=spec.concurrency,
         started=started,
@@ -173,6 +169,7 @@ async def run_level(
         stop_reason=phase.stop_reason,
         errors=phase.errors,
     )
+    return with_rates(metrics, spec, phase.log, scale, estimated)
 
 
 def run_levels(

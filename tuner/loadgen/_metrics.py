@@ -25,6 +25,7 @@ class LevelMetrics:
     ``emulated`` is True when the server published a time scale K != 1 and every figure was
     converted through :class:`tuner.timescale.TimeScale`; ``time_scale`` holds that K.
     ``stop_reason`` is None when the level ran to its end, else why it ended early.
+    ``request_rate`` is set on open-loop levels, with ``achieved_request_rate``.
     """
 
     concurrency: int
@@ -58,6 +59,11 @@ class LevelMetrics:
     emulated: bool = False
     time_scale: float = 1.0
     errors: tuple[str, ...] = ()
+    # Open-loop levels: the request rate asked (per host second) and the one the client achieved.
+    request_rate: float | None = None
+    achieved_request_rate: float | None = None
+    # True when some input token counts are the client's estimates (text the server did not count).
+    input_tokens_estimated: bool = False
 
     @property
     def failed_fraction(self) -> float:

@@ -74,6 +74,7 @@ class RequestLog:
         self.event_counts: list[list[int | None]] = [[] for _ in range(size)]
         self.output_tokens = [0] * size
         self.input_tokens = [0] * size
+        self.client_counted_inputs = 0  # completed requests whose prompt the server did not count
 
     def indices(self, status: int) -> list[int]:
         """The requests with this status (``COMPLETED``, ``FAILED`` or ``NOT_RUN``)."""
@@ -178,7 +179,9 @@ async def stream_request(
                 f"server counted {total} output tokens but streamed {len(times)} events of text"
             )
         log.output_tokens[index] = total
-        log.input_tokens[index] = _prompt_tokens(last_event) or prompt_len
+        server_prompt = _prompt_tokens(last_event)
+        log.input_tokens[index] = server_prompt or prompt_len
+        log.client_counted_inputs += server_prompt is None
         log.status[index] = COMPLETED
         return True, None, False
     except RequestFailed as exc:

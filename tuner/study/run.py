@@ -32,6 +32,7 @@ from tuner.study.preflight import (
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, make_sampler, open_storage
+from tuner.study.traffic import request_source
 from tuner.study.target import Target
 from tuner.study.warm_start import warm_start
 
@@ -127,6 +128,9 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
+    requests = request_source(space.workload_for(options.emulate), space.path)  # a bad file: exit 2 here
+    if requests is not None:
+        console.print(f"traffic: {requests.describe()}", highlight=False)
     study = open_study(space, target, options)
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
@@ -153,6 +157,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             local_runs_dir=local_runs_dir(options.storage, options.study_name),
             emulate=options.emulate,
             engine_version=read_engine_version(target),
+            requests=requests,
         )
         feasibility = FeasibilityCheck.from_study(study, space) if options.feasibility else None
         summary = optimize_study(
