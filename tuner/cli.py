@@ -91,6 +91,9 @@ def optimize(
 
     space = _load(space_path)
     make_sampler(sampler, seed)  # validate before any host work
+    from tuner.study.traffic import request_source
+
+    requests = request_source(space.workload_for(emulate), space.path)  # a bad dataset: exit 2 here
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.dry_run import print_dry_run
@@ -103,6 +106,7 @@ def optimize(
             trials=trials, storage=url, study_name=name, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
+            requests=requests,
         )
         run_optimize(space, target, options, _console())
     finally:

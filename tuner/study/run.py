@@ -54,6 +54,7 @@ class OptimizeOptions:
     heartbeat_s: int | None = None
     warm_start: str | None = None
     feasibility: bool = True
+    requests: Any = None  # the workload's request source, made by the caller (read once)
 
 
 def patch_manager(space: Any, target: Target) -> PatchManager:
@@ -128,7 +129,7 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
-    requests = request_source(space.workload_for(options.emulate), space.path)  # a bad file: exit 2 here
+    requests = options.requests or request_source(space.workload_for(options.emulate), space.path)
     if requests is not None:
         console.print(f"traffic: {requests.describe()}", highlight=False)
     study = open_study(space, target, options)
