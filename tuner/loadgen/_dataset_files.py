@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ __all__ = ["CHARS_PER_TOKEN", "FileSample", "TextRequest", "estimate_tokens", "r
 # Without the model's tokenizer, a text's token count is estimated from its length (English text
 # averages about four characters a token); the server's own count replaces it where it gives one.
 CHARS_PER_TOKEN = 4
-_CHUNK = 1 << 20
+_CHUNK = 4 << 20
 _DECODER = json.JSONDecoder()
 
 
@@ -58,37 +58,41 @@ class FileSample:
     skipped: int
 
 
-def _fail(path: Path, line: int, what: str, fix: str) -> ConfigError:
-    return ConfigError(f"{path}:{line}: {what}; fix: {fix}")
+def _fail(path: Path, line: int | Callable[[], int], what: str, fix: str) -> ConfigError:
+    return ConfigError(f"{path}:{line() if callable(line) else line}: {what}; fix: {fix}")
 
 
-def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line, item)`` for each item of the JSON array that the file holds, read in chunks."""
+def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
+    """``(line, item)`` for each item of the JSON array that the file holds, read in chunks;
+    ``line()`` gives the item's line (counted only when asked: an error names it)."""
     with path.open("r", encoding="utf-8", errors="strict") as handle:
-        buffer, position, line, eof = "", 0, 1, False
+        buffer, position, lines_before, eof = "", 0, 1, False  # lines_before: of the buffer's start
 
         def more() -> bool:
-            nonlocal buffer, position, eof
+            nonlocal buffer, position, eof, lines_before
             chunk = handle.read(_CHUNK)
             if not chunk:
                 eof = True
                 return False
+            lines_before += buffer.count("\n", 0, position)
             buffer = buffer[position:] + chunk
             position = 0
             return True
 
+        def line_at(at: int) -> int:
+            return lines_before + buffer.count("\n", 0, at)
+
         def skip_space() -> None:
-            nonlocal position, line
+            nonlocal position
             while True:
                 while position < len(buffer) and buffer[position] in " \t\r\n":
-                    line += buffer[position] == "\n"
                     position += 1
                 if position < len(buffer) or not more():
                     return
 
         skip_space()
         if position >= len(buffer) or buffer[position] != "[":
-            raise _fail(path, line, "not a JSON array of conversations", 'start the file with "["')
+            raise _fail(path, line_at(position), "not a JSON array of conversations", 'start the file with "["')
         position += 1
         first = True
         while True:
@@ -97,7 +101,7 @@ def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
                 return
             if not first:
                 if position >= len(buffer) or buffer[position] != ",":
-                    raise _fail(path, line, "expected ',' or ']' between conversations",
+                    raise _fail(path, line_at(position), "expected ',' or ']' between conversations",
                                 "the file must be one JSON array")
                 position += 1
                 skip_space()
@@ -108,12 +112,10 @@ def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
                     break
                 except json.JSONDecodeError as exc:
                     if eof or not more():
-                        at = line + buffer.count("\n", position, exc.pos)
-                        raise _fail(path, at, f"not valid JSON ({exc.msg})",
+                        raise _fail(path, line_at(exc.pos), f"not valid JSON ({exc.msg})",
                                     "repair the file or export it again") from None
-            line += buffer.count("\n", position, end)
-            position = end
-            yield line, item
+            start, position = position, end
+            yield (lambda at=start: line_at(at)), item
 
 
 def _jsonl_items(path: Path) -> Iterator[tuple[int, Any]]:
@@ -128,7 +130,7 @@ def _jsonl_items(path: Path) -> Iterator[tuple[int, Any]]:
                             'write one object a line, e.g. {"prompt": "...", "output_len": 128}') from None
 
 
-def _sharegpt_request(line: int, item: Any, path: Path) -> TextRequest | None:
+def _sharegpt_request(line: int | Callable[[], int], item: Any, path: Path) -> TextRequest | None:
     """The first human turn and the reply after it; None for a conversation without them."""
     if not isinstance(item, dict):
         raise _fail(path, line, f"a conversation is a JSON object, not {type(item).__name__}",

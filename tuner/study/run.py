@@ -136,6 +136,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
+    progress.goodput = space.objective.metric == "goodput"
     try:
         restored = patches.revert_all()
         if restored:
