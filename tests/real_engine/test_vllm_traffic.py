@@ -1,6 +1,6 @@
 """The user's traffic on a real engine: vLLM on this machine's CPU (tiny random-weight Llama).
 
-Random tokens hide what a prefix cache does; a shared-prefix workload (2 system prompts of 1,900
+Random tokens hide what a prefix cache does; a shared-prefix workload (2 system prompts of 1,000
 tokens, each request its own 16-token suffix) shows it: the tuner measures vLLM with prefix
 caching off (the baseline) and on, and caching on must serve clearly more tokens per second. A
 goodput study (highest request rate within a p99 TTFT limit) runs on the same engine.
@@ -22,7 +22,7 @@ from tuner.study.storage import open_storage
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
-SHARED_PREFIX = {"kind": "shared_prefix", "groups": 2, "prefix_len": 1900, "suffix_len": 16}
+SHARED_PREFIX = {"kind": "shared_prefix", "groups": 2, "prefix_len": 1000, "suffix_len": 16}
 
 
 def _space(tmp_path: Path, model: Path, workload: dict[str, Any], objective: dict[str, Any]) -> Path:
@@ -32,6 +32,7 @@ def _space(tmp_path: Path, model: Path, workload: dict[str, Any], objective: dic
     document["server"]["env"]["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
     document["host"]["run_root"] = str(tmp_path / "runs")
     document["timeouts"]["ready_s"] = 600  # vLLM took over 240 s to start at load average 13
+    document["timeouts"]["level_s"] = 600  # 1,016-token prefills took seconds each at that load
     document["baseline"] = {**document["baseline"], "max_num_seqs": 8, "prefix_caching": False}
     document["workload"].update(workload)
     document["objective"] = objective
@@ -46,8 +47,8 @@ def _trials(tmp_path: Path) -> list[optuna.trial.FrozenTrial]:
 
 
 def test_prefix_caching_pays_under_a_shared_prefix_workload(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
-    workload = {"dataset": SHARED_PREFIX, "levels": [8], "output_len": 4, "requests_per_level": 96,
-                "warmup": 4}
+    workload = {"dataset": SHARED_PREFIX, "levels": [8], "output_len": 4, "requests_per_level": 40,
+                "warmup": 2}
     space = _space(tmp_path, tiny_model, workload, {"metric": "total_throughput"})
     _tuner("enqueue", str(space), "--set", "prefix_caching=true", cwd=tmp_path, timeout=120)
     _tuner("optimize", str(space), "--trials", "2", "--seed", "3", cwd=tmp_path, timeout=1200)
@@ -61,15 +62,15 @@ def test_prefix_caching_pays_under_a_shared_prefix_workload(tiny_model: Path, tm
         assert "--no-enable-prefix-caching" in trial.user_attrs["command_line"] or \
             "--enable-prefix-caching" in trial.user_attrs["command_line"]
         level = trial.user_attrs["levels"][0]
-        assert level["input_tokens"] >= 96 * 1916 and not level["input_tokens_estimated"]  # vLLM counted
+        assert level["input_tokens"] >= 40 * 1016 and not level["input_tokens_estimated"]  # vLLM counted
 
 
 def test_a_goodput_study_on_vllm(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     workload = {"dataset": SHARED_PREFIX, "levels": [8], "output_len": 8, "warmup": 2,
                 "requests_per_level": {"per_concurrency": 1, "min": 16}, "rate_level_s": 8,
                 "max_concurrency": 64, "arrival": "poisson"}
-    objective = {"metric": "goodput", "slo": {"p99_ttft_ms": 1500},
-                 "goodput": {"start_rate": 2, "max_levels": 3}}
+    objective = {"metric": "goodput", "slo": {"p99_ttft_ms": 5000},
+                 "goodput": {"start_rate": 1, "max_levels": 3}}
     space = _space(tmp_path, tiny_model, workload, objective)
     _tuner("enqueue", str(space), "--set", "prefix_caching=true", cwd=tmp_path, timeout=120)
     done = _tuner("optimize", str(space), "--trials", "2", "--seed", "3", cwd=tmp_path, timeout=1200)
