@@ -240,6 +240,9 @@ def validate(
     from tuner.study.validate import DEFAULT_SOAK_S, validate_study
 
     space = _load(space_path)
+    if space.objective.metric == "goodput":
+        raise ConfigError(f"{space_path}: objective.metric goodput: validate soaks at a concurrency, "
+                          "not yet at a request rate; fix: compare goodput trials with `tuner trials`")
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
