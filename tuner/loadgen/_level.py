@@ -1,7 +1,8 @@
 """Closed-loop load levels: :func:`run_level` and the synchronous :func:`run_levels`.
 
-A level keeps ``concurrency`` requests in flight (or starts them at Poisson arrival times when a
-request rate is set) until ``num_requests`` have been sent. It ends early, at once, when:
+A level keeps ``concurrency`` requests in flight (or starts them at a request rate's arrival
+times, Poisson or constant: an open loop) until ``num_requests`` have been sent. It ends early,
+at once, when:
 
 - ``stop_check()`` returns a reason (polled about every 100 ms in a worker thread, so a slow
   check never stalls the clock of the streams);
@@ -22,7 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 import aiohttp
-import numpy as np
 
 from tuner.errors import TunerError
 from tuner.loadgen._aggregate import aggregate
@@ -30,7 +30,8 @@ from tuner.loadgen._apis import ApiFormat, api_format
 from tuner.loadgen._health import ADVICE, ClientHealth, HealthWatch, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
-from tuner.loadgen._prompts import make_prompts
+from tuner.loadgen._datasets import level_requests
+from tuner.loadgen._open_loop import arrival_times, with_rates
 from tuner.loadgen._server import (
     emulator_clock,
     emulator_lag,
@@ -59,12 +60,13 @@ def _bodies(
     seed: list[int],
     output_len: int,
     model: str | None,
-) -> tuple[list[bytes], list[int]]:
-    """Request bodies, serialized before the level starts, and prompt lengths (0 for text)."""
-    prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
-    bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
-    lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
-    return bodies, lengths
+) -> tuple[list[bytes], list[int], bool]:
+    """Request bodies, serialized before the level starts, prompt lengths (estimates for text),
+    and whether those lengths are estimates."""
+    picked = level_requests(spec.dataset, count, spec.input_len, output_len, seed, fmt.name)
+    bodies = [json.dumps(fmt.body(p, n, model, True)).encode()
+              for p, n in zip(picked.prompts, picked.output_lens)]
+    return bodies, picked.prompt_lens, picked.estimated
 
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
@@ -93,7 +95,7 @@ async def _warm_up(
     if not spec.warmup:
         return None
     output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
+    bodies, lengths, _ = _bodies(fmt, spec, spec.warmup, [spec.seed, 1], output_len, model)
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
@@ -112,6 +114,7 @@ class ShareResult:
     errors: list[str]
     health: ClientHealth | None
     scale: TimeScale
+    estimated: bool = False  # prompt lengths are the client's estimates (text prompts)
 
 
 def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple[float, float]:
@@ -175,7 +178,7 @@ async def measure_share(
         failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check)
         if failed_warm_up:
             return f"warm-up failed: {failed_warm_up}"
-        bodies, lengths = _bodies(
+        bodies, lengths, estimated = _bodies(
             fmt, spec, spec.num_requests, [spec.seed, 0], spec.output_len, model
         )
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
@@ -193,12 +196,10 @@ async def measure_share(
         # On an emulated server the limit holds on its virtual clock; the wall clock only
         # catches a server that stopped answering, with room for a machine busy with other work.
         deadline = started + (budget * WALL_ROOM if stamped else budget)
-        arrivals = None
-        if spec.request_rate is not None:
-            gaps = np.random.default_rng([spec.seed, 2, worker]).exponential(
-                scale.to_server(workers / spec.request_rate), size=len(bodies)
-            )
-            arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
+        # An open loop: this share's requests at their times in the whole level's schedule.
+        arrivals = arrival_times(spec, started, scale)
+        if arrivals is not None:
+            arrivals = [arrivals[i] for i in indices]
         ended = await run_phase(
             session,
             url,
@@ -225,7 +226,7 @@ async def measure_share(
         emulator_lag_s=lag,
     )
     return ShareResult(
-        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale
+        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale, estimated
     )
 
 
@@ -249,6 +250,7 @@ def level_metrics(
         stop_reason=result.stop_reason,
         errors=result.errors,
     )
+    metrics = with_rates(metrics, spec, result.log, scale, result.estimated)
     if health is None:
         return metrics
     if spec.request_rate is None:  # a closed loop: a slot's idle time is the client's
