@@ -57,10 +57,7 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
         stable = stable and clean
         if not clean or level.get("measurement_bound"):
             continue
-        slo = objective.slo
-        if slo.p99_ttft_ms is not None and level["p99_ttft_ms"] > slo.p99_ttft_ms:
-            continue
-        if slo.median_tpot_ms is not None and level["median_tpot_ms"] > slo.median_tpot_ms:
+        if objective.slo.unmet(level):  # p99 TTFT, median or p99 TPOT
             continue
         if best is None or level[objective.metric] > best[objective.metric]:
             best = level
