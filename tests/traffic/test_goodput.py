@@ -92,3 +92,102 @@ def test_new_fields_at_their_defaults_keep_old_studies_resumable(tmp_path: Path)
     document["workload"]["dataset"] = {"kind": "random", "range_ratio": 0.5}
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     assert load_space(path).fingerprint() != before
+
+
+# -- the rate search in a trial, where the client may measure itself ----------------------------
+
+class _Session:
+    """The running server's side of a trial as the search uses it (no server crashes here)."""
+
+    base_url = "http://127.0.0.1:1"
+    phase = ""
+
+    def wait_for_failure(self, seconds: float) -> None:
+        return None
+
+    def log_excerpt(self) -> str:
+        return ""
+
+
+class _Runner:
+    """A trial runner whose one level measurement (``_run_level``, the hook the search
+    benchmark's model host also replaces) serves the SLO up to ``capacity`` req/s, and whose
+    client measures itself from ``client_limit`` req/s up."""
+
+    def __init__(self, space, study, capacity: float, client_limit: float) -> None:  # noqa: ANN001
+        from tuner.timescale import TimeScale
+
+        self.space, self.study, self.requests = space, study, None
+        self.target = type("Target", (), {"time_scale": TimeScale()})()
+        self.capacity, self.client_limit = capacity, client_limit
+        self.on_phase = lambda text: None
+        self.on_level = lambda metrics, k, n: None
+
+    def _api(self) -> str:
+        return "sglang"
+
+    def _run_level(self, session, spec):  # noqa: ANN001, ANN202
+        from tuner.loadgen import LevelMetrics
+
+        rate = spec.request_rate
+        bound = "client CPU busy 99%: use --client-workers N" if rate >= self.client_limit else None
+        ttft = 300.0 if rate <= self.capacity else 5000.0
+        return LevelMetrics(
+            concurrency=spec.concurrency, num_requests=spec.num_requests, completed=spec.num_requests,
+            failed=0, duration_s=60.0, input_tokens=0, output_tokens=0, output_throughput=100.0 * rate,
+            total_throughput=100.0 * rate, request_throughput=rate, p99_ttft_ms=ttft,
+            median_tpot_ms=20.0, p99_tpot_ms=30.0, request_rate=rate, achieved_request_rate=rate,
+            measurement_bound=bound,
+        ), None
+
+
+def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float | None):  # noqa: ANN202
+    import optuna
+
+    from tuner.study import attrs
+    from tuner.study.goodput import measure_goodput
+
+    path = tmp_path / "g.yaml"
+    document = _objective(p99_ttft_ms=1000)
+    document["objective"]["goodput"] = {"start_rate": 1, "max_rate": 64, "max_levels": 6}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    space = load_space(path)
+    study = optuna.create_study(direction="maximize")
+    if baseline is not None:
+        study.add_trial(optuna.trial.create_trial(value=baseline, user_attrs={attrs.IS_BASELINE: True}))
+    trial = study.ask()
+    runner = _Runner(space, study, capacity, client_limit)
+    return lambda: measure_goodput(runner, trial, _Session(), space.workload_for(False)), trial
+
+
+def test_a_measurement_bound_level_misses_its_rate_but_never_prunes(tmp_path: Path) -> None:
+    import optuna
+
+    from tuner.errors import ServerFailure
+
+    # The server would serve 20 req/s, the client measures itself from 6: the baseline rule's
+    # first level (8 x 0.9 = 7.2) is the client's, so the trial is not pruned as slow ...
+    run, trial = _trial(tmp_path, capacity=20, client_limit=6, baseline=8.0)
+    with pytest.raises(ServerFailure) as failed:
+        run()
+    assert failed.value.reason == "measurement-bound"
+    levels = trial.user_attrs["levels"]
+    assert [lv["request_rate"] for lv in levels] == [pytest.approx(7.2)]
+    assert levels[0]["slo_miss"].startswith("measurement-bound: client CPU busy")
+    # ... while a server that misses the SLO there is pruned after that one level.
+    run, _ = _trial(tmp_path, capacity=5, client_limit=100, baseline=8.0)
+    with pytest.raises(optuna.TrialPruned, match="goodput below 7.2 req/s"):
+        run()
+    # Without a baseline, the goodput found below the client's limit stands, with a note.
+    run, trial = _trial(tmp_path, capacity=20, client_limit=6, baseline=None)
+    assert run() == [5.0]  # 1, 2, 4 met; 8 and 6 the client's; 5 met
+    assert trial.user_attrs["note"] == "goodput capped by the client: measurement-bound at 6 req/s"
+
+
+def test_the_strategies_see_a_goodput_trial_s_levels_as_the_rate_it_met() -> None:
+    from tuner.study.view import clean_levels
+
+    levels = [_level(concurrency=512, request_rate=r, meets_slo=met)
+              for r, met in ((1.0, True), (2.0, True), (4.0, False), (3.0, True))]
+    assert clean_levels(levels, "goodput", 0.01) == {512: 3.0}
+    assert clean_levels([_level(concurrency=512, meets_slo=False)], "goodput", 0.01) == {}
