@@ -48,6 +48,7 @@ StopCheck = Callable[[], str | None]
 
 WARMUP_OUTPUT_LEN = 16
 LEVEL_HEADER = "X-Tuner-Level"  # a closed-loop level declared to an emulated server
+OPEN_LOOP = "open"  # ... or an open-loop one (its requests come at their arrival times)
 WALL_ROOM = 4.0  # an emulated level's wall-clock limit, in multiples of its virtual one
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
@@ -147,7 +148,9 @@ async def measure_share(
 
     To an emulated server a closed-loop level is declared on every request (``X-Tuner-Level:
     <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
-    its virtual clock waits for the requests an ideal client would send at once.
+    its virtual clock waits for the requests an ideal client would send at once; an open-loop
+    level is declared ``<level_id> open``, so that its requests arrive at their own times on a
+    running virtual clock (no burst gathered, no refill waited for).
     """
     fmt = api_format(api)
     base = base_url.rstrip("/")
@@ -184,9 +187,10 @@ async def measure_share(
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
         headers = JSON_HEADERS
-        if stamped and spec.request_rate is None:
-            declared = f"{level_id or uuid.uuid4().hex} {spec.concurrency} {spec.num_requests}"
-            headers = {**JSON_HEADERS, LEVEL_HEADER: declared}
+        if stamped:  # a closed loop's size, or an open loop (its arrivals are its own)
+            shape = (f"{spec.concurrency} {spec.num_requests}" if spec.request_rate is None
+                     else OPEN_LOOP)
+            headers = {**JSON_HEADERS, LEVEL_HEADER: f"{level_id or uuid.uuid4().hex} {shape}"}
         if gate is not None:
             await gate()
         watch = HealthWatch()
