@@ -1,5 +1,5 @@
 """An open-loop level on the emulator: its requests arrive at their own times on the running
-virtual clock, so the level records the rate asked, and a light load is served as a light load
+virtual clock, so the level records the rate asked and lasts as long as its schedule
 (the emulator gathered them as a closed loop's burst, at one virtual instant, before: no rate
 achieved could be read from their stamps)."""
 
