@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from tuner.emulator import predict_throughput  # noqa: E402
 from tuner.emulator.cli_args import parse_server_args  # noqa: E402
 from tuner.space import load_space  # noqa: E402
+from tuner.study.storage import default_storage_url, open_storage  # noqa: E402
 
 TOLERANCE = 0.10
 
@@ -76,7 +77,7 @@ def report(space_path: Path, workdir: Path) -> dict[str, Any]:
     """Print the per-level comparison and the summary of the study in ``workdir``."""
     space = load_space(space_path)
     workload = space.workload_for(True)
-    storage = f"sqlite:///{workdir / 'studies' / (space_path.stem + '-emulated.db')}"
+    storage = open_storage(default_storage_url(space_path, True, workdir / "studies"))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=space.name, storage=storage)
     ratios: list[float] = []

@@ -98,6 +98,9 @@ def optimize(
 
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
+    from tuner.study.traffic import request_source
+
+    requests = request_source(space.workload_for(emulate), space.path)  # a bad dataset: exit 2 here
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.dry_run import print_dry_run
@@ -111,6 +114,7 @@ def optimize(
             trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
+            requests=requests,
         )
         run_optimize(space, target, options, _console())
     finally:
@@ -244,6 +248,9 @@ def validate(
     from tuner.study.validate import DEFAULT_SOAK_S, validate_study
 
     space = _load(space_path)
+    if space.objective.metric == "goodput":
+        raise ConfigError(f"{space_path}: objective.metric goodput: validate soaks at a concurrency, "
+                          "not yet at a request rate; fix: compare goodput trials with `tuner trials`")
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
@@ -271,8 +278,11 @@ def dashboard(
 
     space = _load(space_path)
     url, _ = storage_and_name(space, storage, None, emulate)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        raise ConfigError(f"no study database at {url.removeprefix('sqlite:///')}; fix: run `tuner optimize` first")
+    from tuner.study.storage import storage_file
+
+    path = storage_file(url)
+    if path is not None and not path.is_file():
+        raise ConfigError(f"no study database at {path}; fix: run `tuner optimize` first")
     program = shutil.which("optuna-dashboard")
     if program is None:
         raise ConfigError("optuna-dashboard is not installed; fix: pip install optuna-dashboard")

@@ -102,12 +102,15 @@ def bench(
     output_len: Annotated[int, typer.Option(min=1, help="Output tokens per request.")] = 256,
     api: Annotated[str, typer.Option(help="Request format: " + ", ".join(APIS) + ".")] = "sglang",
     request_rate: Annotated[
-        float | None, typer.Option(help="Requests/s (Poisson); default: closed loop.")
+        float | None, typer.Option(help="Requests/s (open loop, capped by the concurrency); default: closed loop.")
     ] = None,
+    arrival: Annotated[str, typer.Option(help="Arrivals at a request rate: poisson or constant.")] = "poisson",
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests before each level.")] = 1,
     time_limit: Annotated[float, typer.Option(help="Seconds a level may last at most.")] = 600.0,
     dataset: Annotated[
-        str | None, typer.Option(help="ShareGPT-style JSON file to take prompts from.")
+        str | None,
+        typer.Option(help="Dataset file, by its content: ShareGPT JSON, or JSONL of "
+                     '{"prompt", "output_len"} or of chat {"messages"}.'),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of prompts and arrival times.")] = 0,
     json_output: Annotated[
@@ -120,6 +123,12 @@ def bench(
     if api not in APIS:
         raise typer.BadParameter(f"{api!r} is not one of {', '.join(APIS)}", param_hint="'--api'")
     try:
+        source = None
+        if dataset is not None:
+            from tuner.loadgen import load_file_pool
+
+            source = load_file_pool(dataset, default_output_len=output_len)  # read once, streamed
+            typer.echo(f"dataset: {source.describe()}", err=True)
         specs = [
             LevelSpec(
                 concurrency=level,
@@ -128,16 +137,13 @@ def bench(
                 output_len=output_len,
                 time_limit_s=time_limit,
                 request_rate=request_rate,
+                arrival=arrival,
                 warmup=warmup,
                 seed=seed,
-                dataset=dataset,
+                dataset=source,
             )
             for level in levels
         ]
-        if dataset is not None:
-            from tuner.loadgen import load_sharegpt
-
-            load_sharegpt(dataset)
     except ConfigError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     try:
@@ -149,9 +155,12 @@ def bench(
 
     def report(level: LevelMetrics) -> None:
         if not json_output:
+            rate = (f", {level.achieved_request_rate:,.2f} req/s sent of {level.request_rate:g} asked"
+                    if level.achieved_request_rate is not None else "")
             console.print(
                 f"concurrency {level.concurrency}: {level.output_throughput:,.1f} output tok/s, "
-                f"{level.completed} done, {level.failed} failed"
+                f"{level.completed} done, {level.failed} failed{rate}"
+                + (" (input tokens estimated)" if level.input_tokens_estimated else "")
             )
             if level.measurement_bound:
                 console.print(f"  measurement-bound: {level.measurement_bound}")

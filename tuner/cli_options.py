@@ -29,7 +29,9 @@ SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_s
 StorageOpt = Annotated[
     str | None,
     typer.Option(
-        "--storage", help="Optuna storage URL (default sqlite:///studies/<stem>[-emulated].db)"
+        "--storage",
+        help="study file (Optuna journal) or database URL, sqlite:///... or postgresql://... "
+        "(default studies/<stem>[-emulated].db, a journal file)",
     ),
 ]
 StudyOpt = Annotated[
@@ -62,7 +64,16 @@ PortOpt = Annotated[int | None, typer.Option("--port", help="server port (defaul
 def storage_and_name(
     space: Any, storage: str | None, study_name: str | None, emulate: bool
 ) -> tuple[str, str]:
-    """The storage URL and study name a command reads: given ones, else the space's defaults."""
-    from tuner.study.storage import default_storage_url
+    """The storage URL and study name a command reads: given ones, else the space's defaults.
 
-    return storage or default_storage_url(space.path, emulate), study_name or space.name
+    An SQLite study at a bare path (the earlier default format) is read as ``sqlite:///``, with a
+    one-line note on stderr.
+    """
+    import sys
+
+    from tuner.study.storage import default_storage_url, resolve_storage
+
+    url, note = resolve_storage(storage or default_storage_url(space.path, emulate))
+    if note:
+        print(f"tuner: {note}", file=sys.stderr)
+    return url, study_name or space.name

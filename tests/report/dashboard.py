@@ -49,8 +49,10 @@ def attrs_of(document: dict[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def running_dashboard(storage_url: str, log: Path, timeout: float = 30.0) -> Iterator[Dashboard]:
-    """Start ``optuna-dashboard STORAGE --host 127.0.0.1 --port P``; stop it on exit."""
+def running_dashboard(
+    storage_url: str, log: Path, timeout: float = 30.0, cwd: Path | None = None
+) -> Iterator[Dashboard]:
+    """Start ``optuna-dashboard STORAGE --host 127.0.0.1 --port P`` (in ``cwd``); stop it on exit."""
     executable = shutil.which("optuna-dashboard")
     assert executable, "optuna-dashboard is not installed (pip install optuna-dashboard)"
     port = free_port()
@@ -61,6 +63,7 @@ def running_dashboard(storage_url: str, log: Path, timeout: float = 30.0) -> Ite
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            cwd=cwd,
         )
     try:
         dashboard = Dashboard(port)

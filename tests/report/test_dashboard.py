@@ -18,7 +18,9 @@ def check_dashboard_shows_study(storage_url: str, study_name: str, log: Path) ->
     """Assert that the study's attributes, reasons and per-level figures read back in full."""
     import optuna
 
-    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    from tuner.study.storage import open_storage
+
+    study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
     with running_dashboard(storage_url, log) as dashboard:
         listed = {s["study_name"]: s for s in dashboard.get("/api/studies")["study_summaries"]}
         assert attrs_of(listed[study_name])["emulated"] == str(study.user_attrs["emulated"])

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-import optuna
 import pytest
 
 from tests.report.browser import inspect_page
@@ -108,7 +107,7 @@ def test_trials_json_of_an_emulated_study(emulated) -> None:
     result = _tuner(emulated, "trials", str(emulated.path), "--emulate", "--json")
     assert result.returncode == 0, result.stderr
     rows = {r["number"]: r for r in json.loads(result.stdout)}
-    study = optuna.load_study(study_name=emulated.name, storage=emulated.storage)
+    study = emulated.study()
     assert sorted(rows) == [t.number for t in study.trials] and len(rows) >= TRIALS
     assert rows[0]["is_baseline"] is True
     for trial in study.trials:

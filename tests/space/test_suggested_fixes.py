@@ -62,6 +62,15 @@ CASES: list[tuple[str, Callable[[Doc], Any], Callable[[Doc], Any]]] = [
     ("kind:",
      lambda d: without(params(d)["attention_backend"], "kind"),
      lambda d: params(d)["attention_backend"].update(kind="categorical")),
+    ("dataset: data/sharegpt.json",  # a file dataset without its path
+     lambda d: d["workload"].update(dataset={"sample": 100}),
+     lambda d: d["workload"].update(yaml.safe_load("dataset: data/sharegpt.json"))),
+    ("dataset: {kind: random}",
+     lambda d: d["workload"].update(dataset={"sample": 100}),
+     lambda d: d["workload"].update(yaml.safe_load("dataset: {kind: random}"))),
+    ("kind: file",  # a path given to a generated dataset
+     lambda d: d["workload"].update(dataset={"kind": "random", "path": "data/sharegpt.json"}),
+     lambda d: d["workload"]["dataset"].update(yaml.safe_load("kind: file"))),
     ("key: value",  # a section given as a list
      lambda d: d.update(timeouts=[600]),
      lambda d: d.update(yaml.safe_load("timeouts: {start_s: 600}"))),

@@ -51,7 +51,7 @@ class EmulatedStudy:
         self.path = tmp_path / f"{name}.yaml"
         self.path.write_text(yaml.safe_dump(document, sort_keys=False))
         self.db = tmp_path / "studies" / f"{name}-emulated.db"
-        self.storage = f"sqlite:///{self.db}"
+        self.storage = str(self.db)  # the default: an Optuna journal file
         self.port = free_port()
         self.name = name
 
@@ -78,7 +78,9 @@ class EmulatedStudy:
     def study(self):  # noqa: ANN201
         import optuna
 
-        return optuna.load_study(study_name=self.name, storage=self.storage)
+        from tuner.study.storage import open_storage
+
+        return optuna.load_study(study_name=self.name, storage=open_storage(self.storage))
 
 
 @pytest.fixture

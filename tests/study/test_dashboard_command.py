@@ -9,9 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.report.dashboard import Dashboard, attrs_of
+from tests.report.dashboard import Dashboard, attrs_of, running_dashboard
 from tests.report.study_factory import make_study
 from tests.study.conftest import GLM5
+from tests.study.test_optimize_emulated import SMALL
 from tests.support.sshd import free_port
 
 
@@ -42,3 +43,33 @@ def test_dashboard_without_a_study_is_a_one_line_error(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no study database" in done.stderr
+
+
+def test_optuna_dashboard_opens_the_tuner_s_studies_as_typed(emulated_study) -> None:
+    """`optuna-dashboard studies/glm5.db` and `... studies/glm5-emulated.db`, typed as the user
+    types them in the folder the tuner ran in, open the studies the tuner wrote there."""
+    run = emulated_study(name="glm5", workload__emulated=SMALL)
+    run.optimize(1)  # the baseline, on the emulated host: studies/glm5-emulated.db
+    run.run("enqueue", str(run.path), "--set=radix_cache=false")  # studies/glm5.db, no host time
+    assert sorted(p.name for p in (run.dir / "studies").glob("*.db")) == ["glm5-emulated.db", "glm5.db"]
+    with running_dashboard("studies/glm5-emulated.db", run.dir / "dash-emulated.log", cwd=run.dir) as dash:
+        emulated = dash.study("glm5")
+    assert attrs_of(emulated)["emulated"] == "True"
+    baseline = {t["number"]: t for t in emulated["trials"]}[0]
+    assert baseline["state"] == "Complete"
+    assert baseline["values"] == [run.study().trials[0].value]
+    with running_dashboard("studies/glm5.db", run.dir / "dash-real.log", cwd=run.dir) as dash:
+        queued = dash.study("glm5")
+    states = sorted(t["state"] for t in queued["trials"])
+    assert states == ["Waiting", "Waiting"]  # the baseline and the configuration enqueued by hand
+
+
+def test_an_sqlite_study_at_the_old_default_path_is_read_with_a_note(tmp_path: Path) -> None:
+    (tmp_path / "studies").mkdir()
+    make_study(f"sqlite:///{tmp_path / 'studies' / 'glm5-emulated.db'}", study_name="glm5")
+    done = subprocess.run([sys.executable, "-m", "tuner", "best", str(GLM5), "--emulate", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert '"trial"' in done.stdout
+    note = done.stderr.strip().splitlines()
+    assert len(note) == 1 and "SQLite" in note[0] and "sqlite:///studies/glm5-emulated.db" in note[0]

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
-    "DECLARED_MAX_HOLD_S", "DECLARED_QUIET_S", "FIRST_ARRIVAL_S_PER_REQUEST", "DeclaredLevel", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
+    "DECLARED_MAX_HOLD_S", "DECLARED_QUIET_S", "OPEN_LOOP", "open_loop", "FIRST_ARRIVAL_S_PER_REQUEST", "DeclaredLevel", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
 ]
 
 
@@ -109,6 +109,16 @@ class Burst:
         self.last = now
         if self.first is None:
             self.first = now
+
+
+OPEN_LOOP = "open"  # ``X-Tuner-Level: <id> open``: requests sent at their own arrival times
+
+
+def open_loop(header: str | None) -> bool:
+    """Whether the client declared an open-loop level: its requests come at a request rate's
+    arrival times, whatever finishes, so no burst is gathered and no refill waited for."""
+    parts = (header or "").split()
+    return len(parts) == 2 and parts[1] == OPEN_LOOP
 
 
 @dataclass

@@ -163,8 +163,25 @@ class Scheduler:
         self._wake.set()
         return stream
 
+    def _submit_open_loop(self, request: CoreRequest) -> Stream:
+        """A request of a declared open loop: it arrives at its own time on the running virtual
+        clock; no burst is gathered for it and no refill waited for (a burst in progress, the
+        warm-up's, ends)."""
+        if self._burst is not None:
+            self._burst.superseded = True
+            self._burst = None
+        self._level = None
+        self._refills_expected = False
+        if not self.core.busy:
+            self._wake_from_idle()
+        stream = Stream(request, arrived=self.virtual_now())
+        self.streams[request] = stream
+        self.core.submit(request)
+        self._wake.set()
+        return stream
+
     def submit(self, request: CoreRequest, follow_up: bool = False,
-               level: tuple[str, int, int] | None = None) -> Stream:
+               level: tuple[str, int, int] | None = None, open_loop: bool = False) -> Stream:
         """Queue a request; its :class:`Stream` shows its progress.
 
         Args:
@@ -172,7 +189,10 @@ class Scheduler:
             level: ``(id, concurrency, total)`` of the closed loop its client declared
                 (:class:`~tuner.emulator.bursts.DeclaredLevel`); None for other clients,
                 whose bursts are guessed from their arrivals.
+            open_loop: its client declared an open-loop level (requests at a request rate).
         """
+        if open_loop:
+            return self._submit_open_loop(request)
         if level is not None:
             return self._submit_declared(request, level)
         now = time.monotonic()

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from tuner.emulator import api
 from tuner.emulator.batch_core import CoreRequest
-from tuner.emulator.bursts import DeclaredLevel
+from tuner.emulator.bursts import DeclaredLevel, open_loop
 from tuner.emulator.engine_rules import WEIGHTS_GB
 from tuner.emulator.outputs import completion
 from tuner.emulator.perf_model import EngineModel
@@ -198,8 +198,9 @@ class EmulatedServer:
         follow_up = connection is not None and connection in self._generating_connections
         if connection is not None:
             self._generating_connections.add(connection)
-        level = DeclaredLevel.parse(http.headers.get(LEVEL_HEADER))
-        stream = scheduler.submit(core_request, follow_up=follow_up, level=level)
+        declared = http.headers.get(LEVEL_HEADER)
+        stream = scheduler.submit(core_request, follow_up=follow_up,
+                                  level=DeclaredLevel.parse(declared), open_loop=open_loop(declared))
         if not request.stream:
             try:
                 while not stream.finished:

@@ -2,12 +2,21 @@
 
 ``run_level(base_url, LevelSpec(...))`` measures one level and returns :class:`LevelMetrics` on
 the host's time scale; :func:`run_levels` runs several synchronously. :func:`complete` asks for
-one greedy completion (the correctness probe's tool). ``tuner.loadgen.bench_serving`` runs
+one greedy completion (the correctness probe's tool). Requests come from fixed-length random
+tokens or a request source (:mod:`tuner.loadgen._datasets`: dataset files, random lengths,
+shared prefixes); a level is a concurrency (closed loop) or a request rate (open loop). ``tuner.loadgen.bench_serving`` runs
 SGLang's own benchmark instead and reads its output into the same metrics.
 """
 
 from __future__ import annotations
 
+from tuner.loadgen._datasets import (
+    FilePool,
+    RandomLengths,
+    RequestSource,
+    SharedPrefix,
+    load_file_pool,
+)
 from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, load_sharegpt, make_prompts
@@ -22,6 +31,11 @@ from tuner.loadgen._spec import APIS, LevelSpec
 
 __all__ = [
     "APIS",
+    "FilePool",
+    "RandomLengths",
+    "RequestSource",
+    "SharedPrefix",
+    "load_file_pool",
     "PROMPT_TOKEN_RANGE",
     "LevelMetrics",
     "LevelSpec",

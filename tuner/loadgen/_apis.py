@@ -89,10 +89,14 @@ def _openai_body(prompt: Prompt, max_tokens: int, model: str | None, stream: boo
 
 
 def _chat_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool) -> dict:
-    text = prompt if isinstance(prompt, str) else ids_to_words(prompt)
-    body = _openai_body(text, max_tokens, model, stream)
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):  # a dataset's chat
+        messages = prompt
+    else:
+        text = prompt if isinstance(prompt, str) else ids_to_words(prompt)  # type: ignore[arg-type]
+        messages = [{"role": "user", "content": text}]
+    body = _openai_body("", max_tokens, model, stream)
     del body["prompt"]
-    body["messages"] = [{"role": "user", "content": text}]
+    body["messages"] = messages
     return body
 
 

@@ -1,7 +1,8 @@
 """Closed-loop load levels: :func:`run_level` and the synchronous :func:`run_levels`.
 
-A level keeps ``concurrency`` requests in flight (or starts them at Poisson arrival times when a
-request rate is set) until ``num_requests`` have been sent. It ends early, at once, when:
+A level keeps ``concurrency`` requests in flight (or starts them at a request rate's arrival
+times, Poisson or constant: an open loop) until ``num_requests`` have been sent. It ends early,
+at once, when:
 
 - ``stop_check()`` returns a reason (polled about every 100 ms in a worker thread, so a slow
   check never stalls the clock of the streams);
@@ -22,7 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 import aiohttp
-import numpy as np
 
 from tuner.errors import TunerError
 from tuner.loadgen._aggregate import aggregate
@@ -30,7 +30,8 @@ from tuner.loadgen._apis import ApiFormat, api_format
 from tuner.loadgen._health import ADVICE, ClientHealth, HealthWatch, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
-from tuner.loadgen._prompts import make_prompts
+from tuner.loadgen._datasets import level_requests
+from tuner.loadgen._open_loop import arrival_times, with_rates
 from tuner.loadgen._server import (
     emulator_clock,
     emulator_lag,
@@ -47,6 +48,7 @@ StopCheck = Callable[[], str | None]
 
 WARMUP_OUTPUT_LEN = 16
 LEVEL_HEADER = "X-Tuner-Level"  # a closed-loop level declared to an emulated server
+OPEN_LOOP = "open"  # ... or an open-loop one (its requests come at their arrival times)
 WALL_ROOM = 4.0  # an emulated level's wall-clock limit, in multiples of its virtual one
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
@@ -59,12 +61,13 @@ def _bodies(
     seed: list[int],
     output_len: int,
     model: str | None,
-) -> tuple[list[bytes], list[int]]:
-    """Request bodies, serialized before the level starts, and prompt lengths (0 for text)."""
-    prompts = make_prompts(count, spec.input_len, seed, api=fmt.name, dataset=spec.dataset)
-    bodies = [json.dumps(fmt.body(p, output_len, model, True)).encode() for p in prompts]
-    lengths = [len(p) if isinstance(p, list) else 0 for p in prompts]
-    return bodies, lengths
+) -> tuple[list[bytes], list[int], bool]:
+    """Request bodies, serialized before the level starts, prompt lengths (estimates for text),
+    and whether those lengths are estimates."""
+    picked = level_requests(spec.dataset, count, spec.input_len, output_len, seed, fmt.name)
+    bodies = [json.dumps(fmt.body(p, n, model, True)).encode()
+              for p, n in zip(picked.prompts, picked.output_lens)]
+    return bodies, picked.prompt_lens, picked.estimated
 
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
@@ -93,7 +96,7 @@ async def _warm_up(
     if not spec.warmup:
         return None
     output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths = _bodies(
+    bodies, lengths, _ = _bodies(
         fmt, spec, spec.warmup, [spec.seed, 1, spec.concurrency], output_len, model
     )
     concurrency = min(spec.warmup, spec.concurrency)
@@ -114,6 +117,7 @@ class ShareResult:
     errors: list[str]
     health: ClientHealth | None
     scale: TimeScale
+    estimated: bool = False  # prompt lengths are the client's estimates (text prompts)
 
 
 def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple[float, float]:
@@ -146,7 +150,9 @@ async def measure_share(
 
     To an emulated server a closed-loop level is declared on every request (``X-Tuner-Level:
     <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
-    its virtual clock waits for the requests an ideal client would send at once.
+    its virtual clock waits for the requests an ideal client would send at once; an open-loop
+    level is declared ``<level_id> open``, so that its requests arrive at their own times on a
+    running virtual clock (no burst gathered, no refill waited for).
     """
     fmt = api_format(api)
     base = base_url.rstrip("/")
@@ -177,7 +183,7 @@ async def measure_share(
         failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check)
         if failed_warm_up:
             return f"warm-up failed: {failed_warm_up}"
-        bodies, lengths = _bodies(
+        bodies, lengths, estimated = _bodies(
             # Seeded by the level too: a later level must not repeat an earlier one's prompts,
             # which a server's prefix cache would serve without prefilling them.
             fmt, spec, spec.num_requests, [spec.seed, 0, spec.concurrency], spec.output_len, model
@@ -185,9 +191,10 @@ async def measure_share(
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
         headers = JSON_HEADERS
-        if stamped and spec.request_rate is None:
-            declared = f"{level_id or uuid.uuid4().hex} {spec.concurrency} {spec.num_requests}"
-            headers = {**JSON_HEADERS, LEVEL_HEADER: declared}
+        if stamped:  # a closed loop's size, or an open loop (its arrivals are its own)
+            shape = (f"{spec.concurrency} {spec.num_requests}" if spec.request_rate is None
+                     else OPEN_LOOP)
+            headers = {**JSON_HEADERS, LEVEL_HEADER: f"{level_id or uuid.uuid4().hex} {shape}"}
         if gate is not None:
             await gate()
         watch = HealthWatch()
@@ -197,12 +204,10 @@ async def measure_share(
         # On an emulated server the limit holds on its virtual clock; the wall clock only
         # catches a server that stopped answering, with room for a machine busy with other work.
         deadline = started + (budget * WALL_ROOM if stamped else budget)
-        arrivals = None
-        if spec.request_rate is not None:
-            gaps = np.random.default_rng([spec.seed, 2, worker]).exponential(
-                scale.to_server(workers / spec.request_rate), size=len(bodies)
-            )
-            arrivals = (started + np.cumsum(gaps) - gaps[0]).tolist()
+        # An open loop: this share's requests at their times in the whole level's schedule.
+        arrivals = arrival_times(spec, started, scale)
+        if arrivals is not None:
+            arrivals = [arrivals[i] for i in indices]
         ended = await run_phase(
             session,
             url,
@@ -229,7 +234,7 @@ async def measure_share(
         emulator_lag_s=lag,
     )
     return ShareResult(
-        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale
+        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale, estimated
     )
 
 
@@ -253,6 +258,7 @@ def level_metrics(
         stop_reason=result.stop_reason,
         errors=result.errors,
     )
+    metrics = with_rates(metrics, spec, result.log, scale, result.estimated)
     if health is None:
         return metrics
     if spec.request_rate is None:  # a closed loop: a slot's idle time is the client's

@@ -29,6 +29,7 @@ class LevelMetrics:
     the figures measured the client instead (its lag, its CPU, its late sends, the emulator
     behind its schedule) and what to do: such a level's figures are kept but not ranked.
     ``client_health`` holds the signals (:class:`tuner.loadgen._health.ClientHealth`).
+    ``request_rate`` is set on open-loop levels, with ``achieved_request_rate``.
     """
 
     concurrency: int
@@ -64,6 +65,11 @@ class LevelMetrics:
     errors: tuple[str, ...] = ()
     measurement_bound: str | None = None
     client_health: dict[str, Any] | None = None
+    # Open-loop levels: the request rate asked (per host second) and the one the client achieved.
+    request_rate: float | None = None
+    achieved_request_rate: float | None = None
+    # True when some input token counts are the client's estimates (text the server did not count).
+    input_tokens_estimated: bool = False
 
     @property
     def failed_fraction(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.errors import ConfigError
 
@@ -29,12 +30,14 @@ class LevelSpec:
         input_len: prompt length in tokens (random prompts; a dataset gives its own lengths).
         output_len: tokens asked of every request, with ``ignore_eos``.
         time_limit_s: the level ends after this many host seconds, whatever is left.
-        request_rate: requests per host second (Poisson arrivals, capped by ``concurrency``);
-            None sends the next request as soon as a slot frees.
+        request_rate: requests per host second (an open loop: ``arrival`` times, capped by
+            ``concurrency``); None sends the next request as soon as a slot frees.
+        arrival: ``poisson`` (exponential gaps) or ``constant`` gaps, with a request rate.
         warmup: requests sent before the level and not measured; they also open the
             connections, so the level runs on warm ones.
         seed: seed of the random prompts and of the arrival times.
-        dataset: a ShareGPT-style JSON file to take prompts from, instead of random tokens.
+        dataset: where prompts come from instead of fixed-length random tokens: a request
+            source of :mod:`tuner.loadgen._datasets` (read once), or a dataset file's path.
         max_error_fraction: the level ends at once when more than this fraction of
             ``num_requests`` has failed.
     """
@@ -47,8 +50,9 @@ class LevelSpec:
     request_rate: float | None = None
     warmup: int = 0
     seed: int = 0
-    dataset: str | None = None
+    dataset: Any = None
     max_error_fraction: float = 0.05
+    arrival: str = "poisson"
 
     def __post_init__(self) -> None:
         positive_ints = {
@@ -69,6 +73,8 @@ class LevelSpec:
                 f"level request_rate must be > 0 requests/s, got {self.request_rate!r}: "
                 "leave it unset for a closed loop"
             )
+        if self.arrival not in ("poisson", "constant"):
+            raise ConfigError(f"level arrival {self.arrival!r} is unknown: use poisson or constant")
         if not 0.0 <= self.max_error_fraction <= 1.0:
             raise ConfigError(
                 f"level max_error_fraction must lie in [0, 1], got {self.max_error_fraction!r}"

@@ -77,6 +77,7 @@ class RequestLog:
         self.after = [-1] * size  # the request sent before this one in its slot (-1: first)
         self.first_stamp: float | None = None  # emulated servers: the earliest arrival stamp
         self.last_stamp = 0.0  # ... and the latest event stamp (their virtual clock)
+        self.client_counted_inputs = 0  # completed requests whose prompt the server did not count
 
     def indices(self, status: int) -> list[int]:
         """The requests with this status (``COMPLETED``, ``FAILED`` or ``NOT_RUN``)."""
@@ -199,7 +200,9 @@ async def stream_request(
                 f"server counted {total} output tokens but streamed {len(times)} events of text"
             )
         log.output_tokens[index] = total
-        log.input_tokens[index] = _prompt_tokens(last_event) or prompt_len
+        server_prompt = _prompt_tokens(last_event)
+        log.input_tokens[index] = server_prompt or prompt_len
+        log.client_counted_inputs += server_prompt is None
         log.status[index] = COMPLETED
         return True, None, False
     except RequestFailed as exc:

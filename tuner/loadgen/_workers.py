@@ -70,6 +70,7 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
                      "input_tokens"):
             getattr(merged, name)[span] = getattr(part, name)
         merged.after[span] = [a + offset if a >= 0 else -1 for a in part.after]
+        merged.client_counted_inputs += part.client_counted_inputs
         offset += part.size
     return merged
 
@@ -165,7 +166,7 @@ async def run_level_in_processes(
         log=log, started=started, ended=ended,
         stop_reason=stop_reason or next((r.stop_reason for r in done if r.stop_reason), None),
         errors=[e for r in done for e in r.errors][:5],
-        health=None, scale=scale,
+        health=None, scale=scale, estimated=any(r.estimated for r in done),
     )
     health = merge_health([r.health for r in done if r.health is not None], 0.0)
     return level_metrics(spec, scale, merged, health)

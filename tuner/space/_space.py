@@ -35,7 +35,7 @@ from tuner.space._param_base import Rendered, value_text
 from tuner.space._params import KINDS, Parameter
 from tuner.space._problems import FieldPath, FieldProblem, describe_pydantic_error, problem_message
 from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
-from tuner.space._workload import Objective, Probe, Workload, WorkloadSection
+from tuner.space._workload import ADDED_DEFAULTS, Objective, Probe, Workload, WorkloadSection
 from tuner.space._yaml import YamlDocument, read_yaml
 
 __all__ = ["SearchSpace", "Violation", "load_space"]
@@ -273,8 +273,8 @@ class SearchSpace:
                            for n, p in model.parameters.items()},
             "constraints": [c.model_dump() for c in model.constraints],
             "baseline": self.baseline.to_dict(),
-            "workload": model.workload.model_dump(),
-            "objective": model.objective.model_dump(),
+            "workload": _without_added_defaults(model.workload.model_dump(), "workload"),
+            "objective": _without_added_defaults(model.objective.model_dump(), "objective"),
             "probe": model.probe.model_dump(),
         }
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
@@ -316,3 +316,16 @@ def load_space(path: str | Path) -> SearchSpace:
                                           problem.reason, problem.fix)) from None
     return SearchSpace(model=model, path=Path(path), profile=profile, conditions=conditions,
                        baseline=Config(baseline), document=document)
+
+
+def _without_added_defaults(dump: dict[str, Any], where: str) -> dict[str, Any]:
+    """``dump`` without the fields of :data:`ADDED_DEFAULTS` that hold their default."""
+    kept = {}
+    for key, value in dump.items():
+        if isinstance(value, dict) and f"{where}.{key}" in ADDED_DEFAULTS:
+            value = _without_added_defaults(value, f"{where}.{key}")
+        added = ADDED_DEFAULTS.get(where, {})
+        if key in added and value == added[key]:
+            continue
+        kept[key] = value
+    return kept

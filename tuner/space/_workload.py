@@ -11,11 +11,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tuner.space._dataset import DatasetConfig
 from tuner.space._problems import FieldProblem
 from tuner.space._strict import StrictModel
 
 __all__ = ["RequestsPerLevel", "Workload", "WorkloadSection", "EmulatedWorkload", "Objective",
-           "Slo", "Probe"]
+           "Slo", "Probe", "GoodputSearch", "ADDED_DEFAULTS"]
 
 Api = Literal["sglang", "openai", "openai-chat"]
 
@@ -46,6 +47,13 @@ class RequestsPerLevel(StrictModel):
             return self.count
         return max(self.min, math.ceil((self.per_concurrency or 0) * concurrency))
 
+    def at_rate(self, rate: float, seconds: float) -> int:
+        """The number of requests of an open-loop level: ``count``, else ``rate`` x ``seconds``
+        (at least ``min``)."""
+        if self.count is not None:
+            return self.count
+        return max(self.min, math.ceil(rate * seconds))
+
 
 def _check_levels(levels: list[int] | None) -> list[int] | None:
     if levels is None:
@@ -71,6 +79,12 @@ class _WorkloadFields(StrictModel):
     output_len: int = Field(default=256, gt=0)
     requests_per_level: RequestsPerLevel = RequestsPerLevel(per_concurrency=2, min=128)
     warmup: int = Field(default=8, ge=0)
+    # The user's traffic (see tuner/space/_dataset.py): a dataset instead of random tokens; and
+    # the open-loop levels of `objective.metric: goodput` (arrivals, in-flight cap, length).
+    dataset: DatasetConfig | None = None
+    arrival: Literal["poisson", "constant"] = "poisson"
+    max_concurrency: int = Field(default=1024, gt=0)
+    rate_level_s: float = Field(default=60.0, gt=0)
 
     @field_validator("levels")
     @classmethod
@@ -80,6 +94,10 @@ class _WorkloadFields(StrictModel):
     def requests_for(self, concurrency: int) -> int:
         """The number of requests sent at ``concurrency``."""
         return self.requests_per_level.at(concurrency)
+
+    def requests_at_rate(self, rate: float) -> int:
+        """The number of requests sent at ``rate`` requests/s (``rate_level_s`` of them)."""
+        return self.requests_per_level.at_rate(rate, self.rate_level_s)
 
 
 class Workload(_WorkloadFields):
@@ -100,6 +118,8 @@ class EmulatedWorkload(StrictModel):
     output_len: int | None = Field(default=None, gt=0)
     requests_per_level: RequestsPerLevel | None = None
     warmup: int | None = Field(default=None, ge=0)
+    max_concurrency: int | None = Field(default=None, gt=0)
+    rate_level_s: float | None = Field(default=None, gt=0)
     time_scale: float = Field(default=200.0, gt=0)
     # Tokens per streamed event (SGLang's --stream-interval) given to the emulator, so that a
     # large time scale does not flood the client with events (calibration.md).
@@ -130,6 +150,41 @@ class Slo(StrictModel):
 
     p99_ttft_ms: float | None = Field(default=None, gt=0)
     median_tpot_ms: float | None = Field(default=None, gt=0)
+    p99_tpot_ms: float | None = Field(default=None, gt=0)
+
+    def unmet(self, level: dict[str, Any]) -> str | None:
+        """The first limit ``level`` misses (``p99_ttft_ms 812 > 500``), or None."""
+        for name in ("p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"):
+            limit, value = getattr(self, name), level.get(name)
+            if limit is not None and (value is None or value > limit):
+                return f"{name} {'-' if value is None else f'{value:.0f}'} > {limit:g}"
+        return None
+
+    @property
+    def empty(self) -> bool:
+        """True when no limit is set."""
+        return all(getattr(self, n) is None for n in ("p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"))
+
+
+class GoodputSearch(StrictModel):
+    """How ``metric: goodput`` searches each configuration's highest rate meeting the SLO:
+    from ``start_rate``, doubling while it passes (up to ``max_rate``), then halving the gap,
+    at most ``max_levels`` levels; it stops when the gap is below ``resolution`` (a fraction)."""
+
+    start_rate: float = Field(default=1.0, gt=0)
+    max_rate: float = Field(default=256.0, gt=0)
+    max_levels: int = Field(default=6, ge=1, le=20)
+    resolution: float = Field(default=0.1, gt=0, lt=1)
+    # A level meets the rate only when the client sent at least this fraction of it (a server
+    # that falls behind fills the in-flight cap and slows the sends).
+    min_achieved_fraction: float = Field(default=0.9, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> GoodputSearch:
+        if self.max_rate < self.start_rate:
+            raise FieldProblem(f"max_rate {self.max_rate:g} is below start_rate {self.start_rate:g}",
+                               "raise max_rate", at=("max_rate",))
+        return self
 
 
 class Patience(StrictModel):
@@ -168,7 +223,7 @@ class Probe(StrictModel):
 class Objective(StrictModel):
     """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
 
-    metric: Literal["output_throughput", "total_throughput", "request_throughput"] = (
+    metric: Literal["output_throughput", "total_throughput", "request_throughput", "goodput"] = (
         "output_throughput"
     )
     max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)
@@ -178,3 +233,26 @@ class Objective(StrictModel):
     # the study then has a Pareto front instead of one best trial.
     minimize: Literal["p99_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "median_ttft_ms"] | None = None
     patience: Patience | None = None
+    goodput: GoodputSearch = GoodputSearch()
+
+    @model_validator(mode="after")
+    def _goodput_needs_an_slo(self) -> Objective:
+        if self.metric == "goodput" and self.slo.empty:
+            raise FieldProblem("goodput needs an SLO",
+                               "set objective.slo.p99_ttft_ms, median_tpot_ms or p99_tpot_ms",
+                               at=("slo",))
+        if self.metric == "goodput" and self.minimize:
+            raise FieldProblem("goodput is single-objective", "remove objective.minimize",
+                               at=("minimize",))
+        return self
+
+
+# Fields added after studies were created: left out of the fingerprint while at their default, so
+# that a study made before them still resumes.
+ADDED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "workload": {"dataset": None, "arrival": "poisson",
+                 "max_concurrency": 1024, "rate_level_s": 60.0},
+    "workload.emulated": {"max_concurrency": None, "rate_level_s": None},
+    "objective": {"goodput": GoodputSearch().model_dump()},
+    "objective.slo": {"p99_tpot_ms": None},
+}

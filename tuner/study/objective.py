@@ -25,6 +25,7 @@ from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study import attrs
+from tuner.study.goodput import measure_goodput
 from tuner.study.pruner import BASELINE_ATTR, measurement_order, should_prune_against_baseline
 from tuner.study.target import Target
 from tuner.telemetry import GpuSampler, under_utilised
@@ -56,10 +57,7 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
         stable = stable and clean
         if not clean or level.get("measurement_bound"):
             continue
-        slo = objective.slo
-        if slo.p99_ttft_ms is not None and level["p99_ttft_ms"] > slo.p99_ttft_ms:
-            continue
-        if slo.median_tpot_ms is not None and level["median_tpot_ms"] > slo.median_tpot_ms:
+        if objective.slo.unmet(level):  # p99 TTFT, median or p99 TPOT
             continue
         if best is None or level[objective.metric] > best[objective.metric]:
             best = level
@@ -95,6 +93,7 @@ class TrialRunner:
     engine_version: str | None = None
     on_phase: Callable[[str], None] = lambda text: None
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
+    requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         """Run one trial; see the module docstring for outcomes."""
@@ -126,6 +125,8 @@ class TrialRunner:
                 ready_s = session.wait_ready(max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)))
                 attrs.set(trial, "ready_s", round(scale.duration(ready_s), 2))
                 self._probe(trial, session)
+                if self.space.objective.metric == "goodput":
+                    return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
             attrs.set(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
@@ -196,6 +197,7 @@ class TrialRunner:
                 time_limit_s=max(self.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S)),
                 warmup=workload.warmup,  # every level: it also opens the connections
                 seed=trial.number,
+                dataset=self.requests,
             )
             metrics, gpu = self._run_level(session, spec)
             level = metrics.to_dict()

@@ -27,7 +27,7 @@ from tuner.study.feasibility import FeasibilityCheck, GateDecision
 from tuner.study.objective import TrialRunner
 from tuner.study.probe_reference import require_probe_reference, wait_for_probe_reference
 from tuner.study.progress import ProgressView
-from tuner.study.storage import fail_stale_trials, retry_later
+from tuner.study.storage import fail_stale_trials, retry_later, storage_file
 from tuner.study.strategies._samplers import StudySampler
 from tuner.study.strategies._base import Strategy
 from tuner.study.view import StudyView, TrialRecord, read_view
@@ -334,8 +334,6 @@ def _run_one(
 
 def local_runs_dir(storage_url: str, study_name: str) -> Path:
     """Where server logs of this study are copied on this machine."""
-    if storage_url.startswith("sqlite:///"):
-        base = Path(storage_url.removeprefix("sqlite:///")).parent
-    else:
-        base = Path("studies")
+    path = storage_file(storage_url)
+    base = path.parent if path is not None else Path("studies")
     return base / "runs" / study_name

@@ -45,6 +45,7 @@ class ProgressView:
         self.status = ""
         self._live: Live | None = None
         self._started = time.monotonic()
+        self.goodput = False  # objective.metric goodput: values are req/s, levels are rates
 
     # -- the loop's events --------------------------------------------------------------------
 
@@ -80,7 +81,7 @@ class ProgressView:
         bound = getattr(metrics, "measurement_bound", None)
         stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
         self._print(
-            f"    level {k}/{n} c={metrics.concurrency}: {_num(metrics.output_throughput)} output tok/s"
+            f"    level {k}/{n} {self._at(metrics)}: {_num(metrics.output_throughput)} output tok/s"
             f"{emulated}, {metrics.completed} ok / {metrics.failed} failed, "
             f"p99 TTFT {_num(metrics.p99_ttft_ms)} ms, median TPOT {_num(metrics.median_tpot_ms, 1)} ms{stop}"
         )
@@ -92,9 +93,19 @@ class ProgressView:
         if value is not None and (self.best is None or value > self.best):
             self.best = value
         colour = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}[state]
-        result = f"{value:,.0f} tok/s" if value is not None else (reason or "")
+        result = self._value(value) if value is not None else (reason or "")
         self._print(f"  [{colour}]{state}[/] trial {number}: {result}")
         self._refresh()
+
+    def _value(self, value: float) -> str:
+        return f"{value:,.2f} req/s goodput" if self.goodput else f"{value:,.0f} tok/s"
+
+    @staticmethod
+    def _at(metrics: Any) -> str:
+        if getattr(metrics, "request_rate", None) is None:
+            return f"c={metrics.concurrency}"
+        sent = metrics.achieved_request_rate
+        return f"{metrics.request_rate:g} req/s (sent {_num(sent, 2)})"
 
     def trial_skipped(self, number: int, reason: str) -> None:
         self._print(f"  [dim]trial {number} not run: {reason}[/]")
@@ -104,7 +115,8 @@ class ProgressView:
             self._live.stop()
             self._live = None
         label = " (emulated)" if self.scale.emulated else ""
-        best = f"{self.best:,.0f} output tok/s{label}" if self.best is not None else "none"
+        best = (self._value(self.best).replace("tok/s", "output tok/s") + label
+                if self.best is not None else "none")
         self.console.print(
             f"[bold]done[/]: {summary.ran} run, {summary.skipped} skipped by constraints, "
             + (f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
@@ -126,7 +138,7 @@ class ProgressView:
         done = max(0, self.index - 1)
         per_trial = self.host_seconds / done if done else None
         remaining = _hms(per_trial * (self.total - done)) if per_trial else "?"
-        best = f"{self.best:,.0f} tok/s" if self.best is not None else "-"
+        best = self._value(self.best) if self.best is not None else "-"
         label = " emulated" if self.scale.emulated else ""
         why = f" ({self.chosen_by})" if self.chosen_by else ""
         return (

@@ -36,6 +36,7 @@ from tuner.study.pruner import BaselinePruner
 from tuner.study.storage import create_or_resume, open_storage
 from tuner.study.strategies import resolve_strategy
 from tuner.study.strategies._base import Strategy
+from tuner.study.traffic import request_source
 from tuner.study.target import Target
 from tuner.study.warm_start import warm_start
 
@@ -58,6 +59,7 @@ class OptimizeOptions:
     heartbeat_s: int | None = None
     warm_start: str | None = None
     feasibility: bool = True
+    requests: Any = None  # the workload's request source, made by the caller (read once)
 
 
 def patch_manager(space: Any, target: Target) -> PatchManager:
@@ -137,10 +139,14 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     strategy = resolve_strategy(options.strategy, options.sampler, space, options.seed)
+    requests = options.requests or request_source(space.workload_for(options.emulate), space.path)
+    if requests is not None:
+        console.print(f"traffic: {requests.describe()}", highlight=False)
     study = open_study(space, target, options, strategy)
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
+    progress.goodput = space.objective.metric == "goodput"
     try:
         restored = patches.revert_all()
         if restored:
@@ -164,6 +170,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             local_runs_dir=local_runs_dir(options.storage, options.study_name),
             emulate=options.emulate,
             engine_version=read_engine_version(target, server_environment(space, target)),
+            requests=requests,
         )
         feasibility = (
             FeasibilityCheck.from_study(study, space, explore=GATE_EXPLORE, seed=options.seed)

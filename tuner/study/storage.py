@@ -1,9 +1,14 @@
 """Where a study lives, how it is opened or resumed, and the fingerprint that guards resuming.
 
-Defaults: ``sqlite:///studies/<stem>.db`` for real runs and ``sqlite:///studies/<stem>-emulated.db``
-with ``--emulate``, relative to the current directory; the study name is the search space's
-``name``. A study remembers the fingerprint of the search space and workload it was created with,
-and refuses to resume when they changed, unless told to.
+Defaults: the file ``studies/<stem>.db`` for real runs and ``studies/<stem>-emulated.db`` with
+``--emulate``, relative to the current directory, in Optuna's JournalStorage format: the one
+format ``optuna-dashboard studies/<stem>.db`` opens from a bare path. Its writers take Optuna's
+file lock (the symlink lock, as optuna-dashboard does), so several workers on one machine share
+it. ``--storage`` takes a path (a journal file; an SQLite file is recognised by its header) or a
+database URL (``sqlite:///...``, ``postgresql://...``). An SQLite study at the old default path is
+still read and resumed, with a one-line note. The study name is the search space's ``name``. A
+study remembers the fingerprint of the search space and workload it was created with, and refuses
+to resume when they changed, unless told to.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from pathlib import Path
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.storages import RDBStorage
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
@@ -22,6 +28,8 @@ from tuner.study import attrs
 
 __all__ = [
     "default_storage_url",
+    "resolve_storage",
+    "storage_file",
     "open_storage",
     "create_or_resume",
     "load_existing_study",
@@ -36,10 +44,43 @@ FINGERPRINT_ATTR = "tuner_fingerprint"
 SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def default_storage_url(space_path: Path, emulate: bool, studies_dir: Path = Path("studies")) -> str:
-    """``sqlite:///studies/<stem>[-emulated].db``."""
+    """``studies/<stem>[-emulated].db``: a JournalStorage file (see the module docstring)."""
     stem = space_path.stem + ("-emulated" if emulate else "")
-    return f"sqlite:///{studies_dir / (stem + '.db')}"
+    return str(studies_dir / (stem + ".db"))
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def resolve_storage(url: str) -> tuple[str, str | None]:
+    """The storage URL to open, and a one-line note when a bare path holds an SQLite study.
+
+    A bare path names a JournalStorage file, except when the file there is an SQLite database (a
+    study of the tuner's earlier default): it is then opened as ``sqlite:///<path>``.
+    """
+    if "://" in url or not _is_sqlite(Path(url)):
+        return url, None
+    sqlite_url = f"sqlite:///{url}"
+    return sqlite_url, (
+        f"note: {url} is an SQLite study (the earlier default format); reading it as {sqlite_url} "
+        f"(optuna-dashboard {sqlite_url})"
+    )
+
+
+def storage_file(url: str) -> Path | None:
+    """The local file a storage URL names (a journal file or an SQLite database), else None."""
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///"))
+    return None if "://" in url else Path(url)
 
 
 def fail_stale_trials(study: optuna.Study) -> list[int]:
@@ -82,12 +123,40 @@ def _with_driver(url: str) -> str:
     return "postgresql+psycopg2://" + url.removeprefix("postgresql://") if url.startswith("postgresql://") else url
 
 
-def open_storage(url: str, heartbeat_interval: int | None = None) -> RDBStorage:
-    """An Optuna RDB storage (SQLite or PostgreSQL); the SQLite folder is created if missing."""
+def _open_journal(path: Path, heartbeat_interval: int | None) -> JournalStorage:
+    if heartbeat_interval is not None:
+        raise ConfigError(
+            f"--heartbeat-seconds: the journal file {path} keeps no heartbeats; "
+            "fix: pass --storage sqlite:///PATH.db or postgresql://... with it"
+        )
+    if path.is_dir():
+        raise ConfigError(f"--storage {path}: is a folder; fix: give a file such as studies/NAME.db")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return JournalStorage(
+            JournalFileBackend(str(path), lock_obj=JournalFileSymlinkLock(str(path)))
+        )
+    except Exception as exc:  # a file that is not an Optuna journal: one line for the user
+        raise ConfigError(
+            f"--storage {path}: not an Optuna journal or SQLite study file ({type(exc).__name__}: "
+            f"{exc}); fix: give the .db file of a study, or a database URL".splitlines()[0]
+        ) from exc
+
+
+def open_storage(url: str, heartbeat_interval: int | None = None) -> BaseStorage:
+    """An Optuna storage: a JournalStorage file (a bare path), SQLite or PostgreSQL (a URL).
+
+    The file's folder is created if missing.
+    """
+    url, _ = resolve_storage(url)
+    if "://" not in url:
+        return _open_journal(Path(url), heartbeat_interval)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     elif not url.startswith(("postgresql", "mysql")):
-        raise ConfigError(f"--storage {url}: not a database URL; fix: use sqlite:///path.db or postgresql://...")
+        raise ConfigError(
+            f"--storage {url}: not a database URL; fix: use a file path, sqlite:///path.db or postgresql://..."
+        )
     try:
         return RDBStorage(
             _with_driver(url),
@@ -122,7 +191,7 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
 
 
 def create_or_resume(
-    storage: RDBStorage,
+    storage: BaseStorage,
     study_name: str,
     fingerprint: str,
     *,
@@ -160,8 +229,8 @@ def create_or_resume(
 
 def load_existing_study(url: str, study_name: str) -> optuna.Study:
     """Load a study for reading; a missing storage or study is a one-line error naming what exists."""
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        path = Path(url.removeprefix("sqlite:///"))
+    path = storage_file(url)
+    if path is not None and not path.is_file():
         found = sorted(p.name for p in path.parent.glob("*.db")) if path.parent.is_dir() else []
         raise ConfigError(
             f"no study database at {path}; existing: {', '.join(found) or 'none'}; "

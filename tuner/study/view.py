@@ -21,12 +21,21 @@ __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
 
 
 def clean_levels(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
-    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests."""
-    values = {}
+    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests.
+
+    A goodput study's levels are request rates at one concurrency and carry no ``goodput`` figure:
+    there the highest rate that met the SLO stands for them (in req/s, as the trial's value)."""
+    values: dict[int, float] = {}
     for level in levels:
         total = level["completed"] + level["failed"]
         if level.get("stop_reason") is None and level["failed"] <= max_failed_fraction * max(1, total):
-            values[int(level["concurrency"])] = float(level[metric])
+            figure = level.get(metric)
+            if figure is None:  # a goodput rate level
+                if not level.get("meets_slo") or level.get("request_rate") is None:
+                    continue
+                figure = level["request_rate"]
+            concurrency = int(level["concurrency"])
+            values[concurrency] = max(float(figure), values.get(concurrency, float(figure)))
     return values
 
 

@@ -24,7 +24,7 @@ from tuner.space import Config
 from tuner.study import attrs
 from tuner.study.enqueue import ENQUEUED_ATTR
 from tuner.study.optimize import ensure_baseline_queued
-from tuner.study.storage import open_storage
+from tuner.study.storage import open_storage, storage_file
 
 __all__ = ["WARM_START_ATTR", "Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
@@ -49,16 +49,18 @@ class Candidate:
 
 
 def storage_url(path_or_url: str) -> str:
-    """A storage URL: ``OTHER.db`` (a path) becomes ``sqlite:///<absolute path>``."""
+    """A storage URL: ``OTHER.db`` (a path: a journal file, or SQLite by its header) stays an
+    absolute path, which :func:`open_storage` opens by its content."""
     if "://" in path_or_url:
         return path_or_url
-    return f"sqlite:///{Path(path_or_url).expanduser().resolve()}"
+    return str(Path(path_or_url).expanduser().resolve())
 
 
 def _studies(url: str, study_name: str | None) -> list[optuna.Study]:
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+    path = storage_file(url)
+    if path is not None and not path.is_file():
         raise ConfigError(
-            f"--warm-start {url.removeprefix('sqlite:///')}: no such study database; "
+            f"--warm-start {path}: no such study database; "
             "fix: give the .db file of an earlier study (studies/<name>.db)"
         )
     storage = open_storage(url)

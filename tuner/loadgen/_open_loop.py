@@ -1,0 +1,54 @@
+"""Open-loop levels: requests sent at a request rate (Poisson or constant arrivals), not only
+kept at a concurrency, and the rate the client achieved.
+
+A rate level still has an in-flight cap (its ``concurrency``): a server that falls behind makes
+requests wait for a slot, which shows as an achieved rate below the one asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._spec import LevelSpec
+from tuner.loadgen._stream import NOT_RUN, RequestLog
+from tuner.timescale import TimeScale
+
+__all__ = ["ARRIVALS", "achieved_rate", "arrival_times", "with_rates"]
+
+ARRIVALS = ("poisson", "constant")
+
+
+def arrival_times(spec: LevelSpec, started: float, scale: TimeScale) -> list[float] | None:
+    """The server-clock send time of each request (the first at ``started``), or None for a
+    closed loop."""
+    if spec.request_rate is None:
+        return None
+    mean_gap = scale.to_server(1.0 / spec.request_rate)
+    if spec.arrival == "constant":
+        gaps = np.full(spec.num_requests, mean_gap)
+    else:
+        gaps = np.random.default_rng([spec.seed, 2]).exponential(mean_gap, size=spec.num_requests)
+    return (started + np.cumsum(gaps) - gaps[0]).tolist()
+
+
+def achieved_rate(log: RequestLog, scale: TimeScale) -> float | None:
+    """Requests sent per host second, first send to last (None with fewer than two sent)."""
+    starts = sorted(log.start[i] for i in range(log.size) if log.status[i] != NOT_RUN)
+    if len(starts) < 2 or starts[-1] <= starts[0]:
+        return None
+    return (len(starts) - 1) / scale.duration(starts[-1] - starts[0])
+
+
+def with_rates(metrics: LevelMetrics, spec: LevelSpec, log: RequestLog, scale: TimeScale,
+               estimated_prompts: bool) -> LevelMetrics:
+    """The level's metrics with the rate asked and achieved, and whether input token counts are
+    the client's estimates (text prompts the server did not count)."""
+    return dataclasses.replace(
+        metrics,
+        request_rate=spec.request_rate,
+        achieved_request_rate=achieved_rate(log, scale) if spec.request_rate is not None else None,
+        input_tokens_estimated=estimated_prompts and log.client_counted_inputs > 0,
+    )

@@ -1,0 +1,156 @@
+"""``objective.metric: goodput``: the highest request rate a configuration serves within the SLO.
+
+Each configuration gets a bounded search over open-loop levels (like SGLang auto_benchmark's rate
+search): from ``start_rate``, the rate doubles while levels meet the SLO, then the gap between the
+highest rate met and the lowest missed is halved, for at most ``max_levels`` levels. A level meets
+the rate when it ran clean, met every limit of ``objective.slo`` and the client sent at least
+``min_achieved_fraction`` of the rate asked.
+
+The baseline rule: once the baseline's goodput G is known, another configuration's first level is
+at G x (1 - prune_margin); missing it means its goodput cannot reach the baseline's, and the
+trial is PRUNED after that one level.
+
+A ``measurement_bound`` level (the client measured itself, :mod:`tuner.loadgen._health`) does
+not meet its rate, and the search goes down from it, but it never prunes: the miss is the
+client's. Levels run through the trial runner's ``_run_level`` (GPU telemetry, client workers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.errors import ServerFailure
+from tuner.study import attrs
+from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.traffic import rate_level
+
+__all__ = ["GOODPUT_ATTR", "RateSearch", "baseline_goodput", "level_verdict", "measure_goodput"]
+
+GOODPUT_ATTR = "goodput_rps"
+CLASSIFY_WAIT_S = 2.0
+MIN_WALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class RateSearch:
+    """The rates to try, one level at a time: :meth:`next`, then :meth:`record` its verdict."""
+
+    start_rate: float
+    max_rate: float
+    max_levels: int
+    resolution: float
+    floor: float | None = None  # the rate the baseline rule asks for first (None: baseline itself)
+    met: float | None = None  # the highest rate met so far
+    missed: float | None = None  # the lowest rate missed so far
+    tried: list[float] = field(default_factory=list)
+
+    def next(self) -> float | None:
+        """The next rate to try, or None when the search is over."""
+        if len(self.tried) >= self.max_levels:
+            return None
+        if not self.tried:
+            return min(self.max_rate, max(self.start_rate, self.floor or 0.0))
+        if self.missed is None:  # every level met so far: go up
+            return None if self.met is not None and self.met >= self.max_rate else min(self.max_rate, 2 * (self.met or 0))
+        if self.met is None:  # every level missed so far: go down (the baseline rule ends it)
+            return None if self.floor is not None else self.missed / 2
+        if self.missed / self.met - 1 <= self.resolution:
+            return None
+        return (self.met + self.missed) / 2
+
+    def record(self, rate: float, met: bool) -> None:
+        """The verdict of the level at ``rate``."""
+        self.tried.append(rate)
+        if met:
+            self.met = rate if self.met is None else max(self.met, rate)
+        else:
+            self.missed = rate if self.missed is None else min(self.missed, rate)
+
+    @property
+    def goodput(self) -> float:
+        """The highest rate met (0 when none was)."""
+        return self.met or 0.0
+
+
+def level_verdict(level: dict[str, Any], objective: Any) -> str | None:
+    """Why a level does not meet its rate within the SLO, or None when it does."""
+    if level.get("stop_reason"):
+        return f"stopped: {level['stop_reason']}"
+    if level.get("measurement_bound"):
+        return f"measurement-bound: {level['measurement_bound']}"
+    failed = level["failed"] / max(1, level["completed"] + level["failed"])
+    if failed > objective.max_failed_fraction:
+        return f"{failed:.1%} of requests failed"
+    unmet = objective.slo.unmet(level)
+    if unmet:
+        return unmet
+    asked, sent = level.get("request_rate"), level.get("achieved_request_rate")
+    need = objective.goodput.min_achieved_fraction
+    if asked and (sent is None or sent < need * asked):
+        return f"sent {0 if sent is None else sent:.2f} req/s of {asked:g} asked"
+    return None
+
+
+def baseline_goodput(study: optuna.Study) -> float | None:
+    """The baseline trial's goodput, once it completed."""
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if frozen.user_attrs.get(BASELINE_ATTR) and frozen.value is not None:
+            return float(frozen.value)
+    return None
+
+
+def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: Any) -> list[float]:
+    """Search this configuration's goodput on the running server (see the module docstring)."""
+    objective = runner.space.objective
+    search = objective.goodput
+    scale = runner.target.time_scale
+    reference = None if trial.user_attrs.get(BASELINE_ATTR) else baseline_goodput(runner.study)
+    floor = reference * (1 - objective.prune_margin) if reference else None
+    plan = RateSearch(search.start_rate, search.max_rate, search.max_levels, search.resolution, floor)
+    levels: list[dict[str, Any]] = []
+    telemetry: dict[str, Any] = {}
+    time_limit = max(runner.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S))
+    while (rate := plan.next()) is not None:
+        k = len(plan.tried) + 1
+        runner.on_phase(f"goodput level {k}/{search.max_levels}: {rate:g} req/s")
+        session.phase = f"rate-{rate:g}"
+        spec = rate_level(workload, rate, time_limit, trial.number, runner.requests)
+        metrics, gpu = runner._run_level(session, spec)
+        if metrics.stop_reason is not None:
+            failure = session.wait_for_failure(CLASSIFY_WAIT_S)
+            if failure is not None:  # the server crashed: the configuration is broken
+                raise failure
+        level = metrics.to_dict()
+        if gpu is not None:
+            telemetry[f"{rate:g}rps"] = gpu
+            level["gpu"] = gpu
+        why = level_verdict(level, objective)
+        level["meets_slo"], level["slo_miss"] = why is None, why
+        levels.append(level)
+        plan.record(rate, why is None)
+        attrs.set(trial, attrs.LEVELS, levels)
+        attrs.set(trial, attrs.TELEMETRY, telemetry)
+        attrs.set(trial, f"tps@{rate:g}rps", level["output_throughput"])
+        attrs.set(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
+        attrs.set(trial, GOODPUT_ATTR, plan.goodput)
+        runner.on_level(metrics, k, search.max_levels)
+        if floor is not None and why is not None and rate <= floor and not metrics.measurement_bound:
+            raise optuna.TrialPruned(
+                f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
+                f"{objective.prune_margin:.0%}): missed at {rate:g} req/s, {why}"
+            )
+    attrs.set(trial, attrs.STABLE, all(not lv.get("stop_reason") for lv in levels))
+    bound = [lv for lv in levels if lv.get("measurement_bound")]
+    if plan.met is None and bound:
+        raise ServerFailure("measurement-bound", bound[0]["measurement_bound"])
+    if bound:
+        attrs.set(trial, "note", f"goodput capped by the client: measurement-bound at "
+                                 f"{min(lv['request_rate'] for lv in bound):g} req/s")
+    if plan.met is None and all(lv.get("stop_reason") for lv in levels):
+        raise ServerFailure(f"unstable-at-{levels[0]['concurrency']}",
+                            "no level ran to its end", session.log_excerpt())
+    return [plan.goodput]

@@ -1,0 +1,55 @@
+"""The study's traffic, made once before any host time: the request source of ``workload.dataset``
+(a dataset file is read here, streamed, so a bad file is a one-line error naming its line before
+the host is touched) and the load level of a concurrency or of a request rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tuner.loadgen import LevelSpec, RandomLengths, RequestSource, SharedPrefix, load_file_pool
+
+__all__ = ["dataset_path", "rate_level", "request_source"]
+
+
+def dataset_path(path: str, space_path: Path) -> Path:
+    """A dataset path as written: absolute, else beside the search-space file when a file is
+    there, else relative to the current folder."""
+    given = Path(path).expanduser()
+    if given.is_absolute():
+        return given
+    beside = space_path.parent / given
+    return beside if beside.exists() else given
+
+
+def request_source(workload: Any, space_path: Path) -> RequestSource | None:
+    """The request source of ``workload.dataset`` (None: fixed-length random tokens)."""
+    config = workload.dataset
+    if config is None:
+        return None
+    if config.kind == "random":
+        return RandomLengths(workload.input_len, workload.output_len, config.range_ratio)
+    if config.kind == "shared_prefix":
+        return SharedPrefix(config.groups, config.prefix_len, config.suffix_len or workload.input_len,
+                            workload.output_len)
+    return load_file_pool(dataset_path(config.path, space_path), sample=config.sample,
+                          default_output_len=workload.output_len,
+                          max_output_len=config.max_output_len, output_len=config.output_len)
+
+
+def rate_level(workload: Any, rate: float, time_limit_s: float, seed: int,
+               source: RequestSource | None) -> LevelSpec:
+    """An open-loop level at ``rate`` requests per host second (``workload.arrival`` times,
+    at most ``workload.max_concurrency`` in flight)."""
+    return LevelSpec(
+        concurrency=workload.max_concurrency,
+        num_requests=workload.requests_at_rate(rate),
+        input_len=workload.input_len,
+        output_len=workload.output_len,
+        time_limit_s=time_limit_s,
+        request_rate=rate,
+        arrival=workload.arrival,
+        warmup=workload.warmup,
+        seed=seed,
+        dataset=source,
+    )
