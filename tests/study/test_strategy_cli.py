@@ -69,7 +69,7 @@ def test_bad_shape_is_one_line_naming_file_field_and_fix(tmp_path, parameter, sh
 
 
 def test_dry_run_accepts_every_strategy_and_the_older_samplers(tmp_path) -> None:
-    for option in (["--strategy", "one-at-a-time"], ["--strategy", "random"], ["--sampler", "gp"], ["--sampler", "tpe"]):
+    for option in (["--strategy", "one-at-a-time"], ["--strategy", "random"], ["--sampler", "qmc"], ["--sampler", "tpe"]):
         result = _run(tmp_path, "optimize", str(GLM5), "--emulate", "--dry-run", "--trials", "2", *option)
         assert result.returncode == 0, result.stderr
         assert "baseline" in result.stdout
