@@ -11,12 +11,13 @@ from pathlib import Path
 import optuna
 from rich.console import Console
 
-from bench.search_efficiency import ModelHost, ModelRunner, tpe_variant
+from bench.search_efficiency import ModelHost, ModelRunner
 from tuner.space import load_space
 from tuner.study.feasibility import FeasibilityCheck
 from tuner.study.optimize import optimize_study
 from tuner.study.progress import ProgressView
 from tuner.study.pruner import BaselinePruner
+from tuner.study.storage import make_sampler
 
 GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 
@@ -24,9 +25,9 @@ GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 def test_feasibility_skips_are_not_counted_as_constraint_skips() -> None:
     space = load_space(GLM5)
     out = io.StringIO()
-    study = optuna.create_study(direction="maximize", sampler=tpe_variant(1, {}),
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 1),
                                 pruner=BaselinePruner(space.objective.prune_margin))
-    optimize_study(study, space, ModelRunner(ModelHost(space), 1), 30,
+    optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 30,
                    ProgressView(Console(file=out, width=400)),
                    feasibility=FeasibilityCheck.from_study(study, space))
     pruned_by = Counter(t.user_attrs.get("pruned_by") for t in study.trials)
