@@ -299,12 +299,16 @@ def test_run_reports_exit_code_and_output_and_times_out(host: Host) -> None:
     started = time.monotonic()
     try:
         with pytest.raises(HostError, match="timed out"):
-            host.run("sleep 60", timeout=0.5, env=env)
+            host.run("sleep 60 & sleep 61", timeout=0.5, env=env)
         took = time.monotonic() - started
         assert took < 30, f"the call waited {took:.1f} s for the command"
-        if host.name == "local":  # the timed-out command is killed with its group
-            assert wait_until(lambda: not processes_with(marker), timeout=10.0)
-    finally:  # over SSH the command goes on on the host: this test's own, found by its marker
+        # Locally and over SSH alike, the timed-out command is killed with its group (its child
+        # in the background too): nothing it started is left running on the host.
+        assert wait_until(lambda: not processes_with(marker), timeout=10.0), processes_with(marker)
+        # The host is still usable, and a command's own stderr comes back as it wrote it.
+        again = host.run("echo late >&2; echo fine")
+        assert (again.exit_code, again.stdout, again.stderr) == (0, "fine\n", "late\n")
+    finally:  # should the kill fail: this test's own processes, found by their marker
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
 

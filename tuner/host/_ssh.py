@@ -36,7 +36,46 @@ __all__ = ["SshHost"]
 _T = TypeVar("_T")
 
 
-_EXEC = "sh -c " + shlex.quote(_shell.FROM_STDIN)
+# Before the script, the shell writes one line on stderr: the process group the command runs in
+# and its leader's start time (``/proc/PID/stat`` field 22), so that a command that times out can
+# be killed with its group (sshd starts each command in a session of its own; closing the channel
+# alone leaves it running on the host).
+_GROUP_LINE = b"tuner-run-group "
+_EXEC = "sh -c " + shlex.quote(
+    r"""{ read -r l < "/proc/$$/stat"; set -- ${l##*) }; g=$3; read -r l < "/proc/$g/stat"; """
+    r"""set -- ${l##*) }; t=${20}; } 2>/dev/null; set --; """
+    r"""printf 'tuner-run-group %s %s\n' "$g" "$t" >&2; unset l g t; """ + _shell.FROM_STDIN
+)
+
+
+def _split_group_line(err: bytearray) -> tuple[tuple[int, str] | None, bytearray]:
+    """The (PGID, leader start time) the command's shell reported first on stderr, and the
+    command's own stderr after it; None while the line is not complete (or was not written)."""
+    if not err.startswith(_GROUP_LINE) or b"\n" not in err:
+        return None, err
+    line, _, rest = bytes(err).partition(b"\n")
+    fields = line[len(_GROUP_LINE):].split()
+    if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit() and int(fields[0]) > 1:
+        return (int(fields[0]), fields[1].decode()), bytearray(rest)
+    return None, bytearray(rest)
+
+
+def _kill_group(transport: paramiko.Transport, group: tuple[int, str]) -> None:
+    """SIGKILL a timed-out command's process group on the host, on a channel of its own; only
+    while the group's leader is gone or is still the process that reported it (same start time),
+    so that a PID the host has given to another process is never signalled."""
+    pgid, starttime = group
+    script = (
+        f"{{ read -r l < /proc/{pgid}/stat; set -- ${{l##*) }}; t=${{20}}; }} 2>/dev/null; "
+        f'if [ -z "$t" ] || [ "$t" = {shlex.quote(starttime)} ]; then kill -KILL "-{pgid}"; fi'
+    )
+    channel = transport.open_session(timeout=30)
+    try:
+        channel.settimeout(30)
+        channel.exec_command("sh -c " + shlex.quote(script))
+        channel.recv_exit_status()
+    finally:
+        channel.close()
 
 
 def _exec_with_stdin(
@@ -45,7 +84,8 @@ def _exec_with_stdin(
     """Run ``script`` through ``sh`` on a new channel, fed on stdin; collect its output.
 
     Raises:
-        HostError: not finished after ``timeout`` seconds (the channel is closed).
+        HostError: not finished after ``timeout`` seconds (its process group is killed on the
+            host and the channel closed).
     """
     transport = connection.client.get_transport()
     if transport is None:
@@ -58,22 +98,32 @@ def _exec_with_stdin(
         poller = select.poll()  # not select(): the load generator's sockets take low descriptors
         poller.register(channel, select.POLLIN)
         out, err = bytearray(), bytearray()
+        group: tuple[int, str] | None = None
+        head = True  # the group line not yet split off stderr
         deadline = time.monotonic() + timeout
         while True:
             while channel.recv_ready():
                 out += channel.recv(1 << 16)
             while channel.recv_stderr_ready():
                 err += channel.recv_stderr(1 << 16)
+            if head and (b"\n" in err or len(err) >= len(_GROUP_LINE) and not err.startswith(_GROUP_LINE)):
+                group, err = _split_group_line(err)
+                head = False
             if channel.exit_status_ready() and not channel.recv_ready() and not (
                 channel.recv_stderr_ready()
             ):
                 if channel.eof_received or channel.closed:
                     break
             if time.monotonic() > deadline:
+                if group is not None:
+                    with contextlib.suppress(Exception):  # the timeout is reported either way
+                        _kill_group(transport, group)
                 raise HostError(f"{name}: a command timed out after {timeout:g} s")
             if not transport.is_active():
                 raise EOFError("the SSH transport closed")
             poller.poll(20)
+        if head:
+            _, err = _split_group_line(err)
         return CommandResult(
             channel.recv_exit_status(),
             out.decode("utf-8", errors="replace"),
