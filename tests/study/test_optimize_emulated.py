@@ -11,25 +11,40 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
-from tests.study.conftest import N_OFF, N_ON
+from tests.study.conftest import N_OFF, N_ON, EmulatedStudy
 from tests.support.signals import sigint_default
 
 # One wave a level at K=50: short, and slow enough for the client to measure the model (the
 # client costs about 1 ms of CPU a request, 50 ms of host time here).
 SMALL = {"levels": [64, 256, 512], "output_len": 256, "requests_per_level": {"per_concurrency": 1, "min": 64},
          "time_scale": 50, "stream_interval": 32}
+# For tests of what happens around the measurement (start-up failures, constraints, the probe,
+# reuse of the study, exports, secrets): short levels at K=200, nothing measured is asserted.
+QUICK = {"levels": [64, 256, 512], "output_len": 32, "requests_per_level": {"per_concurrency": 1, "min": 64},
+         "time_scale": 200, "stream_interval": 32}
 
 
 def _trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False)
 
 
-def test_baseline_first_and_the_seeds_winner_completes(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+@pytest.fixture(scope="module")
+def seeds_winner_twice(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[EmulatedStudy, subprocess.CompletedProcess[str]]:
+    """The baseline, then N-on enqueued twice, in a run of 3 trials: run once for the tests that
+    only read it (the study and the run's output); none of them runs the tuner on it again."""
+    run = EmulatedStudy(tmp_path_factory.mktemp("seeds-winner"), workload__emulated=SMALL)
     run.enqueue(N_ON)
-    run.optimize(2)
+    run.enqueue(N_ON)
+    return run, run.optimize(3)
+
+
+def test_baseline_first_and_the_seeds_winner_completes(seeds_winner_twice) -> None:
+    run, _ = seeds_winner_twice
     trials = _trials(run.study())
     assert trials[0].user_attrs["is_baseline"] is True
     assert trials[0].state == TrialState.COMPLETE
@@ -45,11 +60,8 @@ def test_baseline_first_and_the_seeds_winner_completes(emulated_study) -> None:
     assert "--moe-runner-backend flashinfer_cutlass" in trials[1].user_attrs["command_line"]
 
 
-def test_identical_configuration_is_reused_not_rerun(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
-    run.enqueue(N_ON)
-    run.enqueue(N_ON)
-    result = run.optimize(3)
+def test_identical_configuration_is_reused_not_rerun(seeds_winner_twice) -> None:
+    run, result = seeds_winner_twice
     trials = _trials(run.study())
     assert [t.user_attrs.get("reused_from") for t in trials[:3]] == [None, None, 1]
     assert trials[2].state == TrialState.COMPLETE and trials[2].value == trials[1].value
@@ -102,7 +114,7 @@ def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
 
 
 def test_constraint_skips_without_host_time(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     run.enqueue({"mem_fraction_static": 0.96})
     run.optimize(2)
     trials = _trials(run.study())
@@ -113,7 +125,7 @@ def test_constraint_skips_without_host_time(emulated_study) -> None:
 
 
 def test_wrong_output_is_caught_by_the_probe(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     run.enqueue({"attention_backend": "fa3"})
     run.optimize(2)
     trial = _trials(run.study())[1]
@@ -125,7 +137,7 @@ def test_wrong_output_is_caught_by_the_probe(emulated_study) -> None:
 def test_a_failed_baseline_stops_the_run_before_anything_is_left_unchecked(emulated_study) -> None:
     """Without the baseline's probe outputs no other configuration can be checked (fa3's garbage
     would pass): the run stops after the baseline's failure, naming it, and runs nothing else."""
-    run = emulated_study(workload__emulated=SMALL, baseline__mem_fraction_static=0.96)
+    run = emulated_study(workload__emulated=QUICK, baseline__mem_fraction_static=0.96)
     run.enqueue({"attention_backend": "fa3", "mem_fraction_static": 0.92})
     result = run.optimize(3, check=False)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -138,7 +150,7 @@ def test_a_failed_baseline_stops_the_run_before_anything_is_left_unchecked(emula
 
 
 def test_changed_search_space_is_refused_on_resume(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     run.optimize(1)
     text = run.path.read_text().replace("input_len: 256", "input_len: 512")
     assert text != run.path.read_text()
@@ -152,7 +164,7 @@ def test_changed_search_space_is_refused_on_resume(emulated_study) -> None:
 
 
 def test_secret_never_reaches_the_database_or_the_export(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL,
+    run = emulated_study(workload__emulated=QUICK,
                          server__env={"PYTHONUNBUFFERED": "1", "HF_TOKEN": "${HF_TOKEN}"})
     secret = "hf_s3cr3t-value-never-stored"
     run.optimize(1, env={"HF_TOKEN": secret})
@@ -254,7 +266,7 @@ def test_warm_start_queues_an_earlier_studys_best(emulated_study, tmp_path: Path
 
     earlier = tmp_path / "k2-thinking.db"
     make_study(f"sqlite:///{earlier}", study_name="earlier")
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     result = run.optimize(1, "--warm-start", str(earlier))
     assert "warm start: queued" in result.stderr
     queued = [t for t in _trials(run.study()) if "warm_start_from" in t.user_attrs]

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from tests.study.conftest import N_ON, REPO
-from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials
+from tests.study.conftest import N_ON, REPO, EmulatedStudy
+from tests.study.test_optimize_emulated import QUICK, _emulator_pids, _trials
 from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.sshd
@@ -92,9 +92,17 @@ def _finish(tuner: subprocess.Popen[str], timeout: float = 120) -> str:
             os.killpg(tuner.pid, signal.SIGKILL)
 
 
-def test_study_over_ssh_records_the_host(emulated_study, sshd) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+@pytest.fixture(scope="module")
+def baseline_over_ssh(tmp_path_factory: pytest.TempPathFactory, sshd) -> EmulatedStudy:
+    """A study of one trial (the baseline) run over the sshd: run once for the tests that only
+    read it or export it (an exported script runs beside it, in its own folder's host root)."""
+    run = EmulatedStudy(tmp_path_factory.mktemp("over-ssh"), workload__emulated=QUICK)
     run.optimize(1, *ssh_args(sshd))
+    return run
+
+
+def test_study_over_ssh_records_the_host(baseline_over_ssh, sshd) -> None:
+    run = baseline_over_ssh
     baseline = _trials(run.study())[0]
     assert baseline.state == TrialState.COMPLETE
     assert baseline.user_attrs["host"] == f"{sshd.user}@127.0.0.1:{sshd.port}"
@@ -167,7 +175,7 @@ def test_tuner_sigkilled_and_restarted_leaves_the_host_as_it_was(emulated_study,
 
 
 def test_changed_host_key_is_refused(emulated_study, sshd, tmp_path: Path) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     known = tmp_path / "known_hosts"
@@ -182,7 +190,7 @@ def test_changed_host_key_is_refused(emulated_study, sshd, tmp_path: Path) -> No
 
 
 def test_patch_target_with_unexpected_content_is_never_written(emulated_study, sshd) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     from tuner.emulator.host_root import prepare_host_root
 
     prepare_host_root((run.dir / "studies" / f"{run.name}-emulated.host").resolve())
@@ -204,7 +212,7 @@ def test_doctor_catches_a_flag_the_installed_version_lacks(emulated_study, sshd)
     params = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())["parameters"]
     params["imaginary"] = {"kind": "store_true", "flag": "--enable-imaginary-kernels"}
     baseline = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())["baseline"]
-    run = emulated_study(workload__emulated=SMALL, parameters=params,
+    run = emulated_study(workload__emulated=QUICK, parameters=params,
                          baseline={**baseline, "imaginary": False})
     result = run.run("doctor", str(run.path), "--emulate", "--port", str(run.port), *ssh_args(sshd), check=False)
     assert result.returncode == 1
@@ -213,7 +221,7 @@ def test_doctor_catches_a_flag_the_installed_version_lacks(emulated_study, sshd)
 
 
 def test_doctor_catches_a_gpu_busy_with_a_foreign_process(emulated_study, sshd) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     from tuner.emulator.host_root import prepare_host_root
 
     env = prepare_host_root((run.dir / "studies" / f"{run.name}-emulated.host").resolve())
@@ -256,7 +264,7 @@ def test_shell_metacharacters_reach_the_server_unchanged(tmp_path: Path, sshd) -
     document["parameters"]["served_model_name"] = {"kind": "categorical", "flag": "--served-model-name",
                                                    "choices": [nasty]}
     document["baseline"]["served_model_name"] = nasty
-    document["workload"] = {**document["workload"], **SMALL, "levels": [64, 256]}
+    document["workload"] = {**document["workload"], **QUICK, "levels": [64, 256]}
     document["workload"].pop("emulated", None)
     document["workload"].pop("time_scale", None)
     document["workload"].pop("stream_interval", None)
@@ -274,11 +282,10 @@ def test_shell_metacharacters_reach_the_server_unchanged(tmp_path: Path, sshd) -
     assert not pwned.exists()
 
 
-def test_exported_script_runs_over_ssh_until_ready(emulated_study, sshd) -> None:
+def test_exported_script_runs_over_ssh_until_ready(baseline_over_ssh, sshd) -> None:
     from tuner.host import HostSpec, open_host
 
-    run = emulated_study(workload__emulated=SMALL)
-    run.optimize(1, *ssh_args(sshd))
+    run = baseline_over_ssh
     script = run.dir / "launch.sh"
     run.run("export", str(run.path), "--emulate", "--out", str(script), "--port", str(run.port))
     host = open_host(HostSpec(address="127.0.0.1", user=sshd.user, port=sshd.port,
