@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.report.dashboard import Dashboard, attrs_of, running_dashboard
 from tests.report.study_factory import make_study
 from tests.study.conftest import GLM5
-from tests.study.test_optimize_emulated import SMALL
+from tests.study.test_optimize_emulated import QUICK
 from tests.support.sshd import free_port
 
 
@@ -48,7 +48,7 @@ def test_dashboard_without_a_study_is_a_one_line_error(tmp_path: Path) -> None:
 def test_optuna_dashboard_opens_the_tuner_s_studies_as_typed(emulated_study) -> None:
     """`optuna-dashboard studies/glm5.db` and `... studies/glm5-emulated.db`, typed as the user
     types them in the folder the tuner ran in, open the studies the tuner wrote there."""
-    run = emulated_study(name="glm5", workload__emulated=SMALL)
+    run = emulated_study(name="glm5", workload__emulated=QUICK)
     run.optimize(1)  # the baseline, on the emulated host: studies/glm5-emulated.db
     run.run("enqueue", str(run.path), "--set=radix_cache=false")  # studies/glm5.db, no host time
     assert sorted(p.name for p in (run.dir / "studies").glob("*.db")) == ["glm5-emulated.db", "glm5.db"]

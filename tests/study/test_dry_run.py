@@ -7,7 +7,7 @@ import re
 
 from optuna.trial import TrialState
 
-from tests.study.test_optimize_emulated import SMALL, _trials
+from tests.study.test_optimize_emulated import QUICK, SMALL, _trials
 from tuner.space import load_space
 
 
@@ -18,7 +18,7 @@ def dry_run_lines(run, trials: int) -> list[str]:
 
 
 def test_the_dry_run_shows_what_the_run_then_runs(emulated_study) -> None:
-    run = emulated_study(workload__emulated=SMALL)
+    run = emulated_study(workload__emulated=QUICK)
     lines = dry_run_lines(run, 3)
     assert lines[0].startswith("baseline: ")
     assert lines[1].startswith("trial 1: ")  # the run's first sampled trial is trial 1

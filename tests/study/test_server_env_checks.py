@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.study.conftest import GLM5, REPO
-from tests.study.test_optimize_emulated import SMALL
+from tests.study.test_optimize_emulated import QUICK
 from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.sshd
@@ -37,7 +37,7 @@ def space_with_env_only_in_server_env(tmp_path: Path, sshd) -> Path:
         "PATH": host_env["PATH"],  # the stand-in nvidia-smi first
         "TUNER_EMULATOR_STATE": host_env["TUNER_EMULATOR_STATE"],
     }
-    workload = {**document["workload"], **SMALL, "levels": [64, 256]}  # a short trial
+    workload = {**document["workload"], **QUICK, "levels": [64, 256]}  # a short trial
     for key in ("emulated", "time_scale", "stream_interval"):
         workload.pop(key, None)
     document["workload"] = workload
