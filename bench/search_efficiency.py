@@ -123,6 +123,9 @@ class _ModelObserver:
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
 
+    def watches(self, name: str) -> bool:
+        return name != "eager_running_req" or "graph_max_bs" in self.outcome.observations
+
     def last(self, name: str) -> float | None:
         return self.outcome.observations.get(name)
 
@@ -135,9 +138,13 @@ class _ModelObserver:
             return []
         running, at_cap = seen["running_req_max"], seen.get("running_req_at_cap_fraction", 0.0)
         lines = 20
+        full = round(at_cap * lines) if at_cap else lines
+        batches = [running] * full + [max(1.0, running * 0.8)] * (lines - full)
         if name == "running_req":
-            full = round(at_cap * lines) if at_cap else lines
-            return [running] * full + [max(1.0, running * 0.8)] * (lines - full)
+            return batches
+        if name == "eager_running_req":  # the decode lines that say `cuda graph: False`
+            graphs = seen.get("graph_max_bs", 0.0)
+            return [b for b in batches if b > graphs]
         if name == "queue_req":
             waiting = max(0.0, concurrency - running)
             return [waiting * (i + 1) / lines for i in range(lines)] if seen.get("queue_growing") else [0.0] * lines

@@ -51,7 +51,7 @@ _SWEEP = "sweep: "
 class GuidedSettings:
     """Knobs of the guided strategy (chosen on generated landscapes 0-49, bench/)."""
 
-    explore_every: int = 4  # every k-th host-run trial is the sampler's (0: only when idle)
+    explore_every: int = 0  # every k-th host-run trial is the sampler's (0: only when idle)
     sweep_points: int = 5  # values tried over a numeric range in the sweep
 
 
@@ -118,9 +118,10 @@ class GuidedStrategy(Strategy):
             if name is None or name not in inc.config or not rule.fires(seen):
                 continue
             current = inc.config[name]
-            if self.space.parameters[name].shape == "saturating" and (current is None or current >= self.top):
+            saturating = self.space.parameters[name].shape == "saturating"
+            if saturating and rule.direction == "raise" and (current is None or current >= self.top):
                 continue  # at or above the top concurrency a cap no longer matters
-            for value in self._steps(view, name, inc.config[name], rule.direction):
+            for value in self._steps(view, name, inc.config[name], rule.direction, seen):
                 change = f"{name} {_text(inc.config[name])} -> {_text(value)}"
                 if any(_same_change(r.chosen_by, name, value) for r in view.records):
                     continue  # this change was tried once already (from another best)
@@ -133,9 +134,15 @@ class GuidedStrategy(Strategy):
                 for raised in self._steps(view, name, value, "raise"):
                     yield {**inc.config, name: raised}, f"rule: cap {value} below the top concurrency {self.top}: {name} {value} -> {_text(raised)}"
 
-    def _steps(self, view: StudyView, name: str, current: Any, direction: str) -> list[Any]:
+    def _steps(self, view: StudyView, name: str, current: Any, direction: str,
+               seen: dict[str, float] | None = None) -> list[Any]:
         """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
         param = self.space.parameters[name]
+        if param.shape == "saturating" and direction == "lower":
+            # half the batch that ran: a cap that binds again below where the trouble was
+            running = (seen or {}).get("running_req_max", current if current is not None else self.top)
+            below = [v for v in _grid(param) if v <= running // 2 and (current is None or v < current)]
+            return below[-1:]
         if param.shape == "up_to_failure":
             low, high, inside = cliff_bracket(view, name, _grid(param))
             return [v for v in inside if current is None or v > current] if direction == "raise" else []
@@ -157,8 +164,10 @@ class GuidedStrategy(Strategy):
             held, failed, inside = cliff_bracket(view, name, _grid(param))
             span = f"bracket {held:g}-{failed:g}" if failed is not None else f"above {held:g}, no failure yet"
             if inside:
-                probe = inside[len(inside) // 2] if failed is not None else inside[-1]
-                yield {**inc.config, name: probe}, f"cliff: {name} {span}"
+                # bisect a bracket; with no failure yet, the highest value the constraints allow
+                probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]
+                for probe in probes:
+                    yield {**inc.config, name: probe}, f"cliff: {name} {span}"
             elif held is not None and inc.config[name] is not None and inc.config[name] < held:
                 yield {**inc.config, name: held}, f"cliff: {name} at {held:g}, the highest that held ({span})"
 
@@ -173,11 +182,14 @@ class GuidedStrategy(Strategy):
                 if not (v == current and type(v) is type(current))
                 and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
             ]
-            for value in self._ordered(name, values, current, inc, done):
-                for values_, patched in self._with_activated(inc.config, name, value):
-                    reason = f"{_SWEEP}{name}={_text(value)}" + (f" with patch {patched}" if patched else "")
-                    if reason not in done:
-                        yield values_, reason
+            changes = [
+                (values_, f"{_SWEEP}{name}={_text(value)}" + (f" with patch {patched}" if patched else ""))
+                for value in self._ordered(name, values, current, inc, done)
+                for values_, patched in self._with_activated(inc.config, name, value)
+            ]
+            # a value that comes with a source patch first: someone wrote the patch for it
+            changes.sort(key=lambda change: " with patch " not in change[1])
+            yield from ((v, reason) for v, reason in changes if reason not in done)
 
     def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
                  done: dict[str, TrialRecord]) -> list[Any]:
