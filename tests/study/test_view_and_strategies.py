@@ -215,11 +215,12 @@ def test_sglang_log_lines_become_level_observations() -> None:
     for i, queued in enumerate(queue):
         running = 64 if i else 40
         observer.feed(f"[TP0] Decode batch, #running-req: {running}, #token: 9000, token usage: 0.{i + 1}0, "
-                      f"cuda graph: True, gen throughput (token/s): 300.00, #queue-req: {queued}, ", "level-256")
+                      f"cuda graph: {i < 5}, gen throughput (token/s): 300.00, #queue-req: {queued}, ", "level-256")
     observer.feed("[TP0] Prefill batch, #new-seq: 5, #new-token: 800, #cached-token: 0, token usage: 0.99, "
                   "#running-req: 3, #queue-req: 0, ", "level-256")
     seen = level_observations(observer, "level-256", 256, cap=64, gpu={"mean_power_w": 250.0, "power_limit_w": 600.0})
     assert seen == {"kv_tokens": 495488.0, "running_req_max": 64.0, "running_req_at_cap_fraction": 0.833,
+                    "eager_fraction": 0.167,  # one decode line of six above the captured graphs
                     "queue_req_max": 200.0, "queue_growing": 1.0, "token_usage_max": 0.6,
                     "gpu_power_w": 250.0, "gpu_power_limit_w": 600.0}
     assert profile.running_cap(["x", "--max-running-requests", "64"]) == 64

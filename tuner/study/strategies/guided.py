@@ -56,6 +56,7 @@ class GuidedSettings:
     # a change tried when the best measured was below 1/retry_gain of today's best is stale (the
     # context moved on: a backend that paid since): it may be tried again from the new best
     retry_gain: float = 1.15
+    sweep_again: int = 1  # 1: a second sweep from the best once the first is done (0: the sampler)
 
 
 class GuidedStrategy(Strategy):
@@ -118,7 +119,8 @@ class GuidedStrategy(Strategy):
         yield from self._cliff_changes(view, inc)
         yield from self._sweep(view, inc)
         yield from self._combined(view, inc)
-        yield from self._sweep(view, inc, again=True)
+        if self.settings.sweep_again:
+            yield from self._sweep(view, inc, again=True)
 
     def _repairs(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
         """A rule's change of the best that ran out of memory under load (``unstable-at-<c>``) is tried
@@ -153,8 +155,8 @@ class GuidedStrategy(Strategy):
                 if name not in picked or gain > picked[name][0]:
                     picked[name] = (gain, record)
         ordered = sorted(picked.items(), key=lambda item: -item[1][0])
-        for size in (len(ordered), 2):
-            if size < 2 or size > len(ordered):
+        for size in sorted({len(ordered), min(2, len(ordered))}, reverse=True):
+            if size < 1:
                 continue
             values = dict(inc.config)
             for name, (_, record) in ordered[:size]:
