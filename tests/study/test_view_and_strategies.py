@@ -21,7 +21,7 @@ from tuner.space import load_space
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
 from tuner.study.feasibility import FeasibilityCheck
-from tuner.study.strategies import STRATEGIES, make_strategy, resolve_strategy
+from tuner.study.strategies import DEFAULT_STRATEGY, make_strategy, resolve_strategy
 from tuner.study.strategies.one_at_a_time import single_changes
 from tuner.study.strategies.tpe import CrashAwareTPESampler
 from tuner.study.view import read_view
@@ -125,7 +125,7 @@ def test_the_older_sampler_option_maps_to_a_strategy_or_a_sampler(space) -> None
     assert resolve_strategy(None, "random", space, 0).name == "random"
     qmc = resolve_strategy(None, "qmc", space, 0)  # gp would need the optional torch
     assert isinstance(qmc.sampler(), optuna.samplers.QMCSampler) and qmc.sampled_reason == "sampler: qmc"
-    assert resolve_strategy(None, None, space, 0).name in STRATEGIES
+    assert resolve_strategy(None, None, space, 0).name == DEFAULT_STRATEGY == "guided"  # neither option
 
 
 def test_one_at_a_time_changes_one_parameter_of_the_best_and_skips_tried_ones(space) -> None:
