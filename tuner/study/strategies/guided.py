@@ -130,8 +130,6 @@ class GuidedStrategy(Strategy):
             reason = record.failure_reason or ""
             if not reason.startswith("unstable-at-") or not record.chosen_by.startswith("rule: "):
                 continue
-            if any(f": {name} " in record.chosen_by for name in _capacity_names(self.space)):
-                continue  # the rule moved the memory itself: the cliff's bracket learns from it
             changed = _changed(record.config, inc.config) - _capacity_names(self.space)
             if not changed or len(changed) > 2:
                 continue  # a probe of the cliff itself, or a change far from the best
@@ -194,10 +192,9 @@ class GuidedStrategy(Strategy):
         """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
         param = self.space.parameters[name]
         if param.shape == "saturating" and direction == "lower":
-            # half the cap (at most the top concurrency): below where the trouble was; from the
-            # configuration, not the noisy running count, so the same change is tried once
-            cap = min(current if current is not None else self.top, self.top)
-            below = [v for v in _grid(param) if v <= cap // 2]
+            # half the batch that ran: a cap that binds again below where the trouble was
+            running = (seen or {}).get("running_req_max", current if current is not None else self.top)
+            below = [v for v in _grid(param) if v <= running // 2 and (current is None or v < current)]
             return below[-1:]
         if param.shape == "up_to_failure":
             low, high, inside = cliff_bracket(view, name, _grid(param))
