@@ -145,7 +145,8 @@ class EmulatorLandscape(Landscape):
             per_request = self.input_len + settings.reserve_ratio * self.output_len
             per_level = {
                 c: _load_observations(c, settings.max_running, settings.kv_tokens, per_request,
-                                      self.input_len + self.output_len)
+                                      self.input_len + self.output_len,
+                                      settings.cuda_graph_max_bs if settings.cuda_graphs else 0)
                 for c in self.levels
             }
             observations = per_level[self.levels[-1]]
@@ -164,13 +165,17 @@ class EmulatorLandscape(Landscape):
 
 
 def _load_observations(
-    concurrency: int, cap: int, kv_tokens: float, admit_tokens: float, hold_tokens: float
+    concurrency: int, cap: int, kv_tokens: float, admit_tokens: float, hold_tokens: float,
+    graph_bs: int = 0,
 ) -> dict[str, float]:
-    """What the server log shows at the top level: the KV pool (at start), the cap, how often
-    ``#running-req`` sat at the cap, the peak token usage and whether the queue kept growing."""
+    """What the server log shows at a level: the KV pool (at start), the cap, how often
+    ``#running-req`` sat at the cap, the peak token usage, whether the queue kept growing, and
+    the largest batch the CUDA graphs cover (``graph_max_bs``, 0 without graphs: the decode lines
+    of larger batches say ``cuda graph: False``)."""
     by_kv = max(1, int(kv_tokens // admit_tokens))
     running = min(concurrency, cap, by_kv)
     return {
+        "graph_max_bs": float(graph_bs),
         "kv_tokens": float(int(kv_tokens)),
         "max_running_requests": float(cap),
         "running_req_max": float(running),
@@ -307,10 +312,11 @@ class GeneratedLandscape(Landscape):
             return Outcome((), "oom-at-start")
         kv_tokens = self._kv_tokens(config)
         cap = config.get("max_running_requests") or self.default_cap
+        graph_bs = (config.get("cuda_graph_max_bs") or self.default_graph_bs) if config["cuda_graph"] else 0
         sched = config.get("schedule_conservativeness")
         admit = self.input_len + (1.0 if sched is None else max(0.5, sched)) * self.output_len
         per_level = {
-            c: _load_observations(c, cap, kv_tokens, admit, self.input_len + self.output_len)
+            c: _load_observations(c, cap, kv_tokens, admit, self.input_len + self.output_len, graph_bs)
             for c in self.levels
         }
         observations = per_level[self.levels[-1]]

@@ -34,7 +34,6 @@ GLM-5 host) plus ``LEVEL_MIN`` a level that ran (about 1 on the real host).
 from __future__ import annotations
 
 import argparse
-import inspect
 import io
 import json
 import math
@@ -75,7 +74,6 @@ from tuner.study.storage import make_sampler  # noqa: E402
 from tuner.study.strategies import make_strategy  # noqa: E402
 from tuner.study.strategies._base import Strategy  # noqa: E402
 from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
-from tuner.study.view import read_view  # noqa: E402
 from tuner.timescale import TimeScale  # noqa: E402
 
 __all__ = ["ModelHost", "ModelRunner", "host_runs", "main", "reach", "run_loop", "run_strategy", "polish"]
@@ -123,6 +121,9 @@ class _ModelObserver:
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
 
+    def watches(self, name: str) -> bool:
+        return name != "eager_running_req" or "graph_max_bs" in self.outcome.observations
+
     def last(self, name: str) -> float | None:
         return self.outcome.observations.get(name)
 
@@ -135,9 +136,13 @@ class _ModelObserver:
             return []
         running, at_cap = seen["running_req_max"], seen.get("running_req_at_cap_fraction", 0.0)
         lines = 20
+        full = round(at_cap * lines) if at_cap else lines
+        batches = [running] * full + [max(1.0, running * 0.8)] * (lines - full)
         if name == "running_req":
-            full = round(at_cap * lines) if at_cap else lines
-            return [running] * full + [max(1.0, running * 0.8)] * (lines - full)
+            return batches
+        if name == "eager_running_req":  # the decode lines that say `cuda graph: False`
+            graphs = seen.get("graph_max_bs", 0.0)
+            return [b for b in batches if b > graphs]
         if name == "queue_req":
             waiting = max(0.0, concurrency - running)
             return [waiting * (i + 1) / lines for i in range(lines)] if seen.get("queue_growing") else [0.0] * lines
@@ -241,9 +246,6 @@ class Run:
     host_minutes: list[float]
 
 
-_TAKES_STRATEGY = "strategy" in inspect.signature(optimize_study).parameters
-
-
 def run_strategy(
     landscape: Landscape,
     name: str,
@@ -267,10 +269,8 @@ def run_strategy(
     progress = ProgressView(Console(file=io.StringIO()))
     ran = 0
     while ran < budget:
-        extra: dict[str, Any] = {"strategy": strategy} if _TAKES_STRATEGY else {}
-        if not _TAKES_STRATEGY:
-            _queue_proposal(study, space, strategy)
-        summary = optimize_study(study, space, runner, 1, progress, feasibility=gate, **extra)
+        # the product's loop: it reads the study view, queues the strategy's proposal and runs it
+        summary = optimize_study(study, space, runner, 1, progress, feasibility=gate, strategy=strategy)
         if summary.ran == 0:
             break
         ran += 1
@@ -280,24 +280,6 @@ def run_strategy(
             if value is not None and value >= stop_at:
                 break
     return _as_run(study)
-
-
-def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy) -> None:
-    """Before the loop takes a strategy itself: queue its proposal (after the baseline)."""
-    view = read_view(study, space)
-    if not view.records:
-        return
-    proposal = strategy.propose(view)
-    if proposal is None:
-        return
-    try:
-        config = space.config(proposal.config, drop_inactive=True)
-    except ConfigError:
-        return
-    study.enqueue_trial(
-        space.params_for_enqueue(config),
-        user_attrs={attrs.CHOSEN_BY: proposal.reason, attrs.ENQUEUED: True, "enqueued": True},
-    )
 
 
 def _ran_on_host(trial: optuna.trial.FrozenTrial) -> bool:

@@ -13,6 +13,8 @@ telemetry) into the flat figures stored on the trial:
 - ``queue_req_max``, ``queue_growing`` (1 when the queue was longer in the last third of the
   level than in the first);
 - ``token_usage_max``: the KV pool's highest use (0-1);
+- ``eager_fraction``: the share of the level's decode lines that ran without CUDA graphs (the
+  batch above the captured size; only when the profile has an ``eager_running_req`` pattern);
 - ``gpu_power_w``, ``gpu_power_limit_w``: the level's mean GPU power and its limit.
 """
 
@@ -55,6 +57,10 @@ class LogObserver:
         with self._lock:
             return list(self._series.get((phase, name), []))
 
+    def watches(self, name: str) -> bool:
+        """Whether the profile has a pattern for ``name``."""
+        return name in self._patterns
+
     def last(self, name: str) -> float | None:
         """The last value of ``name`` in any phase (e.g. ``kv_tokens``)."""
         with self._lock:
@@ -89,6 +95,9 @@ def level_observations(
             limit = cap if cap is not None else (top if top < concurrency else None)
             if limit is not None:
                 out["running_req_at_cap_fraction"] = round(sum(v >= limit for v in running) / len(running), 3)
+            if observer.watches("eager_running_req"):
+                eager = observer.series(phase, "eager_running_req")
+                out["eager_fraction"] = round(min(1.0, len(eager) / len(running)), 3)
         queue = observer.series(phase, "queue_req")
         if queue:
             out["queue_req_max"] = max(queue)

@@ -124,3 +124,56 @@ def test_rules_are_the_engine_profiles_data() -> None:
     kv = next(r for r in rules if r.change == "--mem-fraction-static")
     assert not kv.fires({"token_usage_max": 0.99, "queue_growing": 0.0})
     assert kv.fires({"token_usage_max": 0.99, "queue_growing": 1.0})
+
+
+def test_decode_without_cuda_graphs_lowers_the_cap_under_the_graphs(space: Any) -> None:
+    # The log's decode lines said `cuda graph: False` at 1,024 running: the batch is above the
+    # captured graphs. A person halves the cap (back under them) or captures larger batches.
+    best = record(space, 0, {"max_running_requests": 1024}, value=2000.0, observations={
+        "running_req_max@1024": 1024.0, "running_req_at_cap_fraction@1024": 0.95, "eager_fraction@1024": 1.0,
+    })
+    proposal = make_strategy("guided", space, 0).propose(view(best))
+    assert proposal is not None
+    assert proposal.reason == ("rule: decode runs without CUDA graphs at 1024 running (100% of the level's "
+                               "batches): max_running_requests 1024 -> 512")
+    assert proposal.config == {**best.config, "max_running_requests": 512}
+    lowered = record(space, 1, {"max_running_requests": 512}, value=1900.0, chosen_by=proposal.reason)
+    proposal = make_strategy("guided", space, 0).propose(view(best, lowered))
+    assert proposal is not None and proposal.reason.endswith("cuda_graph_max_bs unset -> 512")
+
+
+def test_a_raised_cap_that_ran_out_of_memory_under_load_is_repaired_with_less_memory(space: Any) -> None:
+    # The baseline held at 0.92 with 64 requests running; the same memory with 1,024 running ran
+    # out under load. That says nothing about the cliff at 64: try the raise with less memory.
+    baseline = record(space, 0, {}, value=400.0, observations={"running_req_max@1024": 64.0})
+    raised = record(space, 1, {"max_running_requests": 1024}, failure="unstable-at-1024",
+                    chosen_by="rule: cap binds at 64 (#running-req = 64 for 95% of the level): "
+                              "max_running_requests 64 -> 1024")
+    proposal = make_strategy("guided", space, 0).propose(view(baseline, raised))
+    assert proposal is not None
+    assert proposal.config == {**baseline.config, "max_running_requests": 1024, "mem_fraction_static": 0.90}
+    assert proposal.reason.startswith("repair: rule of trial 1 ran out of memory under load (unstable-at-1024): "
+                                      "mem_fraction_static 0.92 -> 0.9")
+    grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
+    repaired = record(space, 2, {"max_running_requests": 1024, "mem_fraction_static": 0.90}, value=1500.0,
+                      observations={"running_req_max@1024": 1024.0})
+    seen = view(baseline, raised, repaired)
+    # what held at 64 running does not count for a batch of 1,024: 0.92 failed there
+    assert cliff_bracket(seen, "mem_fraction_static", grid, batch=1024.0) == (0.90, 0.92, [0.91])
+    assert cliff_bracket(seen, "mem_fraction_static", grid)[:2] == (0.92, None)
+
+
+def test_one_changes_that_measured_faster_are_combined(space: Any) -> None:
+    top = {"max_running_requests": 1024}
+    best = record(space, 0, top, value=2000.0)
+    faster = [
+        record(space, 1, {**top, "radix_cache": False}, value=2080.0, chosen_by="sweep: radix_cache=False"),
+        record(space, 2, {**top, "chunked_prefill_size": 4096}, value=2060.0,
+               chosen_by="sweep: chunked_prefill_size=4096"),
+    ]
+    strategy = GuidedStrategy(space, 0)
+    seen = view(best, *faster)
+    assert seen.best() is faster[0]
+    combined = next(strategy._combined(seen, faster[0]))
+    assert combined[0]["chunked_prefill_size"] == 4096 and combined[0]["radix_cache"] is False
+    assert combined[1] == "combine: chunked_prefill_size=4096 (+3%)"

@@ -21,7 +21,7 @@ from tuner.space import load_space
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
 from tuner.study.feasibility import FeasibilityCheck
-from tuner.study.strategies import STRATEGIES, make_strategy, resolve_strategy
+from tuner.study.strategies import DEFAULT_STRATEGY, make_strategy, resolve_strategy
 from tuner.study.strategies.one_at_a_time import single_changes
 from tuner.study.strategies.tpe import CrashAwareTPESampler
 from tuner.study.view import read_view
@@ -125,7 +125,7 @@ def test_the_older_sampler_option_maps_to_a_strategy_or_a_sampler(space) -> None
     assert resolve_strategy(None, "random", space, 0).name == "random"
     qmc = resolve_strategy(None, "qmc", space, 0)  # gp would need the optional torch
     assert isinstance(qmc.sampler(), optuna.samplers.QMCSampler) and qmc.sampled_reason == "sampler: qmc"
-    assert resolve_strategy(None, None, space, 0).name in STRATEGIES
+    assert resolve_strategy(None, None, space, 0).name == DEFAULT_STRATEGY == "guided"  # neither option
 
 
 def test_one_at_a_time_changes_one_parameter_of_the_best_and_skips_tried_ones(space) -> None:
@@ -215,11 +215,12 @@ def test_sglang_log_lines_become_level_observations() -> None:
     for i, queued in enumerate(queue):
         running = 64 if i else 40
         observer.feed(f"[TP0] Decode batch, #running-req: {running}, #token: 9000, token usage: 0.{i + 1}0, "
-                      f"cuda graph: True, gen throughput (token/s): 300.00, #queue-req: {queued}, ", "level-256")
+                      f"cuda graph: {i < 5}, gen throughput (token/s): 300.00, #queue-req: {queued}, ", "level-256")
     observer.feed("[TP0] Prefill batch, #new-seq: 5, #new-token: 800, #cached-token: 0, token usage: 0.99, "
                   "#running-req: 3, #queue-req: 0, ", "level-256")
     seen = level_observations(observer, "level-256", 256, cap=64, gpu={"mean_power_w": 250.0, "power_limit_w": 600.0})
     assert seen == {"kv_tokens": 495488.0, "running_req_max": 64.0, "running_req_at_cap_fraction": 0.833,
+                    "eager_fraction": 0.167,  # one decode line of six above the captured graphs
                     "queue_req_max": 200.0, "queue_growing": 1.0, "token_usage_max": 0.6,
                     "gpu_power_w": 250.0, "gpu_power_limit_w": 600.0}
     assert profile.running_cap(["x", "--max-running-requests", "64"]) == 64

@@ -51,14 +51,20 @@ _SWEEP = "sweep: "
 class GuidedSettings:
     """Knobs of the guided strategy (chosen on generated landscapes 0-49, bench/)."""
 
-    explore_every: int = 4  # every k-th host-run trial is the sampler's (0: only when idle)
+    explore_every: int = 0  # every k-th host-run trial is the sampler's (0: only when idle)
     sweep_points: int = 5  # values tried over a numeric range in the sweep
+    # a change tried when the best measured was below 1/retry_gain of today's best is stale (the
+    # context moved on: a backend that paid since): it may be tried again from the new best
+    retry_gain: float = 1.15
+    sweep_again: int = 1  # 1: a second sweep from the best once the first is done (0: the sampler)
 
 
 class GuidedStrategy(Strategy):
     """See the module docstring."""
 
     name = "guided"
+
+    _fresh: set[str] = frozenset()  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -89,6 +95,7 @@ class GuidedStrategy(Strategy):
             return None
         tried = {r.config_key for r in view.records if r.config_key}
         bad = _failing_values(view)
+        self._fresh = _fresh_reasons(view, incumbent, self.settings.retry_gain)
         for values, reason in self._candidates(view, incumbent):
             try:
                 config = self.space.config(values, drop_inactive=True)
@@ -108,9 +115,55 @@ class GuidedStrategy(Strategy):
 
     def _candidates(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
         yield from self._rule_changes(view, inc)
+        yield from self._repairs(view, inc)
         yield from self._cliff_changes(view, inc)
         yield from self._sweep(view, inc)
+        yield from self._combined(view, inc)
+        if self.settings.sweep_again:
+            yield from self._sweep(view, inc, again=True)
 
+    def _repairs(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        """A rule's change of the best that ran out of memory under load (``unstable-at-<c>``) is tried
+        again with each ``up_to_failure`` parameter lower (two steps, then four, then eight):
+        a larger batch needs more headroom than the best's own."""
+        for record in reversed(view.failed()):
+            reason = record.failure_reason or ""
+            if not reason.startswith("unstable-at-") or not record.chosen_by.startswith("rule: "):
+                continue
+            changed = _changed(record.config, inc.config) - _capacity_names(self.space)
+            if not changed or len(changed) > 2:
+                continue  # a probe of the cliff itself, or a change far from the best
+            start = {**inc.config, **{k: v for k, v in record.config.items() if k in changed or k not in inc.config}}
+            for name, param in self.space.parameters.items():
+                current = record.config.get(name)
+                if param.shape != "up_to_failure" or current is None:
+                    continue
+                below = [v for v in _grid(param) if v < current]
+                for steps in (2, 4, 8):
+                    if len(below) >= steps:
+                        yield ({**start, name: below[-steps]},
+                                   f"repair: {record.chosen_by.split(':')[0]} of trial {record.number} ran out of memory "
+                                   f"under load ({reason}): {name} {_text(current)} -> {_text(below[-steps])}")
+
+    def _combined(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        """The best's configuration with every one-change that measured faster than the
+        configuration it changed (small gains hidden by noise add up), the largest first."""
+        gains = _one_change_gains(view)
+        picked: dict[str, tuple[float, TrialRecord]] = {}
+        for (name, _), (gain, record) in gains.items():
+            if gain > 1.0 and record.config.get(name, _MISSING) != inc.config.get(name, _MISSING):
+                if name not in picked or gain > picked[name][0]:
+                    picked[name] = (gain, record)
+        ordered = sorted(picked.items(), key=lambda item: -item[1][0])
+        for size in sorted({len(ordered), min(2, len(ordered))}, reverse=True):
+            if size < 1:
+                continue
+            values = dict(inc.config)
+            for name, (_, record) in ordered[:size]:
+                values[name] = record.config[name]
+                values.update({k: v for k, v in record.config.items() if k not in inc.config})
+            said = ", ".join(f"{n}={_text(r.config[n])} ({g - 1:+.0%})" for n, (g, r) in ordered[:size])
+            yield values, f"combine: {said}"
     def _rule_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
         seen = top_level_observations(inc.observations)
         for rule in self.rules:
@@ -118,11 +171,12 @@ class GuidedStrategy(Strategy):
             if name is None or name not in inc.config or not rule.fires(seen):
                 continue
             current = inc.config[name]
-            if self.space.parameters[name].shape == "saturating" and (current is None or current >= self.top):
+            saturating = self.space.parameters[name].shape == "saturating"
+            if saturating and rule.direction == "raise" and (current is None or current >= self.top):
                 continue  # at or above the top concurrency a cap no longer matters
-            for value in self._steps(view, name, inc.config[name], rule.direction):
+            for value in self._steps(view, name, inc.config[name], rule.direction, seen):
                 change = f"{name} {_text(inc.config[name])} -> {_text(value)}"
-                if any(_same_change(r.chosen_by, name, value) for r in view.records):
+                if any(_same_change(reason, name, value) for reason in self._fresh):
                     continue  # this change was tried once already (from another best)
                 yield {**inc.config, name: value}, f"rule: {_says(rule.says, seen, inc.config[name])}: {change}"
         if "running_req_at_cap_fraction" in seen:
@@ -133,9 +187,15 @@ class GuidedStrategy(Strategy):
                 for raised in self._steps(view, name, value, "raise"):
                     yield {**inc.config, name: raised}, f"rule: cap {value} below the top concurrency {self.top}: {name} {value} -> {_text(raised)}"
 
-    def _steps(self, view: StudyView, name: str, current: Any, direction: str) -> list[Any]:
+    def _steps(self, view: StudyView, name: str, current: Any, direction: str,
+               seen: dict[str, float] | None = None) -> list[Any]:
         """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
         param = self.space.parameters[name]
+        if param.shape == "saturating" and direction == "lower":
+            # half the batch that ran: a cap that binds again below where the trouble was
+            running = (seen or {}).get("running_req_max", current if current is not None else self.top)
+            below = [v for v in _grid(param) if v <= running // 2 and (current is None or v < current)]
+            return below[-1:]
         if param.shape == "up_to_failure":
             low, high, inside = cliff_bracket(view, name, _grid(param))
             return [v for v in inside if current is None or v > current] if direction == "raise" else []
@@ -154,16 +214,21 @@ class GuidedStrategy(Strategy):
         for name, param in self.space.parameters.items():
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
-            held, failed, inside = cliff_bracket(view, name, _grid(param))
+            held, failed, inside = cliff_bracket(view, name, _grid(param), _batch(inc))
             span = f"bracket {held:g}-{failed:g}" if failed is not None else f"above {held:g}, no failure yet"
             if inside:
-                probe = inside[len(inside) // 2] if failed is not None else inside[-1]
-                yield {**inc.config, name: probe}, f"cliff: {name} {span}"
+                # bisect a bracket; with no failure yet, the highest value the constraints allow
+                probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]
+                for probe in probes:
+                    yield {**inc.config, name: probe}, f"cliff: {name} {span}"
             elif held is not None and inc.config[name] is not None and inc.config[name] < held:
                 yield {**inc.config, name: held}, f"cliff: {name} at {held:g}, the highest that held ({span})"
 
-    def _sweep(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
-        done = {r.chosen_by: r for r in view.records if r.chosen_by.startswith(_SWEEP)}
+    def _sweep(self, view: StudyView, inc: TrialRecord, again: bool = False) -> Iterator[tuple[dict[str, Any], str]]:
+        """One change of the best at a time, each change once; ``again``: a new pass from the
+        best, counting only the changes measured from this very configuration."""
+        done = {r.chosen_by: r for r in view.records if r.chosen_by.startswith(_SWEEP)
+                and (not again or _changed(r.config, inc.config) <= {_swept_name(r.chosen_by)})}
         for name, param in self.space.parameters.items():
             if name not in inc.config or param.shape is not None:
                 continue
@@ -173,11 +238,14 @@ class GuidedStrategy(Strategy):
                 if not (v == current and type(v) is type(current))
                 and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
             ]
-            for value in self._ordered(name, values, current, inc, done):
-                for values_, patched in self._with_activated(inc.config, name, value):
-                    reason = f"{_SWEEP}{name}={_text(value)}" + (f" with patch {patched}" if patched else "")
-                    if reason not in done:
-                        yield values_, reason
+            changes = [
+                (values_, f"{_SWEEP}{name}={_text(value)}" + (f" with patch {patched}" if patched else ""))
+                for value in self._ordered(name, values, current, inc, done)
+                for values_, patched in self._with_activated(inc.config, name, value)
+            ]
+            # a value that comes with a source patch first: someone wrote the patch for it
+            changes.sort(key=lambda change: " with patch " not in change[1])
+            yield from ((v, reason) for v, reason in changes if reason not in done)
 
     def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
                  done: dict[str, TrialRecord]) -> list[Any]:
@@ -220,14 +288,18 @@ class GuidedStrategy(Strategy):
 _MISSING = object()
 
 
-def cliff_bracket(view: StudyView, name: str, grid: list[Any]) -> tuple[Any, Any, list[Any]]:
+def cliff_bracket(view: StudyView, name: str, grid: list[Any], batch: float | None = None) -> tuple[Any, Any, list[Any]]:
     """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
     the highest value a trial ran clean with, the lowest value above it that ran out of memory
     (at start or under load), and the grid values strictly between them (above ``held`` when
-    nothing failed). Failures below a value that held are blamed on something else."""
+    nothing failed). Failures below a value that held are blamed on something else. With
+    ``batch`` (the running batch of the configuration it is for), a value held only in trials
+    whose server ran at least that many requests at once: memory that held at 64 running
+    requests says nothing of 1,024."""
     held_values = [
         r.config[name] for r in view.records
         if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
+        and (batch is None or _batch(r) is None or _batch(r) >= 0.9 * batch)
     ]
     held = max(held_values) if held_values else None
     failed_values = [
@@ -242,6 +314,55 @@ def cliff_bracket(view: StudyView, name: str, grid: list[Any]) -> tuple[Any, Any
         if (held is None or v > held) and (failed is None or v < failed)
     ]
     return held, failed, inside
+
+
+def _batch(record: TrialRecord) -> float | None:
+    """The most requests the trial's server ran at once, at its top level (None: not logged)."""
+    return top_level_observations(record.observations).get("running_req_max")
+
+
+def _capacity_names(space: Any) -> set[str]:
+    return {name for name, param in space.parameters.items() if param.shape == "up_to_failure"}
+
+
+def _swept_name(reason: str) -> str:
+    return reason.removeprefix(_SWEEP).partition("=")[0]
+
+
+def _changed(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
+    """The parameters set in both configurations with different values."""
+    return {k for k in a.keys() & b.keys() if a[k] != b[k]}
+
+
+def _one_change_gains(view: StudyView) -> dict[tuple[str, Any], tuple[float, TrialRecord]]:
+    """For each sweep trial: its measured value over that of the best earlier configuration it
+    changed in its one parameter only (the configuration it was measured against)."""
+    gains: dict[tuple[str, Any], tuple[float, TrialRecord]] = {}
+    earlier: list[TrialRecord] = []
+    for record in view.records:
+        if record.outcome == Outcome.COMPLETE and record.value is not None:
+            if record.chosen_by.startswith(_SWEEP):
+                name = _swept_name(record.chosen_by)
+                parents = [p.value for p in earlier if _changed(p.config, record.config) <= {name}
+                           and p.config.get(name, _MISSING) != record.config.get(name)]
+                if parents:
+                    gains[(name, _hashable(record.config.get(name)))] = (record.value / max(parents), record)
+            earlier.append(record)
+    return gains
+
+
+def _fresh_reasons(view: StudyView, incumbent: TrialRecord, gain: float) -> set[str]:
+    """The reasons of trials chosen while the best measured was within ``gain`` of the
+    incumbent's value (a change tried long before a large gain says little of it now)."""
+    fresh: set[str] = set()
+    best = 0.0
+    now = incumbent.value or 0.0
+    for record in view.records:
+        if record.chosen_by and best * gain >= now:
+            fresh.add(record.chosen_by)
+        if record.outcome == Outcome.COMPLETE and record.value is not None:
+            best = max(best, record.value)
+    return fresh
 
 
 def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
