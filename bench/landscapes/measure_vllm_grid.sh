@@ -15,6 +15,9 @@
 # tuner's client runs at the caller's priority: on 2 cores shared with other work, a server at the
 # client's priority delayed the client's event loop past its health limit (p99 lag 120-160 ms at
 # load average 8: every level measurement-bound, nothing ranked).
+# The committed vllm_cpu_tiny.json: `bash bench/landscapes/measure_vllm_grid.sh` on 2026-12-01,
+# 21:32-21:54 UTC, 17 min 7 s of host time, load average 7.9-16 from other work (the c=32 level of
+# max_num_seqs 32 x 256 tokens was measurement-bound there: its 358 tok/s is stored, not ranked).
 # Every configuration is queued by hand and run by `tuner optimize` (random sampler: nothing is
 # sampled while queued ones remain), so each one gets the product's own trial: start, /health,
 # probe, levels 8 and 32 (128 requests each), stop.
