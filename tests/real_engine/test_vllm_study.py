@@ -7,9 +7,6 @@ sshd on 127.0.0.1 with a fixed seed. It installs nothing: ``.ci/install`` builds
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -17,29 +14,10 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from tests.real_engine.conftest import REPO, run_tuner
 from tests.support.sshd import free_port
 
-REPO = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = Path(os.environ.get("TUNER_VLLM_VENV", "/opt/tuner-venvs/vllm")) / "bin" / "python"
-
 pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.timeout(1800)]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"{VLLM_PYTHON} is missing: run `bash .ci/install_vllm.sh` (or .ci/install)")
-    out = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([str(VLLM_PYTHON), str(REPO / "tests/support/tiny_model.py"), str(out)],
-                   check=True, capture_output=True, timeout=600)
-    return out
-
-
-def _tuner(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
 
 
 def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_path: Path) -> None:
@@ -53,10 +31,10 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
     storage = f"sqlite:///{tmp_path / 'vllm.db'}"
     common = ["--storage", storage]
     for seqs in (2, 32):
-        _tuner("enqueue", str(space), *common, "--set", f"max_num_seqs={seqs}", cwd=tmp_path, timeout=120)
-    _tuner("optimize", str(space), "--trials", "6", "--seed", "11", *common,
-           "--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
-           "--known-hosts", sshd.known_hosts_path, cwd=tmp_path, timeout=1700)
+        run_tuner("enqueue", str(space), *common, "--set", f"max_num_seqs={seqs}", cwd=tmp_path, timeout=120)
+    run_tuner("optimize", str(space), "--trials", "6", "--seed", "11", *common,
+              "--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
+              "--known-hosts", sshd.known_hosts_path, cwd=tmp_path, timeout=1700)
 
     study = optuna.load_study(study_name="vllm-cpu-tiny", storage=storage)
     ran = [t for t in study.get_trials() if t.user_attrs.get("reused_from") is None
@@ -74,6 +52,6 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
         assert trial.user_attrs["host"] == f"{sshd.user}@127.0.0.1:{sshd.port}"
         if trial.state == TrialState.COMPLETE:
             assert trial.user_attrs["levels"] and all(not lv["emulated"] for lv in trial.user_attrs["levels"])
-    table = _tuner("trials", str(space), *common, "--csv", cwd=tmp_path, timeout=60).stdout
+    table = run_tuner("trials", str(space), *common, "--csv", cwd=tmp_path, timeout=60).stdout
     assert len(table.strip().splitlines()) == len(study.get_trials()) + 1
     print(table)  # `pytest -s` shows the measured table (README: "A real engine")

@@ -49,6 +49,14 @@ def test_the_baseline_rule_starts_at_the_floor_and_one_miss_ends_it() -> None:
     assert fast.tried[0] == 9.0 and fast.goodput >= 36
 
 
+def test_a_first_level_missed_above_the_floor_is_followed_by_one_at_the_floor() -> None:
+    # start_rate 4 is above the floor (0.5): a miss there says nothing of the baseline rule yet.
+    slow = _search(0.3, start_rate=4.0, floor=0.5)
+    assert slow.tried == [4.0, 0.5] and slow.goodput == 0.0  # pruned at the floor by the runner
+    middling = _search(3.0, start_rate=4.0, floor=0.5)
+    assert middling.tried[:2] == [4.0, 0.5] and 2.0 <= middling.goodput <= 3.0
+
+
 def _level(**changes: object) -> dict:
     level = {"completed": 100, "failed": 0, "stop_reason": None, "p99_ttft_ms": 400.0,
              "median_tpot_ms": 30.0, "p99_tpot_ms": 60.0, "request_rate": 4.0,
@@ -101,6 +109,12 @@ class _Session:
 
     base_url = "http://127.0.0.1:1"
     phase = ""
+    argv: list[str] = []
+
+    def __init__(self) -> None:
+        from tuner.observations import LogObserver
+
+        self.observer = LogObserver({"running_req": r"Running: (\d+) reqs", "queue_req": r"Waiting: (\d+) reqs"})
 
     def wait_for_failure(self, seconds: float) -> None:
         return None
@@ -118,7 +132,8 @@ class _Runner:
         from tuner.timescale import TimeScale
 
         self.space, self.study, self.requests = space, study, None
-        self.target = type("Target", (), {"time_scale": TimeScale()})()
+        profile = type("Profile", (), {"running_cap": staticmethod(lambda argv: 4)})()
+        self.target = type("Target", (), {"time_scale": TimeScale(), "profile": profile})()
         self.capacity, self.client_limit = capacity, client_limit
         self.on_phase = lambda text: None
         self.on_level = lambda metrics, k, n: None
@@ -130,6 +145,8 @@ class _Runner:
         from tuner.loadgen import LevelMetrics
 
         rate = spec.request_rate
+        for running in (2, 4, 4, 4) if rate > 2 else (1, 2, 1):  # what the server log said
+            session.observer.feed(f"Running: {running} reqs, Waiting: {int(rate)} reqs", session.phase)
         bound = "client CPU busy 99%: use --client-workers N" if rate >= self.client_limit else None
         ttft = 300.0 if rate <= self.capacity else 5000.0
         return LevelMetrics(
@@ -141,7 +158,8 @@ class _Runner:
         ), None
 
 
-def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float | None):  # noqa: ANN202
+def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float | None,  # noqa: ANN202
+           start_rate: float = 1, max_levels: int = 6):
     import optuna
 
     from tuner.study import attrs
@@ -149,7 +167,7 @@ def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float
 
     path = tmp_path / "g.yaml"
     document = _objective(p99_ttft_ms=1000)
-    document["objective"]["goodput"] = {"start_rate": 1, "max_rate": 64, "max_levels": 6}
+    document["objective"]["goodput"] = {"start_rate": start_rate, "max_rate": 64, "max_levels": max_levels}
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     space = load_space(path)
     study = optuna.create_study(direction="maximize")
@@ -182,6 +200,33 @@ def test_a_measurement_bound_level_misses_its_rate_but_never_prunes(tmp_path: Pa
     run, trial = _trial(tmp_path, capacity=20, client_limit=6, baseline=None)
     assert run() == [5.0]  # 1, 2, 4 met; 8 and 6 the client's; 5 met
     assert trial.user_attrs["note"] == "goodput capped by the client: measurement-bound at 6 req/s"
+
+
+def test_a_trial_that_meets_no_rate_against_a_baseline_is_pruned_not_a_complete_zero(tmp_path: Path) -> None:
+    import optuna
+
+    # Baseline 2 req/s: floor 1.8; the first level (start_rate 4) is above it and missed.
+    run, trial = _trial(tmp_path, capacity=1.0, client_limit=100, baseline=2.0, start_rate=4)
+    with pytest.raises(optuna.TrialPruned, match="goodput below 1.8 req/s"):
+        run()
+    assert [lv["request_rate"] for lv in trial.user_attrs["levels"]] == [4, pytest.approx(1.8)]
+    # One level only (max_levels 1), missed above the floor: pruned too, never a goodput of 0.
+    run, trial = _trial(tmp_path, capacity=1.0, client_limit=100, baseline=2.0, start_rate=4, max_levels=1)
+    with pytest.raises(optuna.TrialPruned, match="no level met, down to 4 req/s"):
+        run()
+    # Met at the floor: the search goes on between the floor and the rate missed.
+    run, trial = _trial(tmp_path, capacity=3.0, client_limit=100, baseline=2.0, start_rate=4)
+    assert 2.0 <= run()[0] <= 3.0
+
+
+def test_a_goodput_trial_records_what_the_server_log_said_at_each_rate(tmp_path: Path) -> None:
+    run, trial = _trial(tmp_path, capacity=5, client_limit=100, baseline=None, max_levels=3)
+    assert run() == [4.0]  # 1, 2, 4 met
+    seen = trial.user_attrs["observations"]
+    assert seen["running_req_max@1rps"] == 2 and seen["running_req_max@4rps"] == 4
+    assert seen["running_req_at_cap_fraction@4rps"] == 0.75  # 3 of 4 samples at --max-num-seqs 4
+    assert seen["queue_req_max@2rps"] == 2
+    assert seen["running_req_max"] == 4 and seen["queue_req_max"] == 4  # the highest rate tried
 
 
 def test_the_strategies_see_a_goodput_trial_s_levels_as_the_rate_it_met() -> None:

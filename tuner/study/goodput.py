@@ -7,8 +7,13 @@ the rate when it ran clean, met every limit of ``objective.slo`` and the client 
 ``min_achieved_fraction`` of the rate asked.
 
 The baseline rule: once the baseline's goodput G is known, another configuration's first level is
-at G x (1 - prune_margin); missing it means its goodput cannot reach the baseline's, and the
-trial is PRUNED after that one level.
+at G x (1 - prune_margin) (or ``start_rate`` when that is higher); missing a level at or below that
+floor means its goodput cannot reach the baseline's, and the trial is PRUNED there. A first level
+missed above the floor is followed by one at the floor, so a trial that meets no rate at all is
+PRUNED (slower than the baseline), never a COMPLETE goodput of 0 that could rank.
+
+Each level stores what the server log said during it (:mod:`tuner.observations`), as
+``name@<rate>rps``; the unsuffixed figures are those of the highest rate tried, where a cap binds.
 
 A ``measurement_bound`` level (the client measured itself, :mod:`tuner.loadgen._health`) does
 not meet its rate, and the search goes down from it, but it never prunes: the miss is the
@@ -24,6 +29,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import ServerFailure
+from tuner.observations import level_observations
 from tuner.study import attrs
 from tuner.study.pruner import BASELINE_ATTR
 from tuner.study.traffic import rate_level
@@ -56,8 +62,11 @@ class RateSearch:
             return min(self.max_rate, max(self.start_rate, self.floor or 0.0))
         if self.missed is None:  # every level met so far: go up
             return None if self.met is not None and self.met >= self.max_rate else min(self.max_rate, 2 * (self.met or 0))
-        if self.met is None:  # every level missed so far: go down (the baseline rule ends it)
-            return None if self.floor is not None else self.missed / 2
+        if self.met is None:  # every level missed so far: go down
+            if self.floor is None:
+                return self.missed / 2
+            # The baseline rule: a level at the floor decides (missed there: pruned by the runner).
+            return self.floor if self.missed > self.floor else None
         if self.missed / self.met - 1 <= self.resolution:
             return None
         return (self.met + self.missed) / 2
@@ -113,6 +122,9 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     plan = RateSearch(search.start_rate, search.max_rate, search.max_levels, search.resolution, floor)
     levels: list[dict[str, Any]] = []
     telemetry: dict[str, Any] = {}
+    observations: dict[str, float] = {}
+    profile = getattr(runner.target, "profile", None)
+    cap = profile.running_cap(session.argv) if profile is not None else None
     time_limit = max(runner.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S))
     while (rate := plan.next()) is not None:
         k = len(plan.tried) + 1
@@ -137,6 +149,12 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
         attrs.set(trial, f"tps@{rate:g}rps", level["output_throughput"])
         attrs.set(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
         attrs.set(trial, GOODPUT_ATTR, plan.goodput)
+        seen = level_observations(getattr(session, "observer", None), session.phase,
+                                  int(level["concurrency"]), cap, level.get("gpu"))
+        observations.update({f"{name}@{rate:g}rps": value for name, value in seen.items() if name != "kv_tokens"})
+        if rate >= max(plan.tried):  # unsuffixed: the highest rate tried so far
+            observations.update(seen)
+        attrs.set(trial, attrs.OBSERVATIONS, observations)
         runner.on_level(metrics, k, search.max_levels)
         if floor is not None and why is not None and rate <= floor and not metrics.measurement_bound:
             raise optuna.TrialPruned(
@@ -153,4 +171,9 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     if plan.met is None and all(lv.get("stop_reason") for lv in levels):
         raise ServerFailure(f"unstable-at-{levels[0]['concurrency']}",
                             "no level ran to its end", session.log_excerpt())
+    if plan.met is None and floor is not None:  # the floor's level was not reached (max_levels)
+        raise optuna.TrialPruned(
+            f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
+            f"{objective.prune_margin:.0%}): no level met, down to {min(plan.tried):g} req/s"
+        )
     return [plan.goodput]
