@@ -6,12 +6,15 @@ seed: wall time, the machine's 1-minute load before and after, the baseline and 
 trial (output tok/s, emulated), the winner's kind, and whether it is of the seeds' kind: the
 cutlass MoE (``flashinfer_cutlass``) with the patched autotune gate, CUDA graphs on and no
 ``--max-running-requests`` cap below 1,024 (issue 12, item 6). ``--study-root DIR`` reports on
-finished runs (``DIR/seed-S``) without running them again.
+finished runs (``DIR/seed-S``) without running them again. ``--busy-core`` runs a
+``while True: pass`` process beside each run (issue 13, item 3: the same kind of winner when one
+of the cores is busy), started and killed by its PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-9", help="a range A-B or a list 0,3,7")
     parser.add_argument("--strategy", default="guided")
     parser.add_argument("--study-root", type=Path, help="report on finished runs in DIR/seed-S")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="a busy loop beside each run (one core taken)")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if "-" in args.seeds:
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     space = args.space.resolve()
     root = args.study_root or Path(tempfile.mkdtemp(prefix="seeds-study-"))
     print(f"tuner optimize {args.space.name} --trials {args.trials} --emulate --strategy "
-          f"{args.strategy} --seed S, in {root}")
+          f"{args.strategy} --seed S, in {root}" + (", beside a busy loop" if args.busy_core else ""))
     print("seed  wall s  load before/after  baseline    best  trial  winner's kind"
           "                               seeds' kind")
     hits = 0
@@ -94,8 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.study_root is None:
             workdir.mkdir(parents=True)
             before = load_1min()
-            wall = run_demo(space, workdir, args.trials,
-                            ["--strategy", args.strategy, "--seed", str(seed)], quiet=True)
+            busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    if args.busy_core else None)
+            try:
+                wall = run_demo(space, workdir, args.trials,
+                                ["--strategy", args.strategy, "--seed", str(seed)], quiet=True)
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
             after = load_1min()
         found = summarise(space, workdir)
         hit = seeds_kind(found["config"])
