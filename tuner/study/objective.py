@@ -37,8 +37,8 @@ PROBE_REFERENCE_ATTR = "probe_reference"
 # the same wall time at any scale: no phase gets less than this many wall seconds.
 MIN_WALL_TIMEOUT_S = 30.0
 # How often readiness is asked of an emulated server (a real one: every 0.2 s). Its start-up
-# lasts about 1 s of wall time at K=200, so a 0.2 s poll would add a tenth of it on average.
-EMULATED_READY_POLL_S = 0.02
+# lasts 0.4-0.6 s of wall time at K=400: a 0.2 s poll would add a fifth of it on average.
+EMULATED_READY_POLL_S = 0.05
 # When the client ends a level early, how long the server watcher gets to classify why.
 CLASSIFY_WAIT_S = 2.0
 
