@@ -40,15 +40,20 @@ def _load() -> str:
     return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
 
 
-def run_demo(space: Path, workdir: Path, trials: int) -> float:
-    """Run the demo in ``workdir``; its wall seconds."""
+def run_demo(space: Path, workdir: Path, trials: int, extra: list[str] = (), *,
+             quiet: bool = False) -> float:
+    """Run the demo in ``workdir`` (``extra``: more ``tuner optimize`` options); its wall
+    seconds. ``quiet``: its output goes to ``workdir/optimize.log``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     started = time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "optimize", str(space), "--trials", str(trials),
-         "--emulate"],
-        cwd=workdir, env=env, check=True,
-    )
+    command = [sys.executable, "-m", "tuner.cli", "optimize", str(space), "--trials", str(trials),
+               "--emulate", *extra]
+    if quiet:
+        with open(workdir / "optimize.log", "w") as log:
+            subprocess.run(command, cwd=workdir, env=env, check=True, stdout=log,
+                           stderr=subprocess.STDOUT)
+    else:
+        subprocess.run(command, cwd=workdir, env=env, check=True)
     return time.monotonic() - started
 
 
@@ -131,12 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--space", type=Path, default=REPO / "search_spaces/glm5.yaml")
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--study-dir", type=Path, help="report on a finished demo in this folder")
+    parser.add_argument("--strategy", help="tuner optimize --strategy (default: the product's)")
+    parser.add_argument("--seed", type=int, help="tuner optimize --seed")
     args = parser.parse_args(argv)
+    extra = [*(["--strategy", args.strategy] if args.strategy else []),
+             *(["--seed", str(args.seed)] if args.seed is not None else [])]
     workdir = args.study_dir
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="emulated-fidelity-"))
-        print(f"load before: {_load()}", flush=True)
-        wall = run_demo(args.space.resolve(), workdir, args.trials)
+        print(f"load before: {_load()}; tuner optimize {' '.join(extra)}", flush=True)
+        wall = run_demo(args.space.resolve(), workdir, args.trials, extra)
         print(f"\ndemo: {args.trials} trials in {wall:.0f} s wall ({workdir}); "
               f"load after: {_load()}\n", flush=True)
     report(args.space.resolve(), workdir.resolve())

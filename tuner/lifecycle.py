@@ -206,8 +206,9 @@ class ServerSession:
 
     # -- readiness ---------------------------------------------------------------------------
 
-    def wait_ready(self, timeout_s: float) -> float:
-        """Block until ``/health`` answers 200 or the ready log line appears.
+    def wait_ready(self, timeout_s: float, poll_s: float | None = None) -> float:
+        """Block until ``/health`` answers 200 or the ready log line appears, asking every
+        ``poll_s`` (default: the watcher's period, at most 0.2 s).
 
         Returns:
             seconds (server time) from start to ready.
@@ -233,7 +234,7 @@ class ServerSession:
                     f"not ready after {timeout_s:.0f} s ({self.profile.health_path} never 200)",
                     self.log_excerpt(),
                 )
-            time.sleep(min(self.poll_s, 0.2))
+            time.sleep(min(self.poll_s, 0.2) if poll_s is None else poll_s)
 
     # -- watching ----------------------------------------------------------------------------
 

@@ -283,3 +283,17 @@ def test_event_readers_take_the_servers_counts() -> None:
         openai({"error": {"message": "overloaded"}})
     with pytest.raises(RequestFailed, match="bad"):
         sglang({"error": "bad"})
+
+
+def test_a_connect_timeout_is_not_described_as_a_read_timeout() -> None:
+    import asyncio
+
+    import aiohttp
+
+    from tuner.loadgen._stream import describe_error
+
+    connect = describe_error(aiohttp.ConnectionTimeoutError("Connection timeout to host"))
+    read = describe_error(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
+    assert connect == "ConnectionTimeoutError: no connection to the server within the connect timeout"
+    assert read == "SocketTimeoutError: no data from the server within the read timeout"
+    assert describe_error(asyncio.TimeoutError()).endswith("within the read timeout")

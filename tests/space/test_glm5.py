@@ -121,7 +121,7 @@ def test_workloads(glm5):
     assert emulated.levels == [64, 256, 1024]
     assert (real.input_len, real.output_len, real.time_scale) == (256, 256, 1.0)
     assert [real.requests_for(c) for c in real.levels] == [128, 512, 1024, 2048]
-    assert (emulated.output_len, emulated.time_scale, emulated.stream_interval) == (256, 200.0, 64)
+    assert (emulated.output_len, emulated.time_scale, emulated.stream_interval) == (256, 400.0, 256)
     assert [emulated.requests_for(c) for c in emulated.levels] == [128, 256, 1024]
     assert real.api == emulated.api == "sglang"                      # the engine profile's
 

@@ -94,6 +94,10 @@ def describe_error(exc: BaseException) -> str:
         text = "connection closed in the middle of the stream"
     elif isinstance(exc, aiohttp.ServerDisconnectedError):
         text = "server closed the connection"
+    elif isinstance(exc, aiohttp.ConnectionTimeoutError):
+        # The connection itself did not complete in time (a server that does not accept, or a
+        # client whose event loop is starved of CPU): not a server that went quiet mid-stream.
+        text = "no connection to the server within the connect timeout"
     elif isinstance(exc, asyncio.TimeoutError):
         text = "no data from the server within the read timeout"
     else:
