@@ -14,8 +14,9 @@ and changes what the trials say binds, in this order:
    highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``);
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
-   pays with its patch), each change once; a value that failed at start or answered wrongly in
-   any configuration and never ran clean is not tried again;
+   pays with its patch), each change once; a value that failed at start or answered wrongly and
+   never ran clean is not tried again when it explains the failure (the trial's only new value,
+   or it failed twice);
 4. otherwise the sampler draws: TPE that learns from crashes (FAIL trials are infeasible to it,
    see :mod:`tuner.study.strategies.tpe`); with ``explore_every = k`` it also draws every k-th
    trial.
@@ -25,6 +26,7 @@ It reads only what a trial on a real host records (levels, failure class, observ
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -366,15 +368,23 @@ def _fresh_reasons(view: StudyView, incumbent: TrialRecord, gain: float) -> set[
 
 
 def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
-    """(parameter, value) pairs that failed at start or answered wrongly and never ran clean."""
+    """(parameter, value) pairs that failed at start or answered wrongly and never ran clean.
+
+    A failure is held against a value only when the value explains it: it was the failed
+    trial's one value that never ran clean, or it failed in two such trials. A trial that drew
+    two new values at once (fa3 attention with the cutlass MoE) says only that one of them is
+    broken: each is then tried once on its own, and the one that fails again is dropped."""
+    clean = {(n, _hashable(v)) for r in view.records
+             if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) for n, v in r.config.items()}
     failing: set[tuple[str, Any]] = set()
+    seen: Counter[tuple[str, Any]] = Counter()
     for record in view.failed():
         if (record.failure_reason or "").startswith(_VALUE_FAILURES):
-            failing |= {(n, _hashable(v)) for n, v in record.config.items()}
-    for record in view.records:
-        if record.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE):
-            failing -= {(n, _hashable(v)) for n, v in record.config.items()}
-    return failing
+            unproven = {(n, _hashable(v)) for n, v in record.config.items()} - clean
+            seen.update(unproven)
+            if len(unproven) == 1:
+                failing |= unproven
+    return failing | {key for key, count in seen.items() if count >= 2}
 
 
 def _hashable(value: Any) -> Any:
