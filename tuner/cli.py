@@ -95,6 +95,7 @@ def optimize(
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.run import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
+    from tuner.study.strategies._base import Strategy
 
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
@@ -105,7 +106,8 @@ def optimize(
     if dry_run:
         from tuner.study.dry_run import print_dry_run
 
-        print_dry_run(space, trials, chosen.sampler(), emulate, Console())
+        proposes = chosen.name if type(chosen).propose is not Strategy.propose else None
+        print_dry_run(space, trials, chosen.sampler(), emulate, Console(), proposes)
         return
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
     target.client_workers = client_workers

@@ -11,18 +11,19 @@ from tests.study.test_optimize_emulated import QUICK, SMALL, _trials
 from tuner.space import load_space
 
 
-def dry_run_lines(run, trials: int) -> list[str]:
+def dry_run_lines(run, trials: int, *extra: str) -> list[str]:
     result = run.run("optimize", str(run.path), "--trials", str(trials), "--emulate", "--seed",
-                     "7", "--dry-run", env={"COLUMNS": "2000"})
-    return result.stdout.splitlines()
+                     "7", "--dry-run", *extra, env={"COLUMNS": "2000"})
+    return [line for line in result.stdout.splitlines() if not line.startswith("guided: ")]
 
 
 def test_the_dry_run_shows_what_the_run_then_runs(emulated_study) -> None:
+    """With a strategy that only samples (tpe), the dry run shows the run's own trials."""
     run = emulated_study(workload__emulated=QUICK)
-    lines = dry_run_lines(run, 3)
+    lines = dry_run_lines(run, 3, "--strategy", "tpe")
     assert lines[0].startswith("baseline: ")
     assert lines[1].startswith("trial 1: ")  # the run's first sampled trial is trial 1
-    run.optimize(2)
+    run.optimize(2, "--strategy", "tpe")
     ran = _trials(run.study())
     assert ran[1].state != TrialState.WAITING and not ran[1].user_attrs.get("is_baseline")
     space = load_space(run.path)
@@ -54,3 +55,15 @@ def test_the_emulated_estimate_is_in_seconds_of_wall_time(emulated_study) -> Non
     assert found, last
     factor, seconds = int(found.group(1)), int(found.group(2))
     assert factor == SMALL["time_scale"] and seconds < 60
+
+
+def test_the_default_strategy_s_dry_run_says_its_choices_come_from_measurements(emulated_study) -> None:
+    run = emulated_study(workload__emulated=QUICK)
+    result = run.run("optimize", str(run.path), "--trials", "2", "--emulate", "--dry-run",
+                     env={"COLUMNS": "2000"})
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("guided: after the baseline each trial is chosen from what the trials "
+                            "before it measured"), first
+    sampled = run.run("optimize", str(run.path), "--trials", "2", "--emulate", "--dry-run",
+                      "--strategy", "tpe", env={"COLUMNS": "2000"})
+    assert sampled.stdout.splitlines()[0].startswith("baseline: ")  # a sampler's run: no such note

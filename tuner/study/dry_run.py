@@ -29,10 +29,19 @@ def estimate_trial_host_seconds(space: Any, emulate: bool) -> float:
 
 
 def print_dry_run(
-    space: Any, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console
+    space: Any, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console,
+    proposes: str | None = None,
 ) -> None:
-    """Print the baseline and ``trials`` sampled configurations with their command lines."""
+    """Print the baseline and ``trials`` sampled configurations with their command lines.
+
+    ``proposes``: the name of a strategy that chooses trials from what earlier trials measured
+    (``guided``); its choices cannot be known before the run, so the dry run says so and shows the
+    sampler's draws it falls back to."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if proposes:
+        console.print(f"{proposes}: after the baseline each trial is chosen from what the trials "
+                      "before it measured (rules, cliffs, one change at a time), unknown before "
+                      "the run; below, the sampler's draws it falls back to", highlight=False)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(space.params_for_enqueue(space.baseline))
     seen: set[str] = set()
