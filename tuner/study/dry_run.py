@@ -40,8 +40,7 @@ def print_dry_run(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if proposes:
         console.print(f"{proposes}: after the baseline each trial is chosen from what the trials "
-                      "before it measured (rules, cliffs, one change at a time), unknown before "
-                      "the run; below, the sampler's draws it falls back to", highlight=False)
+                      "before it measured, unknown before the run; below, the sampler's draws it falls back to", highlight=False)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(space.params_for_enqueue(space.baseline))
     seen: set[str] = set()
