@@ -12,7 +12,7 @@ import pytest
 from tests.loadgen.conftest import server_record
 from tuner.loadgen import LevelSpec, run_level
 from tuner.loadgen._health import ClientHealth, late_share, verdict
-from tuner.loadgen._stream import COMPLETED, RequestLog
+from tuner.loadgen._stream import COMPLETED, FAILED, RequestLog
 
 
 def test_a_client_whose_event_loop_is_blocked_flags_its_level(pacing_server) -> None:
@@ -94,3 +94,45 @@ def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
     levels = [level(64, 700.0), level(256, 1900.0), level(1024, 5000.0, "the client lagged")]
     values, stable = objective_value(levels, Objective())
     assert values == [1900.0] and stable  # the 5,000 of the client-bound level is not ranked
+
+
+def _stopped_by_connect_timeouts(lag_p99_ms: float, clock: str):
+    from tuner.loadgen._level import ShareResult, level_metrics
+    from tuner.loadgen._stream import CONNECT_TIMED_OUT
+    from tuner.timescale import TimeScale
+
+    spec = LevelSpec(concurrency=4, num_requests=4, input_len=8, output_len=8, time_limit_s=60)
+    log = _log([0.0, 0.1, 0.0, 0.0], [1.0, 1.1, 0.0, 0.0], [-1] * 4)
+    log.status[2:] = [FAILED, FAILED]  # two requests whose connects timed out
+    for i, end in ((0, 1.0), (1, 1.1)):  # the two that completed: 8 tokens each
+        log.event_times[i], log.event_counts[i], log.output_tokens[i] = [0.5, end], [1, 8], 8
+    error = f"ConnectionTimeoutError: {CONNECT_TIMED_OUT}"
+    result = ShareResult(log, 0.0, 1.1, f"error budget passed: 2 of 4 requests failed; last error: {error}",
+                         [error], None, TimeScale())
+    health = ClientHealth(clock=clock, loop_lag_p99_ms=lag_p99_ms, loop_lag_max_ms=2 * lag_p99_ms,
+                          cpu_busy=0.3)
+    return level_metrics(spec, TimeScale(), result, health)
+
+
+def test_connects_that_timed_out_while_the_client_lagged_are_the_clients_doing() -> None:
+    # On the emulator's clock the client's lag moves no stamp, but a connect that timed out while
+    # its loop lagged 400 ms is still the starved client's, not the configuration's instability.
+    lagging = _stopped_by_connect_timeouts(400.0, "emulator").measurement_bound
+    assert lagging and lagging.startswith("connects timed out while the client's event loop lagged")
+    assert "event loop lagged" in _stopped_by_connect_timeouts(400.0, "client").measurement_bound
+    # A healthy client whose connects time out met a server that does not accept: the server's.
+    assert _stopped_by_connect_timeouts(5.0, "emulator").measurement_bound is None
+    assert _stopped_by_connect_timeouts(5.0, "client").measurement_bound is None
+
+
+def test_a_level_the_client_stopped_while_measuring_itself_fails_as_measurement_bound() -> None:
+    from tuner.study.objective import _client_failure
+
+    class NoLog:
+        def log_excerpt(self) -> str:
+            return ""
+
+    lagging = _stopped_by_connect_timeouts(400.0, "emulator")
+    assert _client_failure(lagging, NoLog()).reason == "measurement-bound"
+    healthy = _stopped_by_connect_timeouts(5.0, "emulator")
+    assert _client_failure(healthy, NoLog()).reason == "unstable-at-4"

@@ -39,7 +39,13 @@ from tuner.loadgen._server import (
     fetch_server_info,
 )
 from tuner.loadgen._spec import LevelSpec, check_api
-from tuner.loadgen._stream import JSON_HEADERS, COMPLETED, RequestLog, send_time_trace
+from tuner.loadgen._stream import (
+    COMPLETED,
+    CONNECT_TIMED_OUT,
+    JSON_HEADERS,
+    RequestLog,
+    send_time_trace,
+)
 from tuner.timescale import TimeScale
 
 __all__ = ["ShareResult", "level_metrics", "measure_share", "run_level", "run_levels"]
@@ -159,9 +165,23 @@ async def measure_share(
     worker, workers = share
     concurrency = spec.concurrency // workers + (worker < spec.concurrency % workers)
     indices = range(worker, spec.num_requests, workers)
-    read_timeout = max((scale or TimeScale()).to_server(spec.time_limit_s), 1.0)
+    if scale is None or stamped is None:
+        try:
+            async with aiohttp.ClientSession() as asking:
+                info = await fetch_server_info(asking, base)
+        except (TunerError, TypeError, ValueError) as exc:
+            return str(exc)
+        scale = scale or TimeScale.from_server_info(info)
+        stamped = emulator_clock(info) if stamped is None else stamped
+    budget = scale.to_server(spec.time_limit_s)
+    # On an emulated server the limit holds on its virtual clock; the wall clock only catches a
+    # server that stopped answering, with room for a machine busy with other work: its connects
+    # (1,024 at once on a starved machine) and its reads get that whole room too.
+    wall_limit = budget * WALL_ROOM if stamped else budget
     timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout
+        total=None,
+        sock_connect=max(CONNECT_TIMEOUT_S, wall_limit) if stamped else CONNECT_TIMEOUT_S,
+        sock_read=max(wall_limit, 1.0),
     )
     connector = aiohttp.TCPConnector(limit=max(concurrency, 1))
     async with aiohttp.ClientSession(
@@ -171,10 +191,6 @@ async def measure_share(
         trace_configs=[send_time_trace()],
     ) as session:
         try:
-            if scale is None or stamped is None:
-                info = await fetch_server_info(session, base)
-                scale = scale or TimeScale.from_server_info(info)
-                stamped = emulator_clock(info) if stamped is None else stamped
             model = await fetch_model(session, base) if fmt.needs_model else None
         except (TunerError, TypeError, ValueError) as exc:
             return str(exc)
@@ -200,10 +216,7 @@ async def measure_share(
         watch = HealthWatch()
         watch.start()
         started = time.perf_counter()
-        budget = scale.to_server(spec.time_limit_s)
-        # On an emulated server the limit holds on its virtual clock; the wall clock only
-        # catches a server that stopped answering, with room for a machine busy with other work.
-        deadline = started + (budget * WALL_ROOM if stamped else budget)
+        deadline = started + wall_limit
         # An open loop: this share's requests at their times in the whole level's schedule.
         arrivals = arrival_times(spec, started, scale)
         if arrivals is not None:
@@ -266,6 +279,12 @@ def level_metrics(
                           result.ended - result.started)
         health = replace(health, late_share=late)
     cause = verdict(health)
+    if any(CONNECT_TIMED_OUT in error for error in result.errors):
+        # Connects that timed out while the client itself lagged: its own doing (a starved
+        # machine opening many connections at once), on any clock.
+        lagged = verdict(replace(health, clock="client", late_share=0.0, emulator_lag_s=None))
+        if lagged and (cause is None or lagged not in cause):
+            cause = "; ".join(filter(None, [cause, f"connects timed out while {lagged}"]))
     return replace(
         metrics,
         measurement_bound=f"{cause}: {ADVICE}" if cause else None,

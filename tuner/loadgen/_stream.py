@@ -34,6 +34,8 @@ _JSON = json.JSONDecoder()
 NOT_RUN, COMPLETED, FAILED = 0, 1, -1
 
 # Errors meaning the server is gone (refused, reset, closed mid-stream), not merely unhappy.
+# A connect that did not complete in time: on a starved client machine, the client's own doing.
+CONNECT_TIMED_OUT = "no connection to the server within the connect timeout"
 CONNECTION_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError)
 
 
@@ -97,7 +99,7 @@ def describe_error(exc: BaseException) -> str:
     elif isinstance(exc, aiohttp.ConnectionTimeoutError):
         # The connection itself did not complete in time (a server that does not accept, or a
         # client whose event loop is starved of CPU): not a server that went quiet mid-stream.
-        text = "no connection to the server within the connect timeout"
+        text = CONNECT_TIMED_OUT
     elif isinstance(exc, asyncio.TimeoutError):
         text = "no data from the server within the read timeout"
     else:

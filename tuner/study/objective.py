@@ -301,6 +301,10 @@ class TrialRunner:
 
 
 def _client_failure(metrics: LevelMetrics, session: ServerSession) -> ServerFailure:
+    """Why the client stopped a level the server did not fail: a level the client measured
+    itself on (``measurement_bound``) is not the configuration's instability."""
     reason = metrics.stop_reason or ""
+    if metrics.measurement_bound:
+        return ServerFailure("measurement-bound", f"{reason}; {metrics.measurement_bound}")
     kind = "timeout" if "time limit" in reason.lower() else f"unstable-at-{metrics.concurrency}"
     return ServerFailure(kind, reason, session.log_excerpt())
