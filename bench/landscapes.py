@@ -389,6 +389,8 @@ def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Ou
         tps = row.get(f"tps@{concurrency}")
         if tps is None or (isinstance(tps, float) and math.isnan(tps)):
             break
+        if row.get(f"measurement_bound@{concurrency}"):  # the client's figure, not the server's
+            break
         measured.append((concurrency, float(tps)))
     failure = (row.get("failure_reason") or row.get("reason")) if row.get("state") == "FAIL" else None
     if row.get("state") == "FAIL" and not reusable_failure(failure):

@@ -28,6 +28,7 @@ def test_frame_has_one_row_per_trial_with_settings_reasons_and_levels(synthetic)
         c = level["concurrency"]
         assert baseline[f"tps@{c}"] == level["output_throughput"]
         assert baseline[f"p99_ttft_ms@{c}"] == level["p99_ttft_ms"]
+        assert baseline[f"measurement_bound@{c}"] == bool(level.get("measurement_bound"))
     crashed = next(t for t in trials if t.user_attrs.get("failure_reason") == "unstable-at-512")
     row = frame.loc[crashed.number]
     assert (

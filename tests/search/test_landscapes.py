@@ -85,3 +85,13 @@ def test_the_bench_runs_end_to_end_on_two_seeds(capsys: pytest.CaptureFixture[st
     assert "| guided |" in out and "| random |" in out
     assert "family generated, seeds 0-1, budget 8" in out
     assert "guided: " in out
+
+
+def test_a_replayed_row_stops_at_a_level_the_client_measured_itself_on() -> None:
+    from landscapes import _row_outcome  # noqa: E402
+
+    row = {"state": "COMPLETE", "tps@8": 900.0, "tps@32": 350.0, "measurement_bound@8": False,
+           "measurement_bound@32": True}
+    assert _row_outcome(row, [8, 32]).levels == ((8, 900.0),)  # 350 was the client, not vLLM
+    row["measurement_bound@32"] = False
+    assert _row_outcome(row, [8, 32]).levels == ((8, 900.0), (32, 350.0))

@@ -4,7 +4,8 @@ Columns, in order: ``number, state, value, is_baseline, stable, reason, detail, 
 reused_from, chosen_by`` (why it was run: ``sampler: tpe``, ``rule: ...``), one ``config.<name>``
 per setting (empty when the setting was not active, the text ``unset`` when the flag was left
 unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and
-``median_tpot_ms@<c>``, then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
+``median_tpot_ms@<c>``, ``measurement_bound@<c>`` (True: the client measured itself there, the
+figure is stored but never ranked), then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
 ``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's ``validated``,
 ``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
 """
@@ -24,6 +25,12 @@ from tuner.study.attrs import LEVEL_FIGURES, level_figures
 __all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
 
 TABLE_FORMATS = ("csv", "json")
+BOUND = "measurement_bound"  # per level: True when the client measured itself (not ranked)
+
+
+def _level_column_order(column: str) -> tuple[int, int]:
+    name, _, concurrency = column.partition("@")
+    return [p for p, _ in LEVEL_FIGURES].index(name) if name != BOUND else len(LEVEL_FIGURES), int(concurrency)
 
 
 def _row(trial: Any, emulated: bool) -> dict[str, Any]:
@@ -44,6 +51,8 @@ def _row(trial: Any, emulated: bool) -> dict[str, Any]:
         row[f"config.{name}"] = "unset" if value is None else value
     for level in sorted(trial.levels, key=lambda lv: lv["concurrency"]):
         row.update(level_figures(level))
+        # The client measured itself there: the figure is stored, never the configuration's.
+        row[f"{BOUND}@{level['concurrency']}"] = bool(level.get("measurement_bound"))
     peak = peak_level(trial.levels) or {}
     gpu = peak.get("gpu") or {}
     validation = ua.get("validation") or {}
@@ -74,7 +83,7 @@ def _ordered(columns: list[str]) -> list[str]:
     config = [c for c in columns if c.startswith("config.")]
     levels = sorted(
         (c for c in columns if "@" in c),
-        key=lambda c: ([p for p, _ in LEVEL_FIGURES].index(c.split("@")[0]), int(c.split("@")[1])),
+        key=_level_column_order,
     )
     tail = [c for c in columns if c not in head and c not in config and c not in levels]
     return head + config + levels + tail
