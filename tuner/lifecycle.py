@@ -287,8 +287,9 @@ class ServerSession:
             self._set_failure(self._classify(fatal))
             return
         if not self.host.is_running(self.handle):
-            self._read_new_lines()
-            self._set_failure(self._classify(None))
+            # It may have written its fatal line after the read above, then exited: that line,
+            # if the last read finds one, says why it died (a busy machine widens that window).
+            self._set_failure(self._classify(self._read_new_lines()))
 
     def _read_new_lines(self) -> str | None:
         """Read the log's new lines; return the first fatal one, if any."""
