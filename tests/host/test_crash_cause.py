@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,39 @@ def test_the_cause_through_the_watcher(host: Host, tmp_path: Path, run_root: str
     assert failed.value.reason == "startup-crash"
     assert failed.value.detail == CAUSE
     assert "Scheduler hit an exception" in failed.value.excerpt  # the log excerpt keeps it all
+
+
+def test_a_fatal_line_written_just_before_the_exit_still_names_the_cause(run_root: str, tmp_path: Path) -> None:
+    # A busy machine can delay the watcher between its log read and its process check: the
+    # server writes its traceback and exits in between. Here the real local host's process check
+    # waits 1.5 s first, so that this always happens; the cause must still be the fatal line's.
+    from tuner.host import HostSpec, open_host
+
+    class SlowProcessCheck:
+        def __init__(self, host: Host) -> None:
+            self._host = host
+
+        def __getattr__(self, name: str):
+            return getattr(self._host, name)
+
+        def is_running(self, handle) -> bool:
+            time.sleep(1.5)
+            return self._host.is_running(handle)
+
+    script = tmp_path / "crashing_server.py"
+    script.write_text("import time\ntime.sleep(0.5)\n" + CRASHING_SERVER)
+    real = open_host(HostSpec(run_root=run_root, python=PYTHON))
+    try:
+        session = ServerSession(SlowProcessCheck(real), load_profile("sglang"), [PYTHON, str(script)],
+                                {}, free_port(), f"{run_root}/crash", stop_grace_s=2.0, poll_s=0.1)
+        with session:
+            session.start()
+            with pytest.raises(ServerFailure) as failed:
+                session.wait_ready(60)
+    finally:
+        real.close()
+    assert failed.value.reason == "startup-crash"
+    assert failed.value.detail == CAUSE
 
 
 @pytest.mark.parametrize(("fatal", "after", "cause"), [
