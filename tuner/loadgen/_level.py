@@ -279,11 +279,12 @@ def level_metrics(
                           result.ended - result.started)
         health = replace(health, late_share=late)
     cause = verdict(health)
-    if any(CONNECT_TIMED_OUT in error for error in result.errors):
+    if health.clock != "client" and any(CONNECT_TIMED_OUT in error for error in result.errors):
         # Connects that timed out while the client itself lagged: its own doing (a starved
-        # machine opening many connections at once), on any clock.
+        # machine opening many connections at once), on the emulator's clock too (on the
+        # client's, verdict already counts that lag).
         lagged = verdict(replace(health, clock="client", late_share=0.0, emulator_lag_s=None))
-        if lagged and (cause is None or lagged not in cause):
+        if lagged:
             cause = "; ".join(filter(None, [cause, f"connects timed out while {lagged}"]))
     return replace(
         metrics,
