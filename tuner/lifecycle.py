@@ -28,6 +28,8 @@ from tuner.observations import LogObserver
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
 LOG_TAIL_LINES = 40
+# after a fatal log line, how long the watcher waits for the server to write its cause and exit
+FATAL_WRITE_S = 5.0
 
 
 @dataclass
@@ -281,8 +283,13 @@ class ServerSession:
             raise HostError(f"{self.host.name}: the SSH connection dropped during the trial")
         fatal = self._read_new_lines()
         if fatal is not None:
-            # Let the process finish writing its traceback (SGLang exits within a second).
-            time.sleep(min(1.0, 4 * self.poll_s))
+            # Let the process finish writing its traceback: SGLang writes the cause after its
+            # fatal line and exits within a second, so read until it exited (a busy machine or
+            # a slow SSH link spreads those writes out), then once more.
+            deadline = time.monotonic() + FATAL_WRITE_S
+            while time.monotonic() < deadline and self.host.is_running(self.handle):
+                time.sleep(min(0.1, self.poll_s))
+                self._read_new_lines()
             self._read_new_lines()
             self._set_failure(self._classify(fatal))
             return

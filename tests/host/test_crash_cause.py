@@ -20,13 +20,15 @@ from tuner.lifecycle import ServerSession
 
 CAUSE = "AttributeError: 'PrefillMetadata' object has no attribute 'topk_indices'"
 # What a crashing SGLang 0.5.9 scheduler writes: the generic line with the traceback's start,
-# the frames and the exception in a later write, then the parent's SIGQUIT line.
+# the frames and the exception in a later write, then the parent's SIGQUIT line. The later write
+# comes 1.5 s after the first here, as it can on a busy machine (seen at 0.3 s apart with two
+# test processes and a busy core: the watcher had read only the first line).
 CRASHING_SERVER = textwrap.dedent(f'''
     import sys, time
     print("[2026-01-01 00:00:00 TP0] Load weight end.", flush=True)
     print("[2026-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call "
           "last):", flush=True)
-    time.sleep(0.3)
+    time.sleep(1.5)
     print(\'  File "/sgl/srt/managers/scheduler.py", line 2950, in run_scheduler_process\\n\'
           "    scheduler.event_loop_overlap()\\n"
           \'  File "/sgl/srt/layers/attention/nsa_backend.py", line 812, in forward_extend\\n\'

@@ -26,6 +26,8 @@ from tuner.errors import ConfigError
 from tuner.study.optional_deps import require_sampler
 from tuner.study import attrs
 
+STALE_LOCK_S = 30  # a journal lock unchanged this long was left by a killed writer (Optuna's default)
+
 __all__ = [
     "default_storage_url",
     "resolve_storage",
@@ -133,8 +135,12 @@ def _open_journal(path: Path, heartbeat_interval: int | None) -> JournalStorage:
         raise ConfigError(f"--storage {path}: is a folder; fix: give a file such as studies/NAME.db")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        # The lock on the absolute path: Optuna's symlink lock points at the path it is given,
+        # and releases a lock a killed writer left (after STALE_LOCK_S) only when it can read
+        # the age through the link; a link to a relative path dangles, and the next run waited
+        # forever.
         return JournalStorage(
-            JournalFileBackend(str(path), lock_obj=JournalFileSymlinkLock(str(path)))
+            JournalFileBackend(str(path), lock_obj=JournalFileSymlinkLock(str(path.absolute()), STALE_LOCK_S))
         )
     except Exception as exc:  # a file that is not an Optuna journal: one line for the user
         raise ConfigError(
