@@ -521,6 +521,16 @@ def _seed_range(text: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
+def _setting(text: str) -> int | float | str:
+    """A ``--guided NAME=VALUE`` value: a number when it reads as one, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", choices=FAMILIES, default="emulator")
@@ -541,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
     strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
-    guided = {k: int(v) for k, _, v in (o.partition("=") for o in options.guided)}
+    guided = {k: _setting(v) for k, _, v in (o.partition("=") for o in options.guided)}
     jobs = [(options.family, seed, name, options.budget, guided) for seed in seeds for name in strategies]
     started = time.monotonic()
     if options.processes > 1:
