@@ -72,3 +72,12 @@ def signals_left_as_found() -> Iterator[None]:
         handler = before[signum]
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     assert not left, f"the test left the handler of {[signal.Signals(s).name for s in left]} changed"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Each phase's report on the test item (``item.rep_call``), for fixtures that check after
+    the test whether it passed (``emulated_study``: a passed test that left a server fails)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.leftovers import stop_servers_left_in
 from tests.support.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,6 +85,12 @@ class EmulatedStudy:
 
 
 @pytest.fixture
-def emulated_study(tmp_path: Path) -> Callable[..., EmulatedStudy]:
-    """Make an :class:`EmulatedStudy` with overrides of glm5.yaml's sections."""
-    return lambda **overrides: EmulatedStudy(tmp_path, **overrides)
+def emulated_study(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., EmulatedStudy]]:
+    """Make an :class:`EmulatedStudy` with overrides of glm5.yaml's sections. Afterwards, a
+    server the test left running is stopped (a failed test must not leave one for later tests),
+    and a test that passed but left one fails: the tuner leaves no server running."""
+    yield lambda **overrides: EmulatedStudy(tmp_path, **overrides)
+    left = stop_servers_left_in(tmp_path)
+    outcome = getattr(request.node, "rep_call", None)
+    if left and outcome is not None and outcome.passed:
+        pytest.fail(f"the test passed but left servers running (now stopped): {', '.join(left)}")
