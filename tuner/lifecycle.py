@@ -28,7 +28,7 @@ from tuner.observations import LogObserver
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
 LOG_TAIL_LINES = 40
-# after a fatal log line, how long the watcher waits for the server to write its cause and exit
+# after a fatal line that opens a traceback, how long the watcher waits for the cause
 FATAL_WRITE_S = 5.0
 
 
@@ -134,7 +134,12 @@ class ServerSession:
 
         Raises:
             ServerFailure: ``host-error`` when the GPUs are not idle within the time limit.
+            RuntimeError: the session was started before (``with session:`` starts it): a
+                second server and a second watcher would share one log offset.
         """
+        if self.handle is not None or self._watcher is not None:
+            raise RuntimeError(f"ServerSession.start(): already started (PID {self.handle.pid if self.handle else '?'}); "
+                               "`with session:` starts it, start() once")
         if self.idle_gpus is not None:
             try:
                 self.handover_wait_s = wait_until_idle(
@@ -283,13 +288,19 @@ class ServerSession:
             raise HostError(f"{self.host.name}: the SSH connection dropped during the trial")
         fatal = self._read_new_lines()
         if fatal is not None:
-            # Let the process finish writing its traceback: SGLang writes the cause after its
-            # fatal line and exits within a second, so read until it exited (a busy machine or
-            # a slow SSH link spreads those writes out), then once more.
-            deadline = time.monotonic() + FATAL_WRITE_S
-            while time.monotonic() < deadline and self.host.is_running(self.handle):
-                time.sleep(min(0.1, self.poll_s))
-                self._read_new_lines()
+            # Let the process finish writing its traceback. A fatal line that opens one
+            # (``Scheduler hit an exception: Traceback ...``) is followed by the cause in a later
+            # write: read until the cause is there or the process exited (a busy machine or a
+            # slow SSH link spreads those writes out), at most FATAL_WRITE_S. Otherwise one more
+            # read a moment later.
+            if "Traceback" in fatal:
+                deadline = time.monotonic() + FATAL_WRITE_S
+                while (self._cause_after(fatal) is None and time.monotonic() < deadline
+                       and self.host.is_running(self.handle)):
+                    time.sleep(min(0.1, self.poll_s))
+                    self._read_new_lines()
+            else:
+                time.sleep(min(1.0, 4 * self.poll_s))
             self._read_new_lines()
             self._set_failure(self._classify(fatal))
             return
@@ -368,8 +379,14 @@ class ServerSession:
             start = max((i for i, ln in enumerate(tail) if "Traceback" in ln), default=None)
             cause = crash_cause(tail[start], tail[start + 1:]) if start is not None else None
             return f"the server process exited ({cause})" if cause else "the server process exited"
+        return self._cause_after(fatal_line) or fatal_line.strip()
+
+    def _cause_after(self, fatal_line: str) -> str | None:
+        """The exception the log names after ``fatal_line`` (or in it), None if none yet."""
+        with self._lock:
+            tail = list(self._tail)
         index = max((i for i, ln in enumerate(tail) if ln == fatal_line), default=len(tail))
-        return crash_cause(fatal_line, tail[index + 1:]) or fatal_line.strip()
+        return crash_cause(fatal_line, tail[index + 1:])
 
     def _set_failure(self, failure: ServerFailure) -> None:
         with self._lock:

@@ -45,8 +45,7 @@ def test_the_cause_through_the_watcher(host: Host, tmp_path: Path, run_root: str
     script.write_text(CRASHING_SERVER)
     session = ServerSession(host, load_profile("sglang"), [PYTHON, str(script)], {}, free_port(),
                             f"{run_root}/crash", stop_grace_s=2.0, poll_s=0.1)
-    with session:
-        session.start()
+    with session:  # starts the server (a second start() would run a second one)
         with pytest.raises(ServerFailure) as failed:
             session.wait_ready(60)
     assert failed.value.reason == "startup-crash"
@@ -77,8 +76,7 @@ def test_a_fatal_line_written_just_before_the_exit_still_names_the_cause(run_roo
     try:
         session = ServerSession(SlowProcessCheck(real), load_profile("sglang"), [PYTHON, str(script)],
                                 {}, free_port(), f"{run_root}/crash", stop_grace_s=2.0, poll_s=0.1)
-        with session:
-            session.start()
+        with session:  # starts the server (a second start() would run a second one)
             with pytest.raises(ServerFailure) as failed:
                 session.wait_ready(60)
     finally:
