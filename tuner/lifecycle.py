@@ -152,8 +152,11 @@ class ServerSession:
             argv = self.argv + self._secret_file_args()
             self.handle = self.host.start_server(argv, env=self.env, run_dir=self.run_dir)
             self._connections = _connections(self.host)
-            self._watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
-            self._watcher.start()
+            # started before it is kept: an interrupt between the two would leave stop() joining
+            # a thread never started (RuntimeError), seen under heavy load
+            watcher = threading.Thread(target=self._watch, name="server-watcher", daemon=True)
+            watcher.start()
+            self._watcher = watcher
         except CleanUpAbandoned:  # the user gave up on the host: no more calls to it
             raise
         except BaseException:  # Ctrl-C or a lost host mid-start: ``with`` will not call stop()
