@@ -35,6 +35,7 @@ class AdditiveFit:
     chol: np.ndarray  # Cholesky factor of the posterior covariance of (intercept, effects)
     intercept: float
     rows: int
+    index: dict[tuple[str, Any], int]  # column -> its position in :meth:`draw`'s sample
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One sample of (intercept, every effect) from the posterior."""
@@ -44,13 +45,10 @@ class AdditiveFit:
         """The effects (indices into :meth:`draw`'s sample) ``config`` has against ``reference``;
         None when it sets a value no fitted trial had (the model cannot say)."""
         found = []
-        for name in sorted(set(config) | set(reference)):
-            column = (name, _key(config.get(name, ABSENT)))
-            if column[1] == _key(reference.get(name, ABSENT)):
-                continue
-            if column not in self.columns:
+        for column in _differences(config, reference):
+            if column not in self.index:
                 return None
-            found.append(self.columns.index(column) + 1)
+            found.append(self.index[column])
         return found
 
     def gain(self, effects: list[int], sample: np.ndarray | None = None) -> float:
@@ -71,20 +69,13 @@ def fit_additive(
     rows = [(config, value) for config, value in measured if value and value > 0]
     if not rows:
         return None
-    columns: list[tuple[str, Any]] = []
-    for config, _ in rows:
-        for name in sorted(set(config) | set(reference)):
-            column = (name, _key(config.get(name, ABSENT)))
-            if column[1] != _key(reference.get(name, ABSENT)) and column not in columns:
-                columns.append(column)
+    differences = [_differences(config, reference) for config, _ in rows]
+    columns = list(dict.fromkeys(column for found in differences for column in found))
     index = {column: i + 1 for i, column in enumerate(columns)}
     x = np.zeros((len(rows), len(columns) + 1))
     x[:, 0] = 1.0
-    for r, (config, _) in enumerate(rows):
-        for name in set(config) | set(reference):
-            column = (name, _key(config.get(name, ABSENT)))
-            if column in index:
-                x[r, index[column]] = 1.0
+    for r, found in enumerate(differences):
+        x[r, [index[column] for column in found]] = 1.0
     y = np.log([value for _, value in rows])
     center = float(np.max(y))
     # prior: the intercept is free (wide), each effect ~ N(0, prior^2); noise ~ N(0, noise^2)
@@ -94,7 +85,17 @@ def fit_additive(
     mean = covariance @ (x.T @ (y - center)) / noise**2
     mean[0] += center
     chol = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(mean)))
-    return AdditiveFit(tuple(columns), mean, chol, float(mean[0]), len(rows))
+    return AdditiveFit(tuple(columns), mean, chol, float(mean[0]), len(rows), index)
+
+
+def _differences(config: dict[str, Any], reference: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (parameter, value) pairs in which ``config`` differs from ``reference`` (ABSENT: not set)."""
+    found = []
+    for name in sorted(set(config) | set(reference)):
+        value = _key(config.get(name, ABSENT))
+        if value != _key(reference.get(name, ABSENT)):
+            found.append((name, value))
+    return found
 
 
 def _key(value: Any) -> Any:
