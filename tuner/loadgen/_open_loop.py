@@ -35,8 +35,14 @@ def arrival_times(spec: LevelSpec, started: float, scale: TimeScale) -> list[flo
 
 
 def achieved_rate(log: RequestLog, scale: TimeScale) -> float | None:
-    """Requests sent per host second, first send to last (None with fewer than two sent)."""
-    starts = sorted(log.start[i] for i in range(log.size) if log.status[i] != NOT_RUN)
+    """Requests sent per host second, first send to last, on the client's own clock (None with
+    fewer than two sent).
+
+    The client's send times, not an emulator's arrival stamps: an emulator that reads its
+    requests late (its process starved of CPU for a moment) stamps them late, and a time scale
+    of K turns its 0.1 s into K x 0.1 host seconds, which moved the rate by a quarter.
+    """
+    starts = sorted(log.sent[i] for i in range(log.size) if log.status[i] != NOT_RUN)
     if len(starts) < 2 or starts[-1] <= starts[0]:
         return None
     return (len(starts) - 1) / scale.duration(starts[-1] - starts[0])

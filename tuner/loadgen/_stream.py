@@ -70,7 +70,8 @@ class RequestLog:
     def __init__(self, size: int) -> None:
         self.size = size
         self.status = [NOT_RUN] * size
-        self.start = [0.0] * size
+        self.start = [0.0] * size  # its arrival: when sent, or an emulator's arrival stamp
+        self.sent = [0.0] * size  # when this client sent it, on its own clock (any server)
         self.end = [0.0] * size
         self.event_times: list[list[float]] = [[] for _ in range(size)]
         self.event_counts: list[list[int | None]] = [[] for _ in range(size)]
@@ -153,7 +154,7 @@ async def stream_request(
         async with session.post(
             url, data=body, headers=headers, trace_request_ctx=sent
         ) as response:
-            log.start[index] = sent["at"] or log.start[index]
+            log.start[index] = log.sent[index] = sent["at"] or log.start[index]
             if response.status != 200:
                 detail = (await response.content.read(400)).decode("utf-8", "replace")
                 raise RequestFailed(f"HTTP {response.status}: {' '.join(detail.split())[:200]}")
