@@ -34,9 +34,6 @@ PROMPT_TOKENS = 1000 + 16
 def _space(tmp_path: Path, model: Path, workload: dict[str, Any], objective: dict[str, Any]) -> Path:
     document = yaml.safe_load((REPO / "search_spaces/vllm-cpu-tiny.yaml").read_text())
     document["server"]["flags"]["--model"] = str(model)
-    # vLLM below the client in priority: on 2 shared cores a busy server would otherwise delay the
-    # client's event loop past its health limit (the level is then measurement-bound, not ranked).
-    document["server"]["command"] = f"nice -n 5 {document['server']['command']}"
     document["server"]["env"]["VLLM_LOG_STATS_INTERVAL"] = "1"  # "Running: N reqs" in short levels
     document["server"]["port"] = free_port()
     document["server"]["env"]["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
