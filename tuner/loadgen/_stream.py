@@ -149,12 +149,12 @@ async def stream_request(
     done = False
     last_stamp = 0.0
     sent = {"at": 0.0}
-    log.start[index] = perf()
+    log.start[index] = log.sent[index] = perf()
     try:
         async with session.post(
             url, data=body, headers=headers, trace_request_ctx=sent
         ) as response:
-            log.start[index] = log.sent[index] = sent["at"] or log.start[index]
+            log.start[index] = log.sent[index] = sent["at"] or log.sent[index]
             if response.status != 200:
                 detail = (await response.content.read(400)).decode("utf-8", "replace")
                 raise RequestFailed(f"HTTP {response.status}: {' '.join(detail.split())[:200]}")
