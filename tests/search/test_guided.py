@@ -199,3 +199,29 @@ def test_a_failure_of_two_new_values_is_not_held_against_the_innocent_one(space:
     reasons = [r.chosen_by for r in seen[2:]]
     assert any(r.startswith("sweep: moe_runner_backend=flashinfer_cutlass") for r in reasons), reasons
     assert not any(r.config.get("attention_backend") == "fa3" for r in seen[2:]), reasons
+
+
+def _first_sweep(space: Any, strategy: GuidedStrategy) -> list[str]:
+    """The first sweep's reasons, in order, on a study where every change measures the same."""
+    top = {"max_running_requests": 1024}
+    seen = [record(space, 0, top, value=2000.0)]
+    for number in range(1, 80):
+        proposal = strategy.propose(view(*seen))
+        if proposal is None or proposal.reason.startswith(("model: ", "combine: ")):
+            break  # the first sweep is over
+        seen.append(record(space, number, dict(proposal.config), value=1900.0, chosen_by=proposal.reason))
+    return [r.chosen_by for r in seen[1:] if r.chosen_by.startswith("sweep: ")]
+
+
+def test_cuda_graphs_are_swept_after_every_other_parameter(space: Any) -> None:
+    # The profile's sweep_late: turning CUDA graphs off or capturing fewer batches trades decode
+    # speed for memory, a change a person makes for a reason, not a first guess.
+    assert load_profile("sglang").sweep_late == ["--disable-cuda-graph", "--cuda-graph-max-bs"]
+    reasons = _first_sweep(space, GuidedStrategy(space, 0))
+    graphs = [i for i, r in enumerate(reasons) if r.startswith(("sweep: cuda_graph=", "sweep: cuda_graph_max_bs="))]
+    others = [i for i, r in enumerate(reasons) if i not in graphs]
+    assert graphs and others and min(graphs) > max(others), reasons
+    assert any(r.startswith("sweep: radix_cache=") for r in reasons)  # the last in the space's order
+    in_space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_late=0)))
+    assert sorted(in_space_order) == sorted(reasons)  # the same changes, only the order moved
+    assert in_space_order.index("sweep: cuda_graph=False") < in_space_order.index("sweep: radix_cache=False")

@@ -14,9 +14,10 @@ and changes what the trials say binds, in this order:
    highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``);
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
-   pays with its patch), each change once; a value that failed at start or answered wrongly and
-   never ran clean is not tried again when it explains the failure (the trial's only new value,
-   or it failed twice);
+   pays with its patch), each change once; the profile's ``sweep_late`` flags (turning CUDA
+   graphs off, capturing fewer batches: trades made for a reason) after all the others; a value
+   that failed at start or answered wrongly and never ran clean is not tried again when it
+   explains the failure (the trial's only new value, or it failed twice);
 4. **the model**: an additive Bayesian model of the clean trials near the best
    (:mod:`tuner.study.strategies.additive`) pools every measurement of each change; a draw of
    its posterior picks up to three changes of the best it expects to pay (``model: 31 trials
@@ -82,6 +83,9 @@ class GuidedSettings:
     # the order of the sweep's parameters: "space" (as the YAML lists them), "fewest" (those
     # with a source patch first, then the fewest values first: more parameters per trial)
     sweep_order: str = "space"
+    # 1: the engine profile's ``sweep_late`` flags (CUDA graphs off, fewer captured batches) are
+    # swept after every other parameter; 0: in the space's order
+    sweep_late: int = 1
     # the best the proposals start from: the highest "measured" value, or the highest value the
     # additive "model" expects among the clean trials near it (one lucky measurement does not
     # become the best that every later change is compared with)
@@ -101,14 +105,18 @@ class GuidedStrategy(Strategy):
         seed: int | None,
         settings: GuidedSettings = GuidedSettings(),
         rules: list[Any] | None = None,
+        late_flags: list[str] | None = None,
     ) -> None:
         self.space = space
         self.seed = seed
         self.settings = settings
-        self.rules = list(rules) if rules is not None else _profile_rules(space)
+        profile = _profile(space) if rules is None or late_flags is None else None
+        self.rules = list(rules) if rules is not None else list(getattr(profile, "tuning_rules", []))
         self.by_flag = {
             flag: name for name, p in space.parameters.items() for flag in _flags_of(p)
         }
+        flags = late_flags if late_flags is not None else getattr(profile, "sweep_late", [])
+        self.late = {self.by_flag[flag] for flag in flags if flag in self.by_flag}
         self.top = max(space.workload_for(True).levels + space.workload_for(False).levels)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
@@ -344,10 +352,12 @@ class GuidedStrategy(Strategy):
             ]
             # a value that comes with a source patch first: someone wrote the patch for it
             changes.sort(key=lambda change: " with patch " not in change[1])
-            swept.append((any(" with patch " in reason for _, reason in changes), len(values), changes))
+            swept.append((any(" with patch " in reason for _, reason in changes), len(values), changes, name))
         if self.settings.sweep_order == "fewest":
             swept.sort(key=lambda item: (not item[0], item[1]))
-        for _, _, changes in swept:
+        if self.settings.sweep_late:  # the profile's trades made for a reason go last (stable sort)
+            swept.sort(key=lambda item: item[3] in self.late)
+        for _, _, changes, _ in swept:
             yield from ((v, reason) for v, reason in changes if reason not in done)
 
     def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
@@ -566,10 +576,11 @@ def _says(template: str, observations: dict[str, float], value: Any) -> str:
         return template
 
 
-def _profile_rules(space: Any) -> list[Any]:
+def _profile(space: Any) -> Any:
+    """The space's engine profile (None when it names no known engine)."""
     from tuner.engines import load_profile
 
     try:
-        return list(load_profile(space.engine).tuning_rules)
+        return load_profile(space.engine)
     except ConfigError:
-        return []
+        return None
