@@ -201,10 +201,10 @@ def test_a_failure_of_two_new_values_is_not_held_against_the_innocent_one(space:
     assert not any(r.config.get("attention_backend") == "fa3" for r in seen[2:]), reasons
 
 
-def _first_sweep(space: Any, strategy: GuidedStrategy) -> list[str]:
+def _first_sweep(space: Any, strategy: GuidedStrategy, observations: dict[str, float] | None = None) -> list[str]:
     """The first sweep's reasons, in order, on a study where every change measures the same."""
     top = {"max_running_requests": 1024}
-    seen = [record(space, 0, top, value=2000.0)]
+    seen = [record(space, 0, top, value=2000.0, observations=observations)]
     for number in range(1, 80):
         proposal = strategy.propose(view(*seen))
         if proposal is None or proposal.reason.startswith(("model: ", "combine: ")):
@@ -213,15 +213,24 @@ def _first_sweep(space: Any, strategy: GuidedStrategy) -> list[str]:
     return [r.chosen_by for r in seen[1:] if r.chosen_by.startswith("sweep: ")]
 
 
-def test_cuda_graphs_are_swept_after_every_other_parameter(space: Any) -> None:
+def _graphs_after_the_rest(reasons: list[str]) -> bool:
+    graphs = [i for i, r in enumerate(reasons) if r.startswith(("sweep: cuda_graph=", "sweep: cuda_graph_max_bs="))]
+    others = [i for i, r in enumerate(reasons) if i not in graphs]
+    assert graphs and others, reasons
+    return min(graphs) > max(others)
+
+
+def test_cuda_graphs_are_swept_last_unless_memory_binds(space: Any) -> None:
     # The profile's sweep_late: turning CUDA graphs off or capturing fewer batches trades decode
     # speed for memory, a change a person makes for a reason, not a first guess.
     assert load_profile("sglang").sweep_late == ["--disable-cuda-graph", "--cuda-graph-max-bs"]
     reasons = _first_sweep(space, GuidedStrategy(space, 0))
-    graphs = [i for i, r in enumerate(reasons) if r.startswith(("sweep: cuda_graph=", "sweep: cuda_graph_max_bs="))]
-    others = [i for i, r in enumerate(reasons) if i not in graphs]
-    assert graphs and others and min(graphs) > max(others), reasons
+    assert _graphs_after_the_rest(reasons), reasons
     assert any(r.startswith("sweep: radix_cache=") for r in reasons)  # the last in the space's order
     in_space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_late=0)))
     assert sorted(in_space_order) == sorted(reasons)  # the same changes, only the order moved
-    assert in_space_order.index("sweep: cuda_graph=False") < in_space_order.index("sweep: radix_cache=False")
+    assert not _graphs_after_the_rest(in_space_order)
+    # the best's KV pool full at its top level: memory is the reason, graphs keep their place
+    full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
+    assert not _graphs_after_the_rest(full), full
+    assert _graphs_after_the_rest(_first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 0.6}))

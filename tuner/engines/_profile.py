@@ -83,9 +83,9 @@ class EngineProfile(BaseModel):
     host_flag: str = "--host"
     bench_module: str | None = None
     tuning_rules: list[TuningRule] = []
-    # Flags a person changes for a reason (a rule), not to see what happens: the ``guided``
-    # strategy's one-change sweep tries them after every other parameter (SGLang: turning CUDA
-    # graphs off, or capturing fewer batches, trades decode speed for memory).
+    # Flags a person changes for a reason, not to see what happens: the ``guided`` strategy's
+    # one-change sweep tries them after every other parameter unless the best's KV pool is full
+    # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).
     sweep_late: list[str] = []
     # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
     # carry secrets reach the server there, in a 0600 file, never on its command line.

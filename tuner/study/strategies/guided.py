@@ -15,7 +15,8 @@ and changes what the trials say binds, in this order:
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
    pays with its patch), each change once; the profile's ``sweep_late`` flags (turning CUDA
-   graphs off, capturing fewer batches: trades made for a reason) after all the others; a value
+   graphs off, capturing fewer batches: memory for speed) after all the others, unless the
+   best's KV pool is full (then memory is the reason to try them); a value
    that failed at start or answered wrongly and never ran clean is not tried again when it
    explains the failure (the trial's only new value, or it failed twice);
 4. **the model**: an additive Bayesian model of the clean trials near the best
@@ -83,8 +84,10 @@ class GuidedSettings:
     # the order of the sweep's parameters: "space" (as the YAML lists them), "fewest" (those
     # with a source patch first, then the fewest values first: more parameters per trial)
     sweep_order: str = "space"
-    # 1: the engine profile's ``sweep_late`` flags (CUDA graphs off, fewer captured batches) are
-    # swept after every other parameter; 0: in the space's order
+    # the engine profile's ``sweep_late`` flags (CUDA graphs off, fewer captured batches: memory
+    # for speed) in the sweep: 1: after every other parameter unless the best's KV pool is full
+    # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after
+    # every other parameter always; 0: in the space's order
     sweep_late: int = 1
     # the best the proposals start from: the highest "measured" value, or the highest value the
     # additive "model" expects among the clean trials near it (one lucky measurement does not
@@ -355,8 +358,8 @@ class GuidedStrategy(Strategy):
             swept.append((any(" with patch " in reason for _, reason in changes), len(values), changes, name))
         if self.settings.sweep_order == "fewest":
             swept.sort(key=lambda item: (not item[0], item[1]))
-        if self.settings.sweep_late:  # the profile's trades made for a reason go last (stable sort)
-            swept.sort(key=lambda item: item[3] in self.late)
+        if self.settings.sweep_late == 2 or (self.settings.sweep_late == 1 and not _pool_full(inc)):
+            swept.sort(key=lambda item: item[3] in self.late)  # trades made for a reason go last
         for _, _, changes, _ in swept:
             yield from ((v, reason) for v, reason in changes if reason not in done)
 
@@ -432,6 +435,11 @@ def cliff_bracket(view: StudyView, name: str, grid: list[Any], batch: float | No
 def _batch(record: TrialRecord) -> float | None:
     """The most requests the trial's server ran at once, at its top level (None: not logged)."""
     return top_level_observations(record.observations).get("running_req_max")
+
+
+def _pool_full(record: TrialRecord) -> bool:
+    """Whether the trial's KV pool was full at its top level (token usage >= 90%): memory binds."""
+    return top_level_observations(record.observations).get("token_usage_max", 0.0) >= 0.9
 
 
 def _capacity_names(space: Any) -> set[str]:
