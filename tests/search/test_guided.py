@@ -234,3 +234,26 @@ def test_cuda_graphs_are_swept_last_unless_memory_binds(space: Any) -> None:
     full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
     assert not _graphs_after_the_rest(full), full
     assert _graphs_after_the_rest(_first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 0.6}))
+
+
+def test_a_rule_that_raised_the_memory_itself_is_not_repaired(space: Any) -> None:
+    # Emulator seed 0: "KV pool full" raised mem_fraction_static 0.92 -> 0.94 and that ran out of
+    # memory under load. The failure belongs to the cliff's bracket (0.92 held, 0.94 failed);
+    # "repairing" it with less memory only re-measured the best's memory with its other changes
+    # undone (two trials, nothing learned).
+    top = {"max_running_requests": 1024}
+    full = {"running_req_max@1024": 1024.0, "token_usage_max@1024": 1.0, "queue_growing@1024": 0.0}
+    best = record(space, 0, top, value=2000.0, observations=full)
+    raised = record(space, 1, {**top, "mem_fraction_static": 0.94}, failure="unstable-at-1024",
+                    chosen_by="rule: KV pool full (495488 tokens, usage 100%, queue growing): "
+                              "mem_fraction_static 0.92 -> 0.94")
+    admitted = record(space, 2, {**top, "schedule_conservativeness": 0.6}, value=2100.0, observations=full,
+                      chosen_by="rule: KV pool full and the queue grows: admit more (token usage 100%): "
+                                "schedule_conservativeness unset -> 0.6")
+    seen = view(best, raised, admitted)
+    assert not list(GuidedStrategy(space, 0)._repairs(seen, admitted))
+    proposal = GuidedStrategy(space, 0).propose(seen)
+    assert proposal is not None and not proposal.reason.startswith("repair: "), proposal.reason
+    # the setting that repaired it (before): less memory with the best's own change undone
+    old = list(GuidedStrategy(space, 0, GuidedSettings(repair_own=0))._repairs(seen, admitted))
+    assert old and old[0][0]["schedule_conservativeness"] is None and old[0][0]["mem_fraction_static"] == 0.92

@@ -89,6 +89,9 @@ class GuidedSettings:
     # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after
     # every other parameter always; 0: in the space's order
     sweep_late: int = 1
+    # 1: a rule that raised the ``up_to_failure`` parameter itself and ran out of memory under
+    # load is not repaired (the cliff's bracket takes that failure); 0: repaired like the others
+    repair_own: int = 1
     # the best the proposals start from: the highest "measured" value, or the highest value the
     # additive "model" expects among the clean trials near it (one lucky measurement does not
     # become the best that every later change is compared with)
@@ -234,11 +237,14 @@ class GuidedStrategy(Strategy):
     def _repairs(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
         """A rule's change of the best that ran out of memory under load (``unstable-at-<c>``) is tried
         again with each ``up_to_failure`` parameter lower (two steps, then four, then eight):
-        a larger batch needs more headroom than the best's own."""
+        a larger batch needs more headroom than the best's own. A rule that raised such a
+        parameter itself is not repaired: that failure places the cliff's bracket."""
         for record in reversed(view.failed()):
             reason = record.failure_reason or ""
             if not reason.startswith("unstable-at-") or not record.chosen_by.startswith("rule: "):
                 continue
+            if self.settings.repair_own and _rule_parameter(record.chosen_by) in _capacity_names(self.space):
+                continue  # the rule moved the memory itself: the cliff's bracket has that failure
             changed = _changed(record.config, inc.config) - _capacity_names(self.space)
             if not changed or len(changed) > 2:
                 continue  # a probe of the cliff itself, or a change far from the best
@@ -444,6 +450,11 @@ def _pool_full(record: TrialRecord) -> bool:
 
 def _capacity_names(space: Any) -> set[str]:
     return {name for name, param in space.parameters.items() if param.shape == "up_to_failure"}
+
+
+def _rule_parameter(reason: str) -> str:
+    """The parameter a rule's reason says it changed (``rule: ...: NAME OLD -> NEW``)."""
+    return reason.rpartition(": ")[2].partition(" ")[0]
 
 
 def _swept_name(reason: str) -> str:
