@@ -15,8 +15,12 @@
 # prune_margin 0.95 (the baseline rule stops nothing, so every row has both levels: the replay
 # applies the product's own rule to them), and the server started under `nice -n 5` while the
 # tuner's client runs at the caller's priority: on 2 cores a server at the client's priority
-# delays the client's event loop past its health limit. A level the client measured itself on is
-# stored `measurement_bound@<c>` in the table and the replay does not use it.
+# delays the client's event loop past its health limit. The space's own command also nices the
+# server's autogroup (/proc/self/autogroup): with the kernel's autogroups, CPU time is shared
+# between sessions first and `nice` alone did not lower the server against the client (the table
+# of 2026-12-02 02:25, measured before that, had 10 of its 18 rows measurement-bound at level 8).
+# A level the client measured itself on is stored `measurement_bound@<c>` in the table and the
+# replay does not use it (nor any level after it).
 # Every configuration is queued by hand and run by `tuner optimize` (random sampler: nothing is
 # sampled while queued ones remain), so each one gets the product's own trial: start, /health,
 # probe, levels 8 and 32 (128 requests each), stop.
