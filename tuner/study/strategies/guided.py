@@ -111,18 +111,16 @@ class GuidedStrategy(Strategy):
         seed: int | None,
         settings: GuidedSettings = GuidedSettings(),
         rules: list[Any] | None = None,
-        late_flags: list[str] | None = None,
     ) -> None:
         self.space = space
         self.seed = seed
         self.settings = settings
-        profile = _profile(space) if rules is None or late_flags is None else None
+        profile = _profile(space)
         self.rules = list(rules) if rules is not None else list(getattr(profile, "tuning_rules", []))
         self.by_flag = {
             flag: name for name, p in space.parameters.items() for flag in _flags_of(p)
         }
-        flags = late_flags if late_flags is not None else getattr(profile, "sweep_late", [])
-        self.late = {self.by_flag[flag] for flag in flags if flag in self.by_flag}
+        self.late = {self.by_flag[f] for f in getattr(profile, "sweep_late", []) if f in self.by_flag}
         self.top = max(space.workload_for(True).levels + space.workload_for(False).levels)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
@@ -239,13 +237,14 @@ class GuidedStrategy(Strategy):
         again with each ``up_to_failure`` parameter lower (two steps, then four, then eight):
         a larger batch needs more headroom than the best's own. A rule that raised such a
         parameter itself is not repaired: that failure places the cliff's bracket."""
+        capacity = _capacity_names(self.space)
         for record in reversed(view.failed()):
             reason = record.failure_reason or ""
             if not reason.startswith("unstable-at-") or not record.chosen_by.startswith("rule: "):
                 continue
-            if self.settings.repair_own and _rule_parameter(record.chosen_by) in _capacity_names(self.space):
+            if self.settings.repair_own and _rule_parameter(record.chosen_by) in capacity:
                 continue  # the rule moved the memory itself: the cliff's bracket has that failure
-            changed = _changed(record.config, inc.config) - _capacity_names(self.space)
+            changed = _changed(record.config, inc.config) - capacity
             if not changed or len(changed) > 2:
                 continue  # a probe of the cliff itself, or a change far from the best
             start = {**inc.config, **{k: v for k, v in record.config.items() if k in changed or k not in inc.config}}
