@@ -176,17 +176,20 @@ class ModelRunner(TrialRunner):
     landscape (with its noise); the level loop, the pruner, failure classes and the objective
     value are :class:`TrialRunner`'s own."""
 
-    def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None) -> None:
+    def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None,
+                 noise_run: int = 0) -> None:
         super().__init__(
             space=landscape.space, target=_ModelTarget(profile=landscape.space.profile), patches=None,
             study=study, local_runs_dir=Path("."), emulate=True,
         )
         self.landscape, self.seed = landscape, seed
+        # run 0 draws the noise of seed ``s`` as it always did; run ``n`` another stream
+        self._noise = f"{seed}" if noise_run == 0 else f"{seed}/{noise_run}"
         self.host = landscape  # older callers read runner.host
         self._levels: dict[int, float] = {}
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
-        outcome = self.landscape.measured(Config(config), random.Random(f"{self.seed}:{trial.number}"))
+        outcome = self.landscape.measured(Config(config), random.Random(f"{self._noise}:{trial.number}"))
         if outcome.at_start:
             raise ServerFailure(outcome.failure, "model host: failed at start")
         self._levels = dict(outcome.levels)
@@ -253,9 +256,11 @@ def run_strategy(
     budget: int,
     stop_at: float | None = None,
     options: dict[str, Any] | None = None,
+    noise_run: int = 0,
 ) -> Run:
     """``budget`` host-run trials of strategy ``name`` through the product's loop (in memory),
-    stopping early once a configuration's noise-free value reaches ``stop_at``."""
+    stopping early once a configuration's noise-free value reaches ``stop_at``; ``noise_run``
+    picks the run noise's stream (0: the seed's own)."""
     space = landscape.space
     strategy = bench_strategy(name, space, seed, options)
     study = optuna.create_study(
@@ -265,7 +270,7 @@ def run_strategy(
     # baseline that failed under load does not stop the run.
     study.set_user_attr(PROBE_REFERENCE_ATTR, [])
     gate = FeasibilityCheck.from_study(study, space) if getattr(strategy, "gate", False) else None
-    runner = ModelRunner(landscape, seed, study)
+    runner = ModelRunner(landscape, seed, study, noise_run)
     progress = ProgressView(Console(file=io.StringIO()))
     ran = 0
     while ran < budget:
@@ -444,18 +449,18 @@ def _oracle(family: str, seed: int) -> tuple[Config, float]:
     return oracle(_landscape(family, seed), seed if family == "generated" else 0)
 
 
-def _job(job: tuple[str, int, str, int, dict[str, Any]]) -> dict[str, Any]:
-    family, seed, strategy, budget, options = job
+def _job(job: tuple[str, int, str, int, dict[str, Any], int]) -> dict[str, Any]:
+    family, seed, strategy, budget, options, noise_run = job
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     landscape = _landscape(family, seed)
     _, target = _oracle(family, seed)
     started = time.monotonic()
     run = run_strategy(landscape, strategy, seed, budget, stop_at=REACH * target,
-                       options=options if strategy == "guided" else None)
+                       options=options if strategy == "guided" else None, noise_run=noise_run)
     values = [landscape.outcome(c).value for c in run.configs]
     return {
-        "family": family, "seed": seed, "strategy": strategy, "target": target,
+        "family": family, "seed": seed, "noise_run": noise_run, "strategy": strategy, "target": target,
         "to95": reach(run.configs, landscape, target, REACH),
         "to90": reach(run.configs, landscape, target, ALSO),
         "best": max((v for v in values if v is not None), default=0.0),
@@ -477,7 +482,8 @@ def _shown(median: float, budget: int) -> str:
 def summarise(rows: list[dict[str, Any]], strategies: list[str], budget: int) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name in strategies:
-        mine = sorted((r for r in rows if r["strategy"] == name), key=lambda r: r["seed"])
+        mine = sorted((r for r in rows if r["strategy"] == name),
+                      key=lambda r: (r.get("noise_run", 0), r["seed"]))
         to95 = [r["to95"] for r in mine]
         hours = [
             sum(r["minutes"][: r["to95"]]) / 60 if r["to95"] else None for r in mine
@@ -540,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
                         help="a GuidedSettings field for trying settings (explore_every=4)")
+    parser.add_argument("--noise-runs", type=int, default=1,
+                        help="runs per seed, each with its own stream of run noise (same landscape): "
+                             "a steadier comparison of settings; 1 for the reported figures")
     parser.add_argument("--per-seed", action="store_true", help="print trials to 95%% per seed")
     parser.add_argument("--save", type=Path, default=None, help="also write the runs (JSON) here")
     parser.add_argument("--merge", type=Path, action="append", default=[],
@@ -552,7 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
     strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
     guided = {k: _setting(v) for k, _, v in (o.partition("=") for o in options.guided)}
-    jobs = [(options.family, seed, name, options.budget, guided) for seed in seeds for name in strategies]
+    jobs = [(options.family, seed, name, options.budget, guided, run)
+            for run in range(options.noise_runs) for seed in seeds for name in strategies]
     started = time.monotonic()
     if options.processes > 1:
         with multiprocessing.get_context("fork").Pool(options.processes) as pool:
@@ -563,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.save:
         options.save.write_text(json.dumps(rows))
     for path in options.merge:
-        earlier = [r for r in json.loads(path.read_text()) if r["seed"] in seeds and r["family"] == options.family]
+        earlier = [r for r in json.loads(path.read_text()) if r["seed"] in seeds and r["family"] == options.family
+                   and r.get("noise_run", 0) < options.noise_runs]
         rows += earlier
         strategies += [s for s in dict.fromkeys(r["strategy"] for r in earlier) if s not in strategies]
     summary = summarise(rows, strategies, options.budget)
@@ -585,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
 def _block(text: str, options: argparse.Namespace, summary: dict[str, Any], elapsed: float,
            targets: list[int]) -> str:
     extra = "".join(f" --guided {g}" for g in options.guided)
+    extra += f" --noise-runs {options.noise_runs}" if options.noise_runs > 1 else ""
     extra += "".join(f" --merge {m}" for m in options.merge)
     extra += f" --save {options.save}" if options.save else ""
     per_seed = "\n".join(

@@ -7,6 +7,8 @@ number. :class:`LogObserver` collects every match, by the session's phase (``sta
 telemetry) into the flat figures stored on the trial:
 
 - ``kv_tokens``: the KV pool size at start (``KV Cache is allocated. #tokens: N``);
+- ``graph_max_bs``: the largest batch the CUDA graphs captured at start (``Capture cuda graph bs
+  [1, 2, ..., 512]``; none without graphs);
 - ``running_req_max``: the most requests running at once; ``running_req_at_cap_fraction``: the
   share of the level's samples at the running-request cap (the cap flag's value, else the
   level's own maximum when it stayed below the concurrency);
@@ -28,7 +30,7 @@ from typing import Any
 
 __all__ = ["LogObserver", "level_observations", "STARTUP_SERIES"]
 
-STARTUP_SERIES = ("kv_tokens",)  # read from the start-up phase; the others per level
+STARTUP_SERIES = ("kv_tokens", "graph_max_bs")  # read from the start-up phase; the others per level
 
 
 class LogObserver:
@@ -85,9 +87,10 @@ def level_observations(
     """The figures of one level (see the module docstring); only those the log or telemetry gave."""
     out: dict[str, float] = {}
     if observer is not None:
-        kv = observer.last("kv_tokens")
-        if kv is not None:
-            out["kv_tokens"] = kv
+        for name in STARTUP_SERIES:
+            value = observer.last(name)
+            if value is not None:
+                out[name] = value
         running = observer.series(phase, "running_req")
         if running:
             top = max(running)

@@ -12,6 +12,8 @@ import pytest
 from tests.emulator.helpers import BASE_ARGV, Emulator, patch_gate
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import STARTUP
+from tuner.engines import load_profile
+from tuner.observations import LogObserver, level_observations
 
 AUTOTUNE = "Running FlashInfer autotune..."
 TRTLLM = ["--moe-runner-backend", "flashinfer_trtllm"]
@@ -68,3 +70,21 @@ def test_the_start_up_takes_the_calibration_time_divided_by_k(tmp_path: Path) ->
     low, high = STARTUP.total_s
     assert 0.8 * low / 50 < slow < 1.5 * high / 50 + 1.0
     assert slow > 2.0 * fast  # four times slower in theory; process noise on top
+
+
+@pytest.mark.parametrize(("extra", "largest"), [
+    ([], 512),  # SGLang 0.5.9's own choice for TP8 on these cards
+    (["--cuda-graph-max-bs", "256", "--max-running-requests", "100"], 100),  # none above the pool
+])
+def test_the_captured_batch_sizes_are_logged_as_sglang_does(
+    tmp_path: Path, extra: list[str], largest: int
+) -> None:
+    """What the sglang profile reads as ``graph_max_bs``: SGLang's list, cut at the request pool."""
+    log, _ = start_log(tmp_path, extra, patched=False)
+    line = next(x for x in log.splitlines() if "Capture cuda graph bs [" in x)
+    sizes = [int(v) for v in line.partition("bs [")[2].rstrip("]").split(", ")]
+    assert sizes[:6] == [1, 2, 4, 8, 12, 16] and sizes == sorted(sizes) and max(sizes) == largest
+    observer = LogObserver(load_profile("sglang").log_observations)
+    for text in log.splitlines():
+        observer.feed(text, "starting")
+    assert level_observations(observer, "level-64", 64)["graph_max_bs"] == largest

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 from optuna.trial import TrialState
+from pydantic import ValidationError
 
 from tuner.engines import load_profile
+from tuner.engines._profile import EngineProfile
 from tuner.space import load_space
 from tuner.study.attrs import Outcome
 from tuner.study.strategies import make_strategy
@@ -126,6 +128,12 @@ def test_rules_are_the_engine_profiles_data() -> None:
     assert kv.fires({"token_usage_max": 0.99, "queue_growing": 1.0})
 
 
+def test_a_value_in_use_must_name_an_observation_the_log_gives() -> None:
+    shipped = load_profile("sglang").model_dump()
+    with pytest.raises(ValidationError, match="value_in_use: --cuda-graph-max-bs: 'graph_bs' is not a log_observations name"):
+        EngineProfile.model_validate({**shipped, "value_in_use": {"--cuda-graph-max-bs": "graph_bs"}})
+
+
 def test_decode_without_cuda_graphs_lowers_the_cap_under_the_graphs(space: Any) -> None:
     # The log's decode lines said `cuda graph: False` at 1,024 running: the batch is above the
     # captured graphs. A person halves the cap (back under them) or captures larger batches.
@@ -140,6 +148,34 @@ def test_decode_without_cuda_graphs_lowers_the_cap_under_the_graphs(space: Any) 
     lowered = record(space, 1, {"max_running_requests": 512}, value=1900.0, chosen_by=proposal.reason)
     proposal = make_strategy("guided", space, 0).propose(view(best, lowered))
     assert proposal is not None and proposal.reason.endswith("cuda_graph_max_bs unset -> 512")
+
+
+def test_a_value_the_server_already_used_is_not_run_again(space: Any) -> None:
+    # The start-up log said the unset --cuda-graph-max-bs captured batches up to 512
+    # (`Capture cuda graph bs [1, 2, ..., 512]`): `--cuda-graph-max-bs 512` is the same server.
+    assert load_profile("sglang").value_in_use == {"--cuda-graph-max-bs": "graph_max_bs"}
+    eager = {"running_req_max@1024": 1024.0, "running_req_at_cap_fraction@1024": 0.95, "eager_fraction@1024": 1.0}
+    rule = "rule: decode runs without CUDA graphs at 1024 running (100% of the level's batches): "
+
+    def after_the_lowered_cap(captured: float) -> list[str]:
+        best = record(space, 0, {"max_running_requests": 1024}, value=2000.0,
+                      observations={**eager, "graph_max_bs": captured})
+        seen = [best, record(space, 1, {"max_running_requests": 512}, value=1900.0,
+                             chosen_by=rule + "max_running_requests 1024 -> 512")]
+        strategy = GuidedStrategy(space, 0)
+        for number in range(2, 60):
+            proposal = strategy.propose(view(*seen))
+            if proposal is None:
+                break
+            seen.append(record(space, number, dict(proposal.config), value=1900.0, chosen_by=proposal.reason))
+        return [r.chosen_by for r in seen[2:]]
+
+    captured_512 = after_the_lowered_cap(512.0)
+    assert not any(r.endswith("cuda_graph_max_bs unset -> 512") or r == "sweep: cuda_graph_max_bs=512"
+                   for r in captured_512), captured_512
+    assert "sweep: cuda_graph_max_bs=256" in captured_512  # a value it did not use is still tried
+    captured_256 = after_the_lowered_cap(256.0)  # a smaller card: unset captured less, 512 is a change
+    assert captured_256[0] == rule + "cuda_graph_max_bs unset -> 512"
 
 
 def test_a_raised_cap_that_ran_out_of_memory_under_load_is_repaired_with_less_memory(space: Any) -> None:

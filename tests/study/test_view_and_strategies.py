@@ -211,6 +211,7 @@ def test_sglang_log_lines_become_level_observations() -> None:
     profile = load_profile("sglang")
     observer = LogObserver(profile.log_observations)
     observer.feed("[TP0] KV Cache is allocated. #tokens: 495488, KV size: 30.12 GB", "starting")
+    observer.feed("[TP0] Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]", "starting")
     queue = [0, 10, 20, 60, 120, 200]
     for i, queued in enumerate(queue):
         running = 64 if i else 40
@@ -219,7 +220,7 @@ def test_sglang_log_lines_become_level_observations() -> None:
     observer.feed("[TP0] Prefill batch, #new-seq: 5, #new-token: 800, #cached-token: 0, token usage: 0.99, "
                   "#running-req: 3, #queue-req: 0, ", "level-256")
     seen = level_observations(observer, "level-256", 256, cap=64, gpu={"mean_power_w": 250.0, "power_limit_w": 600.0})
-    assert seen == {"kv_tokens": 495488.0, "running_req_max": 64.0, "running_req_at_cap_fraction": 0.833,
+    assert seen == {"kv_tokens": 495488.0, "graph_max_bs": 64.0, "running_req_max": 64.0, "running_req_at_cap_fraction": 0.833,
                     "eager_fraction": 0.167,  # one decode line of six above the captured graphs
                     "queue_req_max": 200.0, "queue_growing": 1.0, "token_usage_max": 0.6,
                     "gpu_power_w": 250.0, "gpu_power_limit_w": 600.0}

@@ -7,7 +7,9 @@
    warm-up;
 3. ``Running FlashInfer autotune...`` / ``FlashInfer autotune completed.`` (30-60 s) when, and
    only when, the gate is patched and the MoE runner is flashinfer_cutlass;
-4. ``Capture cuda graph begin.`` (about 20 s) when CUDA graphs are on.
+4. ``Capture cuda graph bs [1, 2, ..., 512]`` (the batch sizes SGLang 0.5.9 captures: its list
+   up to ``--cuda-graph-max-bs``, none above the running-request pool) and ``Capture cuda graph
+   begin.`` (about 20 s) when CUDA graphs are on.
 
 A configuration that fails at start fails at the step where SGLang would: out of memory while
 loading (too few GPUs for the weights) or in graph capture, a kernel missing on SM120 at the
@@ -37,7 +39,7 @@ from tuner.emulator.engine_rules import (
 from tuner.emulator.sglang_log import SglangLog
 from tuner.emulator.source_files import SourceState
 
-__all__ = ["StartupPlan", "plan_startup", "run_startup"]
+__all__ = ["StartupPlan", "captured_batch_sizes", "plan_startup", "run_startup"]
 
 TORCH_COMPILE_S = 90.0
 
@@ -119,6 +121,19 @@ async def run_startup(
     return await _memory_and_warmup(log, settings, plan, wait, on_memory)
 
 
+def captured_batch_sizes(max_bs: int, pool_size: int) -> list[int]:
+    """The batch sizes SGLang 0.5.9 captures in CUDA graphs (``server_args.py``
+    ``_generate_cuda_graph_batch_sizes`` and ``cuda_graph_runner.py``
+    ``get_batch_sizes_to_capture``): its list up to ``max_bs``; when that reaches above the
+    request pool (``--max-running-requests``), the pool's size is added and nothing above it kept."""
+    sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16))
+             + list(range(512, max_bs + 1, 32)))
+    sizes = [bs for bs in sizes if bs <= max_bs]
+    if max(sizes) > pool_size:
+        sizes.append(pool_size)
+    return sorted({bs for bs in sizes if bs <= pool_size})
+
+
 def _held_memory_failure(settings: EngineSettings | StartFailure) -> StartFailure | None:
     """Out of memory while loading when other processes hold what this configuration needs
     (the previous server's lingering worker: the "phantom OOM" of a start after a stop)."""
@@ -159,6 +174,7 @@ async def _memory_and_warmup(
         await wait(plan.autotune_s)
         log.tp("FlashInfer autotune completed.")
     if plan.graph_capture_s:
+        log.tp(f"Capture cuda graph bs {captured_batch_sizes(settings.cuda_graph_max_bs, settings.max_running)}")
         log.tp(f"Capture cuda graph begin. This can take up to several minutes. "
                f"avail mem={free_gb:.2f} GB")
         if settings.capture_failure is not None:

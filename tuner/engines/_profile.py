@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -95,6 +95,10 @@ class EngineProfile(BaseModel):
     log_observations: dict[str, str] = {}
     # The flag that caps the requests running at once (its value bounds ``#running-req``).
     running_cap_flag: str | None = None
+    # flag -> the observation (a ``log_observations`` name) that reports the value the server
+    # used for it when it is unset (SGLang's ``--cuda-graph-max-bs``: the largest captured batch).
+    # Setting the flag to that value changes nothing, and the ``guided`` strategy does not run it.
+    value_in_use: dict[str, str] = {}
 
     @field_validator("log_observations")
     @classmethod
@@ -102,6 +106,16 @@ class EngineProfile(BaseModel):
         for pattern in value.values():
             if re.compile(pattern).groups < 1:
                 raise ValueError(f"log_observations pattern {pattern!r} needs one (group) for the number")
+        return value
+
+    @field_validator("value_in_use")
+    @classmethod
+    def _in_use_observed(cls, value: dict[str, str], info: Any) -> dict[str, str]:
+        observed = info.data.get("log_observations", {})
+        for flag, name in value.items():
+            if name not in observed:
+                raise ValueError(f"value_in_use: {flag}: {name!r} is not a log_observations name "
+                                 f"(one of: {', '.join(sorted(observed)) or 'none'}); add its pattern there")
         return value
 
     def running_cap(self, argv: list[str]) -> int | None:

@@ -121,6 +121,9 @@ class GuidedStrategy(Strategy):
             flag: name for name, p in space.parameters.items() for flag in _flags_of(p)
         }
         self.late = {self.by_flag[f] for f in getattr(profile, "sweep_late", []) if f in self.by_flag}
+        # parameter -> the observation that says which value the server used while it was unset
+        self.in_use = {self.by_flag[f]: seen for f, seen in getattr(profile, "value_in_use", {}).items()
+                       if f in self.by_flag}
         self.top = max(space.workload_for(True).levels + space.workload_for(False).levels)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
@@ -151,8 +154,25 @@ class GuidedStrategy(Strategy):
             if any((name, _hashable(value)) in bad for name, value in config.items()
                    if incumbent.config.get(name, _MISSING) != value):
                 continue
+            if self._same_server(config, incumbent):
+                continue
             return Proposal(dict(config), reason)
         return None
+
+    def _same_server(self, config: Any, inc: TrialRecord) -> bool:
+        """Whether ``config`` differs from the incumbent's only by naming a value the server
+        already used (``--cuda-graph-max-bs 512`` where the unset flag captured up to 512: the
+        start-up log said so): the same server again, not worth a start."""
+        changed = {k for k in config.keys() | inc.config.keys()
+                   if config.get(k, _MISSING) != inc.config.get(k, _MISSING)}
+        if not changed or not changed <= self.in_use.keys():
+            return False
+        seen = top_level_observations(inc.observations)
+        return all(
+            self.in_use[name] in seen
+            and {_hashable(config.get(name)), _hashable(inc.config.get(name))} == {None, seen[self.in_use[name]]}
+            for name in changed
+        )
 
     # -- candidates, best first ---------------------------------------------------------------
 
