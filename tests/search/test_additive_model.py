@@ -97,6 +97,30 @@ def test_the_model_predicts_configurations_it_was_not_fitted_to() -> None:
     assert float(np.median(errors)) < 0.6 * float(np.median(constant))
 
 
+def test_the_upper_bound_is_seldom_below_the_true_gain_of_a_configuration_not_fitted() -> None:
+    """``upper`` (two posterior standard deviations above the mean) is what ``known_loss`` trusts
+    to drop a change: on three-change configurations no trial measured, the true gain lies above
+    it rarely, and a 10% loss measured five times or more is seen as a loss."""
+    above = total = 0
+    for seed in range(30):
+        rng = random.Random(seed)
+        fitted = [(c, measured(c, rng)) for c in [dict(BEST)] + [nearby(rng, rng.choice([1, 2])) for _ in range(20)]]
+        fit = fit_additive(fitted, BEST)
+        assert fit is not None
+        fitted_keys = {tuple(sorted(c.items())) for c, _ in fitted}
+        for config in (nearby(rng, 3) for _ in range(20)):
+            effects = fit.changes(config, BEST)
+            if effects is None or tuple(sorted(config.items())) in fitted_keys:
+                continue
+            total += 1
+            above += math.log(truth(config) / truth(BEST)) > fit.upper(effects)
+        loss = fit.changes({**BEST, "p4": "b"}, BEST)  # the true -10%
+        if loss is not None and sum(c["p4"] == "b" for c, _ in fitted) >= 5:
+            assert fit.upper(loss) < 0.0
+    assert total >= 200
+    assert above / total <= 0.06, (above, total)  # two standard deviations: about 2.3% expected
+
+
 def test_a_value_no_fitted_trial_had_is_not_scored() -> None:
     fit = fit_additive([(dict(BEST), 1000.0), ({**BEST, "p1": "b"}, 1030.0)], BEST)
     assert fit is not None

@@ -51,6 +51,13 @@ class AdditiveFit:
             found.append(self.index[column])
         return found
 
+    def upper(self, effects: list[int], z: float = 2.0) -> float:
+        """The log-throughput gain of those effects ``z`` posterior standard deviations above its
+        mean: below a loss, the model is that sure the change loses at least as much."""
+        covariance = self.chol @ self.chol.T
+        variance = float(covariance[np.ix_(effects, effects)].sum())
+        return self.gain(effects) + z * max(0.0, variance) ** 0.5
+
     def gain(self, effects: list[int], sample: np.ndarray | None = None) -> float:
         """The log-throughput gain of those effects, by ``sample`` (default: the posterior mean)."""
         return float(sum((self.mean if sample is None else sample)[i] for i in effects))

@@ -14,11 +14,13 @@ and changes what the trials say binds, in this order:
    highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``);
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
-   pays with its patch), each change once; the profile's ``sweep_late`` flags (turning CUDA
-   graphs off, capturing fewer batches: memory for speed) after all the others, unless the
-   best's KV pool is full (then memory is the reason to try them); a value
-   that failed at start or answered wrongly and never ran clean is not tried again when it
-   explains the failure (the trial's only new value, or it failed twice);
+   pays with its patch), each change once; the parameters with a patched value first, then
+   those with the fewest values (one trial measures a whole parameter); the profile's
+   ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for speed)
+   after all the others, unless the best's KV pool is full (then memory is the reason to try
+   them, right after the patched values); a value that failed at start or answered wrongly and
+   never ran clean is not tried again when it explains the failure (the trial's only new
+   value, or it failed twice);
 4. **the model**: an additive Bayesian model of the clean trials near the best
    (:mod:`tuner.study.strategies.additive`) pools every measurement of each change; a draw of
    its posterior picks up to three changes of the best it expects to pay (``model: 31 trials
@@ -31,6 +33,11 @@ and changes what the trials say binds, in this order:
 The best the proposals start from is the clean trial near the highest measured one that the
 model expects highest: with 2-5% run noise, one lucky figure would otherwise become the best that
 every later change is compared with, and real gains of 2-4% would read as losses.
+
+Whatever proposes it, a configuration is not run when it is the incumbent's server again (a value
+the start-up log says the unset flag already used: ``value_in_use`` in the engine profile), or
+when the additive model is sure it loses at least 5% against the incumbent (two posterior
+standard deviations: a backend that measured 0.3x is not run again from every new best).
 
 It reads only what a trial on a real host records (levels, failure class, observations).
 """
@@ -81,9 +88,11 @@ class GuidedSettings:
     model_draws: int = 40  # posterior draws a proposal is chosen from
     model_changes: int = 3  # changes of the best one model proposal makes at most
     model_radius: int = 4  # trials fitted: those within this many changes of the best
-    # the order of the sweep's parameters: "space" (as the YAML lists them), "fewest" (those
-    # with a source patch first, then the fewest values first: more parameters per trial)
-    sweep_order: str = "space"
+    # the order of the sweep's parameters: "cheap" (values that come with a source patch, in the
+    # space's order; then the memory trades when the best's KV pool is full; then the fewest
+    # values first: more parameters measured for the trials spent), "space" (as the YAML lists
+    # them), "fewest" (a source patch first, then the fewest values)
+    sweep_order: str = "cheap"
     # the engine profile's ``sweep_late`` flags (CUDA graphs off, fewer captured batches: memory
     # for speed) in the sweep: 1: after every other parameter unless the best's KV pool is full
     # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after
@@ -92,6 +101,10 @@ class GuidedSettings:
     # 1: a rule that raised the ``up_to_failure`` parameter itself and ran out of memory under
     # load is not repaired (the cliff's bracket takes that failure); 0: repaired like the others
     repair_own: int = 1
+    cliff: str = "always"  # "full": the memory cliff is probed only while the best's KV pool is full
+    # a change the additive model is sure (two standard deviations) loses at least this share,
+    # pooled over what was measured near the best, is not run again from a new best (0: off)
+    known_loss: float = 0.05
     # the best the proposals start from: the highest "measured" value, or the highest value the
     # additive "model" expects among the clean trials near it (one lucky measurement does not
     # become the best that every later change is compared with)
@@ -142,6 +155,7 @@ class GuidedStrategy(Strategy):
         tried = {r.config_key for r in view.records if r.config_key}
         bad = _failing_values(view)
         self._fresh = _fresh_reasons(view, incumbent, self.settings.retry_gain)
+        fit = self._fit(view, incumbent) if self.settings.known_loss else None
         for values, reason in self._candidates(view, incumbent):
             try:
                 config = self.space.config(values, drop_inactive=True)
@@ -154,10 +168,19 @@ class GuidedStrategy(Strategy):
             if any((name, _hashable(value)) in bad for name, value in config.items()
                    if incumbent.config.get(name, _MISSING) != value):
                 continue
-            if self._same_server(config, incumbent):
+            if self._same_server(config, incumbent) or self._known_loss(fit, config, incumbent):
                 continue
             return Proposal(dict(config), reason)
         return None
+
+    def _known_loss(self, fit: AdditiveFit | None, config: Any, inc: TrialRecord) -> bool:
+        """Whether the additive model, fitted near the best, is sure ``config`` loses at least
+        ``known_loss`` against it (a backend that measured 0.3x of its parent is not run again
+        from every new best)."""
+        if fit is None or fit.rows < 3:
+            return False
+        effects = fit.changes(dict(config), inc.config)
+        return bool(effects) and fit.upper(effects) < math.log1p(-self.settings.known_loss)
 
     def _same_server(self, config: Any, inc: TrialRecord) -> bool:
         """Whether ``config`` differs from the incumbent's only by naming a value the server
@@ -345,6 +368,8 @@ class GuidedStrategy(Strategy):
         return [v for v in numbers if v < current][-1:]
 
     def _cliff_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+        if self.settings.cliff == "full" and not _pool_full(inc):
+            return
         for name, param in self.space.parameters.items():
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
@@ -381,9 +406,15 @@ class GuidedStrategy(Strategy):
             # a value that comes with a source patch first: someone wrote the patch for it
             changes.sort(key=lambda change: " with patch " not in change[1])
             swept.append((any(" with patch " in reason for _, reason in changes), len(values), changes, name))
+        full = _pool_full(inc)
         if self.settings.sweep_order == "fewest":
             swept.sort(key=lambda item: (not item[0], item[1]))
-        if self.settings.sweep_late == 2 or (self.settings.sweep_late == 1 and not _pool_full(inc)):
+        elif self.settings.sweep_order == "cheap":
+            # patched values (in the space's order), memory trades when memory binds, then the
+            # parameters with the fewest values: more parameters measured for the trials spent
+            swept.sort(key=lambda item: (0 if item[0] else 1 if full and item[3] in self.late else 2,
+                                         0 if item[0] else item[1]))
+        if self.settings.sweep_late == 2 or (self.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item[3] in self.late)  # trades made for a reason go last
         for _, _, changes, _ in swept:
             yield from ((v, reason) for v, reason in changes if reason not in done)
