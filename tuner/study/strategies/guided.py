@@ -155,8 +155,8 @@ class GuidedStrategy(Strategy):
         tried = {r.config_key for r in view.records if r.config_key}
         bad = _failing_values(view)
         self._fresh = _fresh_reasons(view, incumbent, self.settings.retry_gain)
-        fit = self._fit(view, incumbent) if self.settings.known_loss else None
-        for values, reason in self._candidates(view, incumbent):
+        fit = self._fit(view, incumbent)  # once per proposal: the known losses and the model's changes
+        for values, reason in self._candidates(view, incumbent, fit):
             try:
                 config = self.space.config(values, drop_inactive=True)
             except ConfigError:
@@ -177,7 +177,7 @@ class GuidedStrategy(Strategy):
         """Whether the additive model, fitted near the best, is sure ``config`` loses at least
         ``known_loss`` against it (a backend that measured 0.3x of its parent is not run again
         from every new best)."""
-        if fit is None or fit.rows < 3:
+        if not self.settings.known_loss or fit is None or fit.rows < 3:
             return False
         effects = fit.changes(dict(config), inc.config)
         return bool(effects) and fit.upper(effects) < math.log1p(-self.settings.known_loss)
@@ -199,23 +199,24 @@ class GuidedStrategy(Strategy):
 
     # -- candidates, best first ---------------------------------------------------------------
 
-    def _candidates(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
+    def _candidates(self, view: StudyView, inc: TrialRecord,
+                    fit: AdditiveFit | None) -> Iterator[tuple[dict[str, Any], str]]:
         yield from self._rule_changes(view, inc)
         yield from self._repairs(view, inc)
         yield from self._cliff_changes(view, inc)
         model = self.settings.model
         if model == "eager":  # during the sweep: a combination the model expects to pay clearly
-            yield from self._modelled(view, inc, self.settings.model_eager_gain)
+            yield from self._modelled(view, inc, self.settings.model_eager_gain, fit)
         yield from self._sweep(view, inc)
         if model in ("before-combine", "eager"):
-            yield from self._modelled(view, inc)
+            yield from self._modelled(view, inc, fit=fit)
         yield from self._combined(view, inc)
         if model == "before-sweep-again":
-            yield from self._modelled(view, inc)
+            yield from self._modelled(view, inc, fit=fit)
         if self.settings.sweep_again:
             yield from self._sweep(view, inc, again=True)
         if model == "idle":
-            yield from self._modelled(view, inc)
+            yield from self._modelled(view, inc, fit=fit)
 
     def _fit(self, view: StudyView, inc: TrialRecord) -> AdditiveFit | None:
         near = [(r.config, r.value) for r in view.complete()
@@ -234,12 +235,14 @@ class GuidedStrategy(Strategy):
                 scored.append((fit.gain(effects), -record.number, record))
         return max(scored, key=lambda item: item[:2])[2] if scored else measured
 
-    def _modelled(self, view: StudyView, inc: TrialRecord, least: float = 0.0) -> Iterator[tuple[dict[str, Any], str]]:
+    def _modelled(self, view: StudyView, inc: TrialRecord, least: float = 0.0,
+                  fit: AdditiveFit | None = None) -> Iterator[tuple[dict[str, Any], str]]:
         """Changes of the best that the additive model (fitted to the clean trials near the best)
         draws as gains: each draw of the posterior takes, per parameter, the change with the
         largest drawn gain, and keeps the ``model_changes`` largest (Thompson sampling). A change
-        is scored with what it implies (a backend that drops its patch loses the patch's effect)."""
-        fit = self._fit(view, inc)
+        is scored with what it implies (a backend that drops its patch loses the patch's effect).
+        ``fit``: the model of the trials near ``inc`` when the caller has it (fitted here otherwise)."""
+        fit = fit or self._fit(view, inc)
         if fit is None or fit.rows < 3:
             return
         singles: list[tuple[str, Any, list[int]]] = []
