@@ -18,9 +18,11 @@ and changes what the trials say binds, in this order:
    those with the fewest values (one trial measures a whole parameter); the profile's
    ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for speed)
    after all the others, unless the best's KV pool is full (then memory is the reason to try
-   them, right after the patched values); a value that failed at start or answered wrongly and
-   never ran clean is not tried again when it explains the failure (the trial's only new
-   value, or it failed twice);
+   them, right after the patched values); a parameter whose values measured so far all lost at
+   least 10% against the best (a backend at 0.5x) waits for the end of the sweep: its other
+   values are likely losses too (numbers lie on a curve and keep their place); a value that
+   failed at start or answered wrongly and never ran clean is not tried again when it explains
+   the failure (the trial's only new value, or it failed twice);
 4. **the model**: an additive Bayesian model of the clean trials near the best
    (:mod:`tuner.study.strategies.additive`) pools every measurement of each change; a draw of
    its posterior picks up to three changes of the best it expects to pay (``model: 31 trials
@@ -109,6 +111,10 @@ class GuidedSettings:
     # additive "model" expects among the clean trials near it (one lucky measurement does not
     # become the best that every later change is compared with)
     incumbent: str = "model"
+    # a parameter whose values measured in the sweep all lost at least this share against the
+    # best waits for the end of the sweep (its other values are likely losses too: a backend
+    # after another backend measured 0.5x); numbers lie on a curve and keep their place (0: off)
+    defer_loss: float = 0.1
 
 
 class GuidedStrategy(Strategy):
@@ -410,6 +416,7 @@ class GuidedStrategy(Strategy):
             changes.sort(key=lambda change: " with patch " not in change[1])
             swept.append((any(" with patch " in reason for _, reason in changes), len(values), changes, name))
         full = _pool_full(inc)
+        lost = {name for _, _, _, name in swept if self._lost(name, done, inc)}
         if self.settings.sweep_order == "fewest":
             swept.sort(key=lambda item: (not item[0], item[1]))
         elif self.settings.sweep_order == "cheap":
@@ -419,8 +426,20 @@ class GuidedStrategy(Strategy):
                                          0 if item[0] else item[1]))
         if self.settings.sweep_late == 2 or (self.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item[3] in self.late)  # trades made for a reason go last
+        swept.sort(key=lambda item: item[3] in lost)
         for _, _, changes, _ in swept:
             yield from ((v, reason) for v, reason in changes if reason not in done)
+
+    def _lost(self, name: str, done: dict[str, TrialRecord], inc: TrialRecord) -> bool:
+        """Whether every value of ``name`` measured in this sweep lost at least ``defer_loss``
+        against the best (its other values are likely to lose too: they wait for the end)."""
+        if not self.settings.defer_loss or not inc.value:
+            return False
+        if self.space.parameters[name].numeric_options():
+            return False  # a number's other values lie on a curve: one loss says little of them
+        measured = [r.value for reason, r in done.items() if reason.startswith(f"{_SWEEP}{name}=")
+                    and r.value is not None]
+        return bool(measured) and all(v < (1 - self.settings.defer_loss) * inc.value for v in measured)
 
     def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
                  done: dict[str, TrialRecord]) -> list[Any]:
