@@ -9,9 +9,11 @@ and changes what the trials say binds, in this order:
    of the level)``). Without observations, a ``shape: saturating`` parameter below the top
    concurrency is raised to it (``rule: cap 2 below the top concurrency 32``);
 2. **cliffs**: a ``shape: up_to_failure`` parameter is best just below the value where the
-   server runs out of memory. The highest value that held and the lowest that failed above it
-   form a bracket shared by every configuration; it is bisected, then the incumbent moves to the
-   highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``);
+   server runs out of memory, when memory binds. While the best's KV pool is full (token usage
+   at least 90% at its top level), the highest value that held and the lowest that failed
+   above it form a bracket shared by every configuration; it is bisected, then the incumbent
+   moves to the highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``).
+   A pool with room to spare gains nothing from more memory: no trial is spent on the cliff;
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
    pays with its patch), each change once; the parameters with a patched value first, then
@@ -103,7 +105,9 @@ class GuidedSettings:
     # 1: a rule that raised the ``up_to_failure`` parameter itself and ran out of memory under
     # load is not repaired (the cliff's bracket takes that failure); 0: repaired like the others
     repair_own: int = 1
-    cliff: str = "always"  # "full": the memory cliff is probed only while the best's KV pool is full
+    # "full": an ``up_to_failure`` parameter's cliff is probed only while the best's KV pool is
+    # full (token usage >= 90% at its top level: more memory can pay); "always": from the start
+    cliff: str = "full"
     # a change the additive model is sure (two standard deviations) loses at least this share,
     # pooled over what was measured near the best, is not run again from a new best (0: off)
     known_loss: float = 0.05
