@@ -108,6 +108,9 @@ def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -
     roomy = {"token_usage_max@1024": 0.6, "running_req_max@1024": 1024.0}
     assert first(roomy).startswith("sweep: "), first(roomy)
     assert first(roomy, GuidedSettings(cliff="always")).startswith("cliff: ")  # the setting of before
+    # a log that gives no token usage (vLLM's is in percent and is not read) cannot say the pool
+    # has room: the cliff is probed as before
+    assert first({"running_req_max@1024": 1024.0}).startswith("cliff: mem_fraction_static above 0.92")
 
 
 def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> None:

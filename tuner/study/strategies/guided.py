@@ -13,7 +13,8 @@ and changes what the trials say binds, in this order:
    at least 90% at its top level), the highest value that held and the lowest that failed
    above it form a bracket shared by every configuration; it is bisected, then the incumbent
    moves to the highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``).
-   A pool with room to spare gains nothing from more memory: no trial is spent on the cliff;
+   A pool with room to spare gains nothing from more memory: no trial is spent on the cliff
+   (a log that gives no token usage cannot say so: the cliff is probed);
 3. **a sweep**: each other parameter's values, one change of the incumbent at a time (a change
    that activates a source patch is tried with the patch applied first: a backend that only
    pays with its patch), each change once; the parameters with a patched value first, then
@@ -381,8 +382,8 @@ class GuidedStrategy(Strategy):
         return [v for v in numbers if v < current][-1:]
 
     def _cliff_changes(self, view: StudyView, inc: TrialRecord) -> Iterator[tuple[dict[str, Any], str]]:
-        if self.settings.cliff == "full" and not _pool_full(inc):
-            return
+        if self.settings.cliff == "full" and _room_to_spare(inc):
+            return  # more memory cannot pay; a log that gives no token usage cannot say so
         for name, param in self.space.parameters.items():
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
@@ -522,6 +523,13 @@ def _batch(record: TrialRecord) -> float | None:
 def _pool_full(record: TrialRecord) -> bool:
     """Whether the trial's KV pool was full at its top level (token usage >= 90%): memory binds."""
     return top_level_observations(record.observations).get("token_usage_max", 0.0) >= 0.9
+
+
+def _room_to_spare(record: TrialRecord) -> bool:
+    """Whether the trial's log says its KV pool had room at its top level (token usage < 90%);
+    False when it says nothing of it (vLLM logs its usage in percent, which is not read)."""
+    usage = top_level_observations(record.observations).get("token_usage_max")
+    return usage is not None and usage < 0.9
 
 
 def _capacity_names(space: Any) -> set[str]:
