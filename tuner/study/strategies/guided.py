@@ -120,6 +120,9 @@ class GuidedSettings:
     # best waits for the end of the sweep (its other values are likely losses too: a backend
     # after another backend measured 0.5x); numbers lie on a curve and keep their place (0: off)
     defer_loss: float = 0.1
+    # the value a rule lowers a ``saturating`` cap to: half the running batch on the cap's
+    # "doubling" values (the same value from every best), or exactly "half" of it (the setting of before)
+    lower_to: str = "doubling"
 
 
 class GuidedStrategy(Strategy):
@@ -365,8 +368,13 @@ class GuidedStrategy(Strategy):
         if param.shape == "saturating" and direction == "lower":
             # half the batch that ran: a cap that binds again below where the trouble was
             running = (seen or {}).get("running_req_max", current if current is not None else self.top)
-            below = [v for v in _grid(param) if v <= running // 2 and (current is None or v < current)]
-            return below[-1:]
+            if self.settings.lower_to == "half":
+                below = [v for v in _grid(param) if v <= running // 2 and (current is None or v < current)]
+                return below[-1:]
+            # ... on the parameter's doublings (967 and 986 running both give 512): the same value
+            # from every best, which the model pools and the known losses can then skip
+            steps = [v for v in _doublings(param) if current is None or v < current]
+            return [min(steps, key=lambda v: abs(math.log(v / max(1.0, running / 2))))] if steps else []
         if param.shape == "up_to_failure":
             low, high, inside = cliff_bracket(view, name, _grid(param))
             return [v for v in inside if current is None or v > current] if direction == "raise" else []
@@ -628,6 +636,19 @@ def _grid(param: Any) -> list[Any]:
     if hasattr(param, "low") and param.kind == "int" and param.high - param.low <= 4096:
         return list(range(param.low, param.high + 1))
     return sorted(v for v in sweep_values(param, 9) if v is not None)
+
+
+def _doublings(param: Any) -> list[Any]:
+    """An integer parameter's values from its low end, doubling (64, 128, ..., 2048); its grid
+    when it has no positive integer low end."""
+    low, high = getattr(param, "low", None), getattr(param, "high", None)
+    if param.kind != "int" or not low or low <= 0:
+        return _grid(param)
+    values = []
+    while low <= high:
+        values.append(low)
+        low *= 2
+    return values
 
 
 def _natural(param: Any) -> Any:
