@@ -528,16 +528,24 @@ def _batch(record: TrialRecord) -> float | None:
     return top_level_observations(record.observations).get("running_req_max")
 
 
+_FULL_POOL = 0.9  # token usage at which a KV pool counts as full: memory binds
+
+
+def _token_usage(record: TrialRecord) -> float | None:
+    """The KV pool's highest use at the trial's top level (None: the log does not give it)."""
+    return top_level_observations(record.observations).get("token_usage_max")
+
+
 def _pool_full(record: TrialRecord) -> bool:
     """Whether the trial's KV pool was full at its top level (token usage >= 90%): memory binds."""
-    return top_level_observations(record.observations).get("token_usage_max", 0.0) >= 0.9
+    return (_token_usage(record) or 0.0) >= _FULL_POOL
 
 
 def _room_to_spare(record: TrialRecord) -> bool:
     """Whether the trial's log says its KV pool had room at its top level (token usage < 90%);
     False when it says nothing of it (vLLM logs its usage in percent, which is not read)."""
-    usage = top_level_observations(record.observations).get("token_usage_max")
-    return usage is not None and usage < 0.9
+    usage = _token_usage(record)
+    return usage is not None and usage < _FULL_POOL
 
 
 def _capacity_names(space: Any) -> set[str]:
