@@ -62,9 +62,11 @@ def _study(space: Path, tmp_path: Path) -> list[optuna.trial.FrozenTrial]:
 
 
 def test_prefix_caching_pays_under_a_shared_prefix_workload(tiny_model: Path, tmp_path: Path) -> None:
-    # 8 output tokens: a request with a cached prefix still lasts long enough (about 1.5 s at load
-    # average 9) that the client's turnaround between requests stays a small share of the level.
-    workload = {"dataset": SHARED_PREFIX, "levels": [8], "output_len": 8, "requests_per_level": 32,
+    # 128 requests: a level of 32 lasted 0.3 s with caching on on a quiet machine, where one pause of
+    # the client or the engine moved the ratio between 1.45x (a CI run) and 2.99x; at 128 (1-3 s a
+    # level) two quiet runs gave 1.80x and 1.81x. The tiny model's prefill is cheap, so the bound
+    # leaves room below that: caching on must still serve clearly more, not the loaded machine's 10x.
+    workload = {"dataset": SHARED_PREFIX, "levels": [8], "output_len": 8, "requests_per_level": 128,
                 "warmup": 2}
     space = _space(tmp_path, tiny_model, workload, {"metric": "total_throughput"})
     trials = _study(space, tmp_path)
@@ -72,15 +74,16 @@ def test_prefix_caching_pays_under_a_shared_prefix_workload(tiny_model: Path, tm
               if t.state == TrialState.COMPLETE}
     assert set(values) == {False, True}, [(t.number, t.state, t.user_attrs.get("pruned_reason")) for t in trials]
     ratio = values[True] / values[False]
-    print(f"total tok/s under shared prefixes: caching off {values[False]:,.0f}, "
-          f"on {values[True]:,.0f} ({ratio:.2f}x)")
-    assert ratio >= 1.5, values
+    ttft = {t.user_attrs["config"]["prefix_caching"]: t.user_attrs["levels"][0]["p99_ttft_ms"] for t in trials}
+    print(f"total tok/s under shared prefixes: caching off {values[False]:,.0f} (p99 TTFT {ttft[False]:,.0f} ms), "
+          f"on {values[True]:,.0f} (p99 TTFT {ttft[True]:,.0f} ms): {ratio:.2f}x")
+    assert ratio >= 1.3, values
     for trial in trials:
         flag = "--enable-prefix-caching" if trial.user_attrs["config"]["prefix_caching"] else "--no-enable-prefix-caching"
         assert flag in trial.user_attrs["command_line"].split()
         level = trial.user_attrs["levels"][0]
-        assert level["completed"] == 32 and level["failed"] == 0
-        assert level["input_tokens"] >= 32 * PROMPT_TOKENS and not level["input_tokens_estimated"]  # vLLM counted
+        assert level["completed"] == 128 and level["failed"] == 0
+        assert level["input_tokens"] >= 128 * PROMPT_TOKENS and not level["input_tokens_estimated"]  # vLLM counted
 
 
 def test_a_goodput_study_on_vllm(tiny_model: Path, tmp_path: Path) -> None:
