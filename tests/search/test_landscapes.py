@@ -95,3 +95,24 @@ def test_a_replayed_row_stops_at_a_level_the_client_measured_itself_on() -> None
     assert _row_outcome(row, [8, 32]).levels == ((8, 900.0),)  # 350 was the client, not vLLM
     row["measurement_bound@32"] = False
     assert _row_outcome(row, [8, 32]).levels == ((8, 900.0), (32, 350.0))
+
+
+def test_an_unset_graph_size_and_the_size_it_captures_are_one_server(space: Any) -> None:
+    # SGLang with --cuda-graph-max-bs unset captures up to 512 batches (the engine profile's
+    # value_in_use): naming 512 starts the same server, so no drawn effect may tell them apart.
+    # Before, an interaction drawn on "512" (or on unset) held for one of them only: seed 38's
+    # +17% was out of reach of a strategy that knows they are the same server.
+    checked = 0
+    for seed in range(60):
+        land = GeneratedLandscape(seed, space)
+        for a, va, b, vb, _ in land.interactions:
+            if "cuda_graph_max_bs" not in (a, b):
+                continue
+            other, value = (b, vb) if a == "cuda_graph_max_bs" else (a, va)
+            base = {**space.baseline, "max_running_requests": None, "cuda_graph": True, other: value}
+            if other == "moe_runner_backend" and value == "flashinfer_cutlass":
+                base["autotune_gate"] = True
+            unset, named = (space.config({**base, "cuda_graph_max_bs": bs}, drop_inactive=True) for bs in (None, 512))
+            assert land.outcome(unset) == land.outcome(named), (seed, a, va, b, vb)
+            checked += 1
+    assert checked >= 20  # a quarter of the seeds draw such an interaction
