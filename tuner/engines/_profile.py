@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from tuner.errors import ConfigError
 
@@ -45,6 +45,9 @@ class TuningRule(BaseModel):
     ``also_at_least`` holds); the ``guided`` strategy then proposes that trial's configuration
     with the parameter whose flag is ``change`` moved one step in ``direction``. ``says`` is the
     one-line reason, formatted with the observations and ``{value}`` (the current value).
+    ``lower_to_at_most`` names an observation a lowered value must not exceed (a cap lowered
+    to get decode back under the captured CUDA graphs is no use above ``graph_max_bs``); when
+    the trial did not report it, the step is proposed as before.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -55,6 +58,18 @@ class TuningRule(BaseModel):
     change: str
     direction: Literal["raise", "lower"]
     says: str
+    lower_to_at_most: str | None = None
+
+    @model_validator(mode="after")
+    def _lowers(self) -> "TuningRule":
+        if self.lower_to_at_most is not None and self.direction != "lower":
+            raise ValueError("lower_to_at_most applies to a rule whose direction is lower")
+        return self
+
+    def allows(self, value: Any, observations: dict[str, float]) -> bool:
+        """Whether ``value`` is a step this rule may propose, given one trial's observations."""
+        bound = observations.get(self.lower_to_at_most) if self.lower_to_at_most else None
+        return bound is None or value is None or value <= bound
 
     def fires(self, observations: dict[str, float]) -> bool:
         """Whether the observations of one trial meet this rule's conditions."""

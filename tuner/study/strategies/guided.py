@@ -123,6 +123,9 @@ class GuidedSettings:
     # the value a rule lowers a ``saturating`` cap to: half the running batch on the cap's
     # "doubling" values (the same value from every best), or exactly "half" of it (the setting of before)
     lower_to: str = "doubling"
+    # 1: a rule's ``lower_to_at_most`` holds (a cap lowered to get back under the CUDA graphs is
+    # not proposed above the largest batch they capture); 0: ignored (the setting of before)
+    lower_within: int = 1
 
 
 class GuidedStrategy(Strategy):
@@ -349,6 +352,8 @@ class GuidedStrategy(Strategy):
             if saturating and rule.direction == "raise" and (current is None or current >= self.top):
                 continue  # at or above the top concurrency a cap no longer matters
             for value in self._steps(view, name, inc.config[name], rule.direction, seen):
+                if self.settings.lower_within and not rule.allows(value, seen):
+                    continue  # still above the captured graphs: the other rule raises them
                 change = f"{name} {_text(inc.config[name])} -> {_text(value)}"
                 if any(_same_change(reason, name, value) for reason in self._fresh):
                     continue  # this change was tried once already (from another best)
