@@ -119,6 +119,15 @@ def test_telemetry_of_idle_emulated_cards(host: Host, emulated: dict[str, str]) 
 
 
 APPS = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+
+
+def _listed_mib(apps: str, pid: int) -> float:
+    """The memory ``nvidia-smi --query-compute-apps=pid,used_memory`` lists for ``pid`` on one GPU (0: not listed)."""
+    for line in apps.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if cells[0] == str(pid) and cells[1:] and cells[1].isdigit():
+            return float(cells[1])
+    return 0.0
 CALIBRATION_FLAGS = [
     "--model-path",
     "/models/glm5",
@@ -148,7 +157,9 @@ def test_a_serving_emulated_server_is_seen_on_the_gpus_and_released_by_stop(
     ]
     handle = host.start_server(argv, env=emulated, run_dir=f"{host.run_root}/emulated")
     servers.append(handle)
-    assert wait_until(lambda: str(handle.pid) in host.run(APPS, env=emulated).stdout, 60, 0.2)
+    # listed with its memory once loaded: while it loads, its memory grows between the two
+    # queries of the check (processes, then GPUs), and the growth reads as a hidden process
+    assert wait_until(lambda: _listed_mib(host.run(APPS, env=emulated).stdout, handle.pid) > 90_000, 60, 0.2)
     assert not doctor.check_gpus_idle(host, env=emulated).ok  # seen as busy by anyone else
     assert doctor.check_gpus_idle(host, own_pids=[handle.pid], env=emulated).ok
     assert wait_until(lambda: not host.port_free(port), 60, 0.2)
