@@ -269,11 +269,10 @@ class GeneratedLandscape(Landscape):
             f"garbage attention {self.garbage_attention}, interactions {self.interactions}"
         )
 
-    def _in_use(self, config: Any, name: str) -> Any:
-        """The value of ``name`` the server runs with: an unset ``--cuda-graph-max-bs`` captures
-        up to 512 batches, the same server as ``512`` named (the engine profile's ``value_in_use``),
-        so an interaction drawn on either holds for both."""
-        value = config.get(name, "<inactive>")
+    def _in_use(self, name: str, value: Any) -> Any:
+        """The value of ``name`` the server runs with: an unset ``--cuda-graph-max-bs``
+        captures up to 512 batches, the same server as ``512`` named (the engine profile's
+        ``value_in_use``), so an interaction drawn on either holds for both."""
         return self.default_graph_bs if name == "cuda_graph_max_bs" and value is None else value
 
     def _kv_tokens(self, config: Config) -> float:
@@ -305,7 +304,8 @@ class GeneratedLandscape(Landscape):
         if config.get("force_allreduce_fusion"):
             factor *= self.forced_fusion
         for a, va, b, vb, gain in self.interactions:
-            if self._in_use(config, a) == self._in_use({a: va}, a) and self._in_use(config, b) == self._in_use({b: vb}, b):
+            if all(self._in_use(name, config.get(name, "<inactive>")) == self._in_use(name, drawn)
+                   for name, drawn in ((a, va), (b, vb))):
                 factor *= gain
         return factor
 
