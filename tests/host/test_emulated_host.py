@@ -22,7 +22,7 @@ from tuner.emulator import host_root
 from tuner.host import Host, ServerHandle
 from tuner.patches import PatchManager
 from tuner.space import load_space
-from tuner.telemetry import GpuSampler, under_utilised
+from tuner.telemetry import GpuSampler, parse_gpu_csv, under_utilised
 
 REPO = Path(__file__).resolve().parents[2]
 SPACE_FILE = REPO / "search_spaces" / "glm5.yaml"
@@ -122,12 +122,13 @@ APPS = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,no
 
 
 def _listed_mib(apps: str, pid: int) -> float:
-    """The memory ``nvidia-smi --query-compute-apps=pid,used_memory`` lists for ``pid`` on one GPU (0: not listed)."""
-    for line in apps.splitlines():
-        cells = [cell.strip() for cell in line.split(",")]
-        if cells[0] == str(pid) and cells[1:] and cells[1].isdigit():
-            return float(cells[1])
-    return 0.0
+    """The memory ``nvidia-smi --query-compute-apps=pid,used_memory`` lists for ``pid`` on one
+    GPU (0: not listed)."""
+    rows = parse_gpu_csv(apps, ("pid", "used_memory"))
+    listed = [float(row.values["used_memory"]) for row in rows if row.values["pid"] == str(pid)]
+    return max(listed, default=0.0)
+
+
 CALIBRATION_FLAGS = [
     "--model-path",
     "/models/glm5",
@@ -159,7 +160,8 @@ def test_a_serving_emulated_server_is_seen_on_the_gpus_and_released_by_stop(
     servers.append(handle)
     # listed with its memory once loaded: while it loads, its memory grows between the two
     # queries of the check (processes, then GPUs), and the growth reads as a hidden process
-    assert wait_until(lambda: _listed_mib(host.run(APPS, env=emulated).stdout, handle.pid) > 90_000, 60, 0.2)
+    loaded = lambda: _listed_mib(host.run(APPS, env=emulated).stdout, handle.pid) > 90_000  # noqa: E731
+    assert wait_until(loaded, 60, 0.2)
     assert not doctor.check_gpus_idle(host, env=emulated).ok  # seen as busy by anyone else
     assert doctor.check_gpus_idle(host, own_pids=[handle.pid], env=emulated).ok
     assert wait_until(lambda: not host.port_free(port), 60, 0.2)
