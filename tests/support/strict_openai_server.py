@@ -13,6 +13,8 @@ GPU server on one H200"; tests/fixtures/transformers/): a real aiohttp server on
   ``finish_reason: "stop"`` (a model that reached its end-of-sequence token).
 - ``GET /v1/models`` answers 500 (``--models error``, transformers' missing hub cache) or an
   empty list (``--models empty``); ``GET /health`` answers 200.
+- ``--replay FILE`` answers every accepted streamed request with FILE's bytes as they are (a
+  stream ``transformers serve`` sent, tests/fixtures/transformers/stream-cb.txt).
 - ``GET /stats`` returns its record of every request: the body's keys, the prompt's word count,
   tokens sent, finish reason, HTTP status.
 
@@ -33,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Self
 
@@ -93,13 +96,20 @@ async def _generate(request: web.Request) -> web.StreamResponse:
         record["status"] = refused[0]
         return web.json_response({"detail": refused[1]}, status=refused[0])
     record["status"] = 200
+    if options.replay and body.get("stream"):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(Path(options.replay).read_bytes())
+        await response.write_eof()
+        return response
     asked = int(body.get("max_tokens") or 16)
     early = options.stop_early_every and state.requests % options.stop_early_every == 0
     tokens = min(asked, options.stop_after) if early else asked
     reason = "stop" if tokens < asked else "length"
     record.update(tokens=tokens, finish_reason=reason)
     chat = request.path == "/v1/chat/completions"
-    words = [f" w{(state.requests + i) % 97}" for i in range(tokens)]
+    seed = zlib.crc32(json.dumps(body.get("prompt", body.get("messages"))).encode())
+    words = [f" w{(seed + i) % 97}" for i in range(tokens)]  # greedy: the prompt decides
     usage = {"prompt_tokens": record["prompt_words"], "completion_tokens": tokens,
              "total_tokens": record["prompt_words"] + tokens}
     if not body.get("stream"):
@@ -173,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--itl-ms", type=float, default=2.0)
     parser.add_argument("--stop-early-every", type=int, default=0)
     parser.add_argument("--stop-after", type=int, default=3)
+    parser.add_argument("--replay", default=None, help="answer streams with this file's bytes")
     options, _engine_flags = parser.parse_known_args(argv)  # --continuous-batching, --cb-*, ...
     if options.host != "127.0.0.1":
         parser.error("loopback only: --host 127.0.0.1")
