@@ -117,14 +117,14 @@ def bench(
     api: Annotated[str, typer.Option(help="Request format: " + ", ".join(APIS) + ".")] = "sglang",
     model: Annotated[
         str | None,
-        typer.Option(help="The model's name in OpenAI requests (default: the first of GET /v1/models); "
-                     "transformers serve takes the path it was started with."),
+        typer.Option(help="The model's name in OpenAI requests (default: the first of GET "
+                     "/v1/models); transformers serve takes the path it was started with."),
     ] = None,
     strict: Annotated[
         bool,
-        typer.Option("--strict", help="The server takes no extension of the OpenAI API (transformers "
-                     "serve): no ignore_eos, text prompts of about --input-len tokens, replies that "
-                     "end early counted as short."),
+        typer.Option("--strict", help="The server takes no extension of the OpenAI API "
+                     "(transformers serve): no ignore_eos, text prompts of about --input-len "
+                     "tokens, replies that end early counted as short."),
     ] = False,
     request_rate: Annotated[
         float | None, typer.Option(help="Requests/s (open loop, capped by the concurrency); default: closed loop.")

@@ -14,5 +14,5 @@ from tuner.engines._profile import (
     profile_names,
 )
 
-__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule", "load_profile",
-           "profile_names"]
+__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
+           "load_profile", "profile_names"]

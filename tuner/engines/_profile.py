@@ -83,7 +83,8 @@ class TuningRule(BaseModel):
 # prompts (``"prompt": [17, 42, ...]``: exact prompt lengths) and
 # ``stream_options.continuous_usage_stats`` (a token count on every streamed event).
 RequestExtension = Literal["ignore_eos", "token_ids", "continuous_usage_stats"]
-REQUEST_EXTENSIONS: tuple[RequestExtension, ...] = ("ignore_eos", "token_ids", "continuous_usage_stats")
+REQUEST_EXTENSIONS: tuple[RequestExtension, ...] = (
+    "ignore_eos", "token_ids", "continuous_usage_stats")
 
 
 class EngineProfile(BaseModel):

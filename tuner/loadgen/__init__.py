@@ -3,10 +3,11 @@
 ``run_level(base_url, LevelSpec(...))`` measures one level and returns :class:`LevelMetrics` on
 the host's time scale; :func:`run_levels` runs several synchronously. A :class:`Dialect` given
 as ``api`` names the model and the OpenAI extensions a server takes (none: a strict server).
-:func:`complete` asks for one greedy completion (the correctness probe's tool). Requests come from fixed-length random
-tokens or a request source (:mod:`tuner.loadgen._datasets`: dataset files, random lengths,
-shared prefixes); a level is a concurrency (closed loop) or a request rate (open loop). ``tuner.loadgen.bench_serving`` runs
-SGLang's own benchmark instead and reads its output into the same metrics.
+:func:`complete` asks for one greedy completion (the correctness probe's tool). Requests come
+from fixed-length random tokens or a request source (:mod:`tuner.loadgen._datasets`: dataset
+files, random lengths, shared prefixes); a level is a concurrency (closed loop) or a request rate
+(open loop). ``tuner.loadgen.bench_serving`` runs SGLang's own benchmark instead and reads its
+output into the same metrics.
 """
 
 from __future__ import annotations

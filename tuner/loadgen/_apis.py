@@ -25,7 +25,7 @@ from tuner.loadgen._spec import check_api
 
 __all__ = ["ALL_EXTENSIONS", "ApiFormat", "Dialect", "RequestFailed", "api_format", "as_dialect"]
 
-# SGLang's and vLLM's extensions of the OpenAI API: what the client sent before it knew strict servers.
+# SGLang's and vLLM's extensions of the OpenAI API: what the client sent before strict servers.
 ALL_EXTENSIONS: frozenset[str] = frozenset(REQUEST_EXTENSIONS)
 
 
@@ -49,12 +49,14 @@ class Dialect:
         check_api(self.api)
         unknown = set(self.extensions) - ALL_EXTENSIONS
         if unknown:
-            raise ValueError(f"unknown request extensions {sorted(unknown)}: use {sorted(ALL_EXTENSIONS)}")
+            raise ValueError(f"unknown request extensions {sorted(unknown)}: "
+                             f"use {sorted(ALL_EXTENSIONS)}")
         object.__setattr__(self, "extensions", frozenset(self.extensions))
 
 
 def as_dialect(api: str | Dialect) -> Dialect:
-    """``api`` as a :class:`Dialect`: an API's name is that API with every extension (as before)."""
+    """``api`` as a :class:`Dialect`: an API's name is that API with every extension (as
+    before)."""
     return api if isinstance(api, Dialect) else Dialect(api)
 
 
@@ -86,7 +88,8 @@ class ApiFormat:
     read_text: Callable[[dict[str, Any]], str]
     extensions: frozenset[str] = ALL_EXTENSIONS
 
-    def request(self, prompt: Prompt, max_tokens: int, model: str | None, stream: bool) -> dict[str, Any]:
+    def request(self, prompt: Prompt, max_tokens: int, model: str | None,
+                stream: bool) -> dict[str, Any]:
         """The body of one greedy request, with the extensions this server takes."""
         return self.body(prompt, max_tokens, model, stream, self.extensions)
 
@@ -170,7 +173,8 @@ def _openai_event(event: dict[str, Any]) -> tuple[bool, int | None, bool]:
     choices = event.get("choices")
     if choices:
         choice = choices[0]
-        return bool(choice.get("text")), _usage_count(event), choice.get("finish_reason") is not None
+        finished = choice.get("finish_reason") is not None
+        return bool(choice.get("text")), _usage_count(event), finished
     if "usage" not in event:
         raise RequestFailed(_error_text(event))
     return False, _usage_count(event), False
@@ -181,7 +185,8 @@ def _chat_event(event: dict[str, Any]) -> tuple[bool, int | None, bool]:
     if choices:
         choice = choices[0]
         delta = choice.get("delta") or {}
-        return bool(delta.get("content")), _usage_count(event), choice.get("finish_reason") is not None
+        finished = choice.get("finish_reason") is not None
+        return bool(delta.get("content")), _usage_count(event), finished
     if "usage" not in event:
         raise RequestFailed(_error_text(event))
     return False, _usage_count(event), False

@@ -124,7 +124,8 @@ async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
     try:
         return str(document["data"][0]["id"])
     except (TypeError, KeyError, IndexError):
-        what = "an empty model list" if status == 200 and document else f"{status} without data[0].id"
+        empty = status == 200 and document
+        what = "an empty model list" if empty else f"{status} without data[0].id"
         raise TunerError(f"{url} answered {what}, so the model's name is unknown; "
                          f"fix: {MODEL_NAME_FIX}") from None
 

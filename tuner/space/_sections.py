@@ -98,7 +98,8 @@ class ServerSection(StrictModel):
     @classmethod
     def _model_path(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
-            raise FieldProblem("is empty", "give the model's path (or ${NAME}), or leave the key out")
+            raise FieldProblem("is empty",
+                               "give the model's path (or ${NAME}), or leave the key out")
         if value is not None and "${" in ENV_REFERENCE.sub("", value):
             raise FieldProblem(f"{value!r} has a malformed reference",
                                "write references as ${NAME} (no defaults, no nesting)")

@@ -221,7 +221,8 @@ class SearchSpace:
         argv = shlex.split(command or self.command)
         if server.model_path is not None:  # the engine's model flag, or its first argument
             model_path = self.model_path(resolve=resolve)
-            argv += [self.profile.model_flag, model_path] if self.profile.model_flag else [model_path]
+            flag = self.profile.model_flag
+            argv += [flag, model_path] if flag else [model_path]
         argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]
         plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v)}

@@ -8,7 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuner.loadgen import Dialect, LevelSpec, RandomLengths, RequestSource, SharedPrefix, load_file_pool
+from tuner.loadgen import (
+    Dialect,
+    LevelSpec,
+    RandomLengths,
+    RequestSource,
+    SharedPrefix,
+    load_file_pool,
+)
 
 __all__ = ["dataset_path", "rate_level", "request_dialect", "request_source"]
 
