@@ -5,6 +5,12 @@ The lead's typer app registers it with ``app.command("bench")(bench)``. A table 
 levels hold :meth:`LevelMetrics.to_dict` keys (``output_throughput``, ``median_ttft_ms``, ...).
 Errors are one line on stderr and a non-zero exit (2 for a bad option, 1 for a server that does
 not answer or fails); whatever was measured before is still printed.
+
+An OpenAI server's model is named by ``--model``, else by ``GET /v1/models``; one that names none
+(``transformers serve``) stops the command with a one-line error asking for ``--model`` (exit 2).
+``--strict`` speaks to a server that takes no extension of the OpenAI API: no ``ignore_eos``,
+prompts as text of about the asked length, usage read from its last event; replies that end
+before the asked length are counted (``short_replies``), never taken as full.
 """
 
 from __future__ import annotations
@@ -18,7 +24,15 @@ from rich.table import Table
 
 from tuner.cli_options import ClientWorkersOpt
 from tuner.errors import ConfigError, TunerError
-from tuner.loadgen import APIS, LevelMetrics, LevelSpec, fetch_time_scale, run_levels
+from tuner.loadgen import (
+    APIS,
+    Dialect,
+    LevelMetrics,
+    LevelSpec,
+    fetch_model_name,
+    fetch_time_scale,
+    run_levels,
+)
 
 __all__ = ["bench", "parse_concurrency"]
 
@@ -101,6 +115,17 @@ def bench(
     input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens per request.")] = 256,
     output_len: Annotated[int, typer.Option(min=1, help="Output tokens per request.")] = 256,
     api: Annotated[str, typer.Option(help="Request format: " + ", ".join(APIS) + ".")] = "sglang",
+    model: Annotated[
+        str | None,
+        typer.Option(help="The model's name in OpenAI requests (default: the first of GET "
+                     "/v1/models); transformers serve takes the path it was started with."),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="The server takes no extension of the OpenAI API "
+                     "(transformers serve): no ignore_eos, text prompts of about --input-len "
+                     "tokens, replies that end early counted as short."),
+    ] = False,
     request_rate: Annotated[
         float | None, typer.Option(help="Requests/s (open loop, capped by the concurrency); default: closed loop.")
     ] = None,
@@ -150,6 +175,12 @@ def bench(
         scale = fetch_time_scale(url)
     except TunerError as exc:
         raise _fail(str(exc), exc.exit_code) from None
+    if api != "sglang" and model is None:
+        try:
+            model = fetch_model_name(url)
+        except TunerError as exc:  # the server names no model: the user gives it (bad input)
+            raise _fail(str(exc), ConfigError.exit_code) from None
+    dialect = Dialect(api, model, frozenset() if strict else Dialect().extensions)
 
     console = Console(stderr=True)
 
@@ -161,12 +192,14 @@ def bench(
                 f"concurrency {level.concurrency}: {level.output_throughput:,.1f} output tok/s, "
                 f"{level.completed} done, {level.failed} failed{rate}"
                 + (" (input tokens estimated)" if level.input_tokens_estimated else "")
+                + (f"; {level.short_replies} replies ended before {output_len} tokens"
+                   if level.short_replies else "")
             )
             if level.measurement_bound:
                 console.print(f"  measurement-bound: {level.measurement_bound}")
 
     measured = run_levels(
-        url, specs, api=api, on_level=report, time_scale=scale, client_workers=client_workers
+        url, specs, api=dialect, on_level=report, time_scale=scale, client_workers=client_workers
     )
     stopped = next((level for level in measured if level.stop_reason), None)
     error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None

@@ -351,6 +351,8 @@ class ServerSession:
         detail = self._crash_detail(fatal_line)
         if kind == "hang":
             return ServerFailure("hang", detail, excerpt)
+        if kind == "host":  # the machine's problem (the port taken): the configuration runs again
+            return ServerFailure("host-error", detail, excerpt)
         if self.phase.startswith("level-"):
             level = self.phase.removeprefix("level-")
             what = "out of memory" if kind == "oom" else "crash"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.loadgen import complete_many
+from tuner.loadgen import Dialect, complete_many
 
 __all__ = ["ProbeResult", "run_probe", "compare_outputs", "MATCH_PREFIX_FRACTION"]
 
@@ -54,7 +54,7 @@ def compare_outputs(outputs: list[str], reference: list[str], required: int) -> 
 
 def run_probe(
     base_url: str,
-    api: str,
+    api: str | Dialect,
     prompts: list[str],
     max_tokens: int,
     timeout_s: float,

@@ -272,13 +272,17 @@ def test_bad_dataset_is_a_one_line_config_error(tmp_path, content, message) -> N
 
 def test_event_readers_take_the_servers_counts() -> None:
     sglang = api_format("sglang").read_event
-    assert sglang({"text": "ab", "meta_info": {"completion_tokens": 2}}) == (True, 2)
+    assert sglang({"text": "ab", "meta_info": {"completion_tokens": 2}}) == (True, 2, False)
     openai = api_format("openai").read_event
-    assert openai({"choices": [{"text": "x"}]}) == (True, None)
-    assert openai({"choices": [{"text": "x"}], "usage": {"completion_tokens": 3}}) == (True, 3)
-    assert openai({"choices": [], "usage": {"completion_tokens": 9}}) == (False, 9)
+    assert openai({"choices": [{"text": "x"}]}) == (True, None, False)
+    assert openai({"choices": [{"text": "x"}], "usage": {"completion_tokens": 3}}) == (True, 3, False)
+    assert openai({"choices": [], "usage": {"completion_tokens": 9}}) == (False, 9, False)
+    # The event that ends a reply says so: a strict server sends no [DONE] after it.
+    assert openai({"choices": [{"text": "", "finish_reason": "length"}],
+                   "usage": {"completion_tokens": 6}}) == (False, 6, True)
     chat = api_format("openai-chat").read_event
-    assert chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]}) == (False, None)
+    assert chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]}) == (False, None, False)
+    assert chat({"choices": [{"delta": {}, "finish_reason": "stop"}]}) == (False, None, True)
     with pytest.raises(RequestFailed, match="overloaded"):
         openai({"error": {"message": "overloaded"}})
     with pytest.raises(RequestFailed, match="bad"):

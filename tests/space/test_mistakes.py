@@ -101,7 +101,7 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str, str]] = [
      "remove it here and set server.port"),
     ("unknown engine",
      lambda d: d.update(engine="tgi"),
-     "engine", "engine 'tgi' is unknown", "use one of sglang, vllm"),
+     "engine", "engine 'tgi' is unknown", "use one of sglang, transformers, vllm"),
     ("empty choices",
      lambda d: _params(d)["attention_backend"].update(choices=[]),
      "parameters.attention_backend.choices", "no choices",

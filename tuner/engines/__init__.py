@@ -4,6 +4,15 @@ Adding an engine means adding ``<name>.yaml`` beside this file; the trial loop r
 :class:`EngineProfile` fields.
 """
 
-from tuner.engines._profile import CrashSignature, EngineProfile, TuningRule, load_profile, profile_names
+from tuner.engines._profile import (
+    REQUEST_EXTENSIONS,
+    CrashSignature,
+    EngineProfile,
+    RequestExtension,
+    TuningRule,
+    load_profile,
+    profile_names,
+)
 
-__all__ = ["CrashSignature", "EngineProfile", "TuningRule", "load_profile", "profile_names"]
+__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
+           "load_profile", "profile_names"]

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from tuner.errors import ConfigError
 
-__all__ = ["CrashSignature", "EngineProfile", "TuningRule", "load_profile", "profile_names"]
+__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
+           "load_profile", "profile_names"]
 
 _PROFILE_DIR = Path(__file__).parent
 
@@ -20,15 +21,15 @@ _PROFILE_DIR = Path(__file__).parent
 class CrashSignature(BaseModel):
     """A log line that means the server is broken, and the failure class it maps to.
 
-    ``when`` is ``startup`` (only before readiness), ``load`` (only after) or ``any``.
     ``reason`` is a failure class; ``oom`` is resolved to ``oom-at-start`` before readiness and
-    to ``unstable-at-<c>`` under load.
+    to ``unstable-at-<c>`` under load; ``host`` is a problem of the machine, not of the
+    configuration (``address already in use``: another process holds the port), a ``host-error``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pattern: str
-    reason: Literal["crash", "oom", "hang"] = "crash"
+    reason: Literal["crash", "oom", "hang", "host"] = "crash"
     fatal: bool = True
 
     @field_validator("pattern")
@@ -77,6 +78,15 @@ class TuningRule(BaseModel):
         return all(observations.get(name, float("-inf")) >= bound for name, bound in checks.items())
 
 
+# What SGLang's and vLLM's OpenAI-compatible servers take beyond the OpenAI API, and the client
+# sends when the profile lists it: ``ignore_eos`` (every reply runs to ``max_tokens``), token-id
+# prompts (``"prompt": [17, 42, ...]``: exact prompt lengths) and
+# ``stream_options.continuous_usage_stats`` (a token count on every streamed event).
+RequestExtension = Literal["ignore_eos", "token_ids", "continuous_usage_stats"]
+REQUEST_EXTENSIONS: tuple[RequestExtension, ...] = (
+    "ignore_eos", "token_ids", "continuous_usage_stats")
+
+
 class EngineProfile(BaseModel):
     """Everything the tuner needs to know about one inference engine."""
 
@@ -93,6 +103,14 @@ class EngineProfile(BaseModel):
     server_info_path: str | None = None
     api: Literal["sglang", "openai", "openai-chat"] = "sglang"
     models_path: str = "/v1/models"
+    # The OpenAI API's extensions this server accepts (REQUEST_EXTENSIONS); a strict server
+    # (``transformers serve``: 422 on an unknown field, 400 on a token-id prompt) lists none,
+    # and then gets text prompts, no ignore_eos, and usage on its last event only.
+    request_extensions: list[RequestExtension] = list(REQUEST_EXTENSIONS)
+    # The flag that names the model to serve when ``server.model_path`` is given (SGLang:
+    # ``--model-path``); None: the model is the first argument after the command
+    # (``transformers serve MODEL``).
+    model_flag: str | None = None
     crash_signatures: list[CrashSignature]
     port_flag: str = "--port"
     host_flag: str = "--host"

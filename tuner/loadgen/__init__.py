@@ -1,15 +1,18 @@
 """The streaming load generator: closed-loop levels against SGLang or OpenAI-compatible servers.
 
 ``run_level(base_url, LevelSpec(...))`` measures one level and returns :class:`LevelMetrics` on
-the host's time scale; :func:`run_levels` runs several synchronously. :func:`complete` asks for
-one greedy completion (the correctness probe's tool). Requests come from fixed-length random
-tokens or a request source (:mod:`tuner.loadgen._datasets`: dataset files, random lengths,
-shared prefixes); a level is a concurrency (closed loop) or a request rate (open loop). ``tuner.loadgen.bench_serving`` runs
-SGLang's own benchmark instead and reads its output into the same metrics.
+the host's time scale; :func:`run_levels` runs several synchronously. A :class:`Dialect` given
+as ``api`` names the model and the OpenAI extensions a server takes (none: a strict server).
+:func:`complete` asks for one greedy completion (the correctness probe's tool). Requests come
+from fixed-length random tokens or a request source (:mod:`tuner.loadgen._datasets`: dataset
+files, random lengths, shared prefixes); a level is a concurrency (closed loop) or a request rate
+(open loop). ``tuner.loadgen.bench_serving`` runs SGLang's own benchmark instead and reads its
+output into the same metrics.
 """
 
 from __future__ import annotations
 
+from tuner.loadgen._apis import Dialect
 from tuner.loadgen._datasets import (
     FilePool,
     RandomLengths,
@@ -24,6 +27,7 @@ from tuner.loadgen._server import (
     complete,
     complete_async,
     complete_many,
+    fetch_model_name,
     fetch_time_scale,
     fetch_time_scale_async,
 )
@@ -31,6 +35,7 @@ from tuner.loadgen._spec import APIS, LevelSpec
 
 __all__ = [
     "APIS",
+    "Dialect",
     "FilePool",
     "RandomLengths",
     "RequestSource",
@@ -42,6 +47,7 @@ __all__ = [
     "complete",
     "complete_async",
     "complete_many",
+    "fetch_model_name",
     "fetch_time_scale",
     "fetch_time_scale_async",
     "load_sharegpt",

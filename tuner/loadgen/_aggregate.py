@@ -95,6 +95,7 @@ def aggregate(
             token_parts.append(weights)
 
     output_tokens = sum(log.output_tokens[i] for i in done)
+    short = sum(1 for i in done if log.output_tokens[i] < log.asked[i])
     input_tokens = sum(log.input_tokens[i] for i in done)
     seconds = max(duration, 1e-9)
     best_window = 0.0
@@ -127,4 +128,5 @@ def aggregate(
         emulated=scale.emulated,
         time_scale=scale.factor,
         errors=tuple(errors),
+        short_replies=short,
     )

@@ -26,7 +26,7 @@ import aiohttp
 
 from tuner.errors import TunerError
 from tuner.loadgen._aggregate import aggregate
-from tuner.loadgen._apis import ApiFormat, api_format
+from tuner.loadgen._apis import ApiFormat, Dialect, api_format, as_dialect
 from tuner.loadgen._health import ADVICE, ClientHealth, HealthWatch, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
@@ -38,7 +38,7 @@ from tuner.loadgen._server import (
     fetch_model,
     fetch_server_info,
 )
-from tuner.loadgen._spec import LevelSpec, check_api
+from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import (
     COMPLETED,
     CONNECT_TIMED_OUT,
@@ -67,13 +67,14 @@ def _bodies(
     seed: list[int],
     output_len: int,
     model: str | None,
-) -> tuple[list[bytes], list[int], bool]:
+) -> tuple[list[bytes], list[int], bool, list[int]]:
     """Request bodies, serialized before the level starts, prompt lengths (estimates for text),
-    and whether those lengths are estimates."""
+    whether those lengths are estimates, and the output length each asks for."""
     picked = level_requests(spec.dataset, count, spec.input_len, output_len, seed, fmt.name)
-    bodies = [json.dumps(fmt.body(p, n, model, True)).encode()
+    bodies = [json.dumps(fmt.request(p, n, model, True)).encode()
               for p, n in zip(picked.prompts, picked.output_lens)]
-    return bodies, picked.prompt_lens, picked.estimated
+    as_words = fmt.sends_text_for_ids and any(not isinstance(p, str) for p in picked.prompts)
+    return bodies, picked.prompt_lens, picked.estimated or as_words, picked.output_lens
 
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
@@ -102,7 +103,7 @@ async def _warm_up(
     if not spec.warmup:
         return None
     output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths, _ = _bodies(
+    bodies, lengths, _, _ = _bodies(
         fmt, spec, spec.warmup, [spec.seed, 1, spec.concurrency], output_len, model
     )
     concurrency = min(spec.warmup, spec.concurrency)
@@ -139,7 +140,7 @@ def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple
 async def measure_share(
     base_url: str,
     spec: LevelSpec,
-    api: str,
+    api: str | Dialect,
     scale: TimeScale | None,
     stamped: bool | None,
     stop_check: StopCheck | None,
@@ -150,7 +151,8 @@ async def measure_share(
 ) -> ShareResult | str:
     """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
-    ``scale``/``stamped`` None: read from ``/server_info``. ``gate`` is awaited between the
+    ``api``: an API's name or a :class:`Dialect` (the model's name, the extensions the server
+    takes). ``scale``/``stamped`` None: read from ``/server_info``. ``gate`` is awaited between the
     warm-up and the level (several processes start the level together). Returns the share's
     result, or why it could not start (the server did not answer, the warm-up failed).
 
@@ -160,7 +162,8 @@ async def measure_share(
     level is declared ``<level_id> open``, so that its requests arrive at their own times on a
     running virtual clock (no burst gathered, no refill waited for).
     """
-    fmt = api_format(api)
+    dialect = as_dialect(api)
+    fmt = api_format(dialect)
     base = base_url.rstrip("/")
     worker, workers = share
     concurrency = spec.concurrency // workers + (worker < spec.concurrency % workers)
@@ -191,7 +194,9 @@ async def measure_share(
         trace_configs=[send_time_trace()],
     ) as session:
         try:
-            model = await fetch_model(session, base) if fmt.needs_model else None
+            model = dialect.model
+            if fmt.needs_model and model is None:
+                model = await fetch_model(session, base)
         except (TunerError, TypeError, ValueError) as exc:
             return str(exc)
         url = base + fmt.path
@@ -199,13 +204,14 @@ async def measure_share(
         failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check)
         if failed_warm_up:
             return f"warm-up failed: {failed_warm_up}"
-        bodies, lengths, estimated = _bodies(
+        bodies, lengths, estimated, asked = _bodies(
             # Seeded by the level too: a later level must not repeat an earlier one's prompts,
             # which a server's prefix cache would serve without prefilling them.
             fmt, spec, spec.num_requests, [spec.seed, 0, spec.concurrency], spec.output_len, model
         )
         bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
+        phase.log.asked = [asked[i] for i in indices]
         headers = JSON_HEADERS
         if stamped:  # a closed loop's size, or an open loop (its arrivals are its own)
             shape = (f"{spec.concurrency} {spec.num_requests}" if spec.request_rate is None
@@ -297,7 +303,7 @@ async def run_level(
     base_url: str,
     spec: LevelSpec,
     *,
-    api: str = "sglang",
+    api: str | Dialect = "sglang",
     stop_check: StopCheck | None = None,
     time_scale: TimeScale | None = None,
     client_workers: int = 1,
@@ -307,7 +313,9 @@ async def run_level(
     Args:
         base_url: e.g. ``http://127.0.0.1:30000``.
         spec: the level.
-        api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``.
+        api: ``sglang`` (``/generate``), ``openai`` or ``openai-chat``, or a :class:`Dialect`:
+            the API with the model's name and the extensions the server takes (a strict
+            OpenAI server takes none).
         stop_check: polled about every 100 ms, in a worker thread (so it may block, e.g. on
             SSH, but must be thread-safe); a returned string ends the level at once and
             becomes its ``stop_reason``.
@@ -321,7 +329,7 @@ async def run_level(
         what the server does. A level whose client measured itself (its lag, its CPU, its
         late sends; see :mod:`tuner.loadgen._health`) says so in ``measurement_bound``.
     """
-    check_api(api)
+    api = as_dialect(api)  # an unknown API is a ConfigError here, before any request
     if client_workers > 1:
         from tuner.loadgen._workers import run_level_in_processes
 
@@ -338,7 +346,7 @@ def run_levels(
     base_url: str,
     specs: Sequence[LevelSpec],
     *,
-    api: str = "sglang",
+    api: str | Dialect = "sglang",
     stop_check: StopCheck | None = None,
     on_level: Callable[[LevelMetrics], bool | None] | None = None,
     time_scale: TimeScale | None = None,

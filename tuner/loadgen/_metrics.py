@@ -70,6 +70,9 @@ class LevelMetrics:
     achieved_request_rate: float | None = None
     # True when some input token counts are the client's estimates (text the server did not count).
     input_tokens_estimated: bool = False
+    # Completed replies with fewer output tokens than asked: the model stopped early (a server
+    # that takes no ignore_eos). Their tokens count as they came, never as the length asked.
+    short_replies: int = 0
 
     @property
     def failed_fraction(self) -> float:

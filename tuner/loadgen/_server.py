@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from tuner.errors import NoAnswerInTime, TunerError
-from tuner.loadgen._apis import api_format
+from tuner.loadgen._apis import Dialect, api_format, as_dialect
 from tuner.loadgen._prompts import Prompt
 from tuner.loadgen._stream import JSON_HEADERS, describe_error
 from tuner.timescale import TimeScale
@@ -29,6 +29,7 @@ __all__ = [
     "emulator_clock",
     "emulator_lag",
     "fetch_model",
+    "fetch_model_name",
     "fetch_server_info",
     "fetch_time_scale",
     "fetch_time_scale_async",
@@ -107,30 +108,58 @@ def fetch_time_scale(base_url: str, timeout_s: float = 5) -> TimeScale:
     return asyncio.run(_fetch())
 
 
+MODEL_NAME_FIX = ("give the served model's name: `tuner bench --model NAME`, or workload.model "
+                  "(or server.model_path) in the search space")
+
+
 async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
-    """The served model name: ``data[0].id`` of ``GET {base_url}/v1/models``."""
+    """The served model name: ``data[0].id`` of ``GET {base_url}/v1/models``.
+
+    Raises:
+        TunerError: no name there (``transformers serve`` answers 500, or an empty list): the
+            one-line message says how to give the name instead.
+    """
     url = f"{base_url.rstrip('/')}/v1/models"
     status, document = await _get_json(session, url)
     try:
         return str(document["data"][0]["id"])
     except (TypeError, KeyError, IndexError):
-        raise TunerError(f"{url} answered {status} without data[0].id: is this an OpenAI server?")
+        empty = status == 200 and document
+        what = "an empty model list" if empty else f"{status} without data[0].id"
+        raise TunerError(f"{url} answered {what}, so the model's name is unknown; "
+                         f"fix: {MODEL_NAME_FIX}") from None
+
+
+def fetch_model_name(base_url: str, timeout_s: float = GET_TIMEOUT_S) -> str:
+    """Synchronous :func:`fetch_model` with its own session."""
+
+    async def _fetch() -> str:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+            return await fetch_model(session, base_url)
+
+    return asyncio.run(_fetch())
 
 
 async def complete_async(
     session: aiohttp.ClientSession,
     base_url: str,
-    api: str,
+    api: str | Dialect,
     prompt: Prompt,
     max_tokens: int,
     model: str | None = None,
 ) -> str:
-    """One non-streamed greedy completion (temperature 0) on an open session: its text."""
-    fmt = api_format(api)
+    """One non-streamed greedy completion (temperature 0) on an open session: its text.
+
+    ``api``: an API's name or a :class:`Dialect`; ``model`` (else the dialect's, else
+    ``/v1/models``) names the model in OpenAI requests.
+    """
+    dialect = as_dialect(api)
+    fmt = api_format(dialect)
     base = base_url.rstrip("/")
+    model = model or dialect.model
     if fmt.needs_model and model is None:
         model = await fetch_model(session, base)
-    body = json.dumps(fmt.body(prompt, max_tokens, model, False)).encode()
+    body = json.dumps(fmt.request(prompt, max_tokens, model, False)).encode()
     url = base + fmt.path
     try:
         async with session.post(url, data=body, headers=JSON_HEADERS) as response:
@@ -147,7 +176,7 @@ async def complete_async(
 
 def complete_many(
     base_url: str,
-    api: str,
+    api: str | Dialect,
     prompts: Sequence[Prompt],
     max_tokens: int,
     timeout_s: float = 60,
@@ -156,8 +185,8 @@ def complete_many(
 
     async def _run() -> list[str]:
         async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
-            model = None
-            if api_format(api).needs_model:
+            model = as_dialect(api).model
+            if api_format(api).needs_model and model is None:
                 model = await fetch_model(session, base_url)
             jobs = [
                 complete_async(session, base_url, api, prompt, max_tokens, model)
@@ -169,7 +198,7 @@ def complete_many(
 
 
 def complete(
-    base_url: str, api: str, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60
+    base_url: str, api: str | Dialect, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60
 ) -> str:
     """One greedy completion of ``prompt_ids`` (token ids, or text): the generated text."""
     return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s)[0]

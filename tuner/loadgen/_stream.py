@@ -64,7 +64,9 @@ class RequestLog:
 
     Times are ``time.perf_counter()`` seconds (the monotonic clock). ``event_counts[i][k]`` is
     the server's cumulative output-token count at event ``k`` of request ``i``, or None where
-    the server sent text without a count.
+    the server sent text without a count. ``asked[i]`` is the output length request ``i`` asked
+    for (0: not known); a completed request with fewer output tokens ended early (its model
+    stopped: a strict server takes no ``ignore_eos``).
     """
 
     def __init__(self, size: int) -> None:
@@ -77,6 +79,7 @@ class RequestLog:
         self.event_counts: list[list[int | None]] = [[] for _ in range(size)]
         self.output_tokens = [0] * size
         self.input_tokens = [0] * size
+        self.asked = [0] * size
         self.after = [-1] * size  # the request sent before this one in its slot (-1: first)
         self.first_stamp: float | None = None  # emulated servers: the earliest arrival stamp
         self.last_stamp = 0.0  # ... and the latest event stamp (their virtual clock)
@@ -147,6 +150,7 @@ async def stream_request(
     previous: int | None = None
     last_event: dict[str, Any] | None = None
     done = False
+    finished_at: float | None = None  # when an event with a finish_reason came
     last_stamp = 0.0
     sent = {"at": 0.0}
     log.start[index] = log.sent[index] = perf()
@@ -179,7 +183,7 @@ async def stream_request(
                             log.end[index] = last_stamp if stamped else now
                             continue
                         raise RequestFailed(f"unreadable event: {line[:120]!r}") from None
-                    content, count = read_event(event)
+                    content, count, finished = read_event(event)
                     if count is not None:
                         server_count = count
                     if stamped:
@@ -196,9 +200,15 @@ async def stream_request(
                         times.append(now)
                         counts.append(count)
                         previous = count
+                    if finished:
+                        finished_at = now
                     last_event = event
         if not done:
-            raise RequestFailed("stream ended before [DONE]")
+            # A strict OpenAI server ends its stream after the event that carries the
+            # finish_reason, without [DONE]: that stream is complete, one cut before it is not.
+            if finished_at is None:
+                raise RequestFailed("stream ended before [DONE] or a finish_reason")
+            log.end[index] = finished_at
         if not times:
             raise RequestFailed("stream carried no generated text")
         total = server_count if server_count is not None else len(times)

@@ -18,6 +18,7 @@ import time
 import uuid
 from typing import Any
 
+from tuner.loadgen._apis import Dialect
 from tuner.loadgen._health import merge_health
 from tuner.loadgen._level import (
     ShareResult,
@@ -38,7 +39,7 @@ POLL_S = 0.1
 START_TIMEOUT_S = 120.0  # processes that are not all warmed up by then give up
 
 
-def _share_main(base_url: str, spec: LevelSpec, api: str, scale: TimeScale, stamped: bool,
+def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, stamped: bool,
                 share: tuple[int, int], level_id: str, barrier: Any, stop: Any,
                 results: Any) -> None:
     """A client process: its share of the level, put on ``results`` as ``(k, result)``."""
@@ -67,7 +68,7 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
     for part in parts:
         span = slice(offset, offset + part.size)
         for name in ("status", "start", "sent", "end", "event_times", "event_counts", "output_tokens",
-                     "input_tokens"):
+                     "input_tokens", "asked"):
             getattr(merged, name)[span] = getattr(part, name)
         merged.after[span] = [a + offset if a >= 0 else -1 for a in part.after]
         merged.client_counted_inputs += part.client_counted_inputs
@@ -91,7 +92,7 @@ async def _server_facts(base_url: str) -> tuple[TimeScale, bool] | str:
 async def run_level_in_processes(
     base_url: str,
     spec: LevelSpec,
-    api: str,
+    api: Dialect,
     time_scale: TimeScale | None,
     stop_check: StopCheck | None,
     workers: int,

@@ -62,6 +62,8 @@ def _check_conditions(model: SpaceFile) -> dict[str, Condition]:
 
 def _check_duplicates(model: SpaceFile, profile: EngineProfile) -> None:
     owners: dict[str, str] = {profile.host_flag: "server.bind", profile.port_flag: "server.port"}
+    if model.server.model_path is not None and profile.model_flag:
+        owners[profile.model_flag] = "server.model_path"
     for flag in model.server.flags:
         if flag in owners:
             raise FieldProblem(f"{flag} is set through {owners[flag]}",

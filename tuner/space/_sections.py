@@ -70,12 +70,20 @@ def _flag_value(flag: str, value: Any) -> Any:
 
 
 class ServerSection(StrictModel):
-    """How the server is started: command, fixed flags, fixed environment, bind address, port."""
+    """How the server is started: command, model, fixed flags, fixed environment, bind address,
+    port.
+
+    ``model_path`` is the model to serve, given through the engine profile's ``model_flag``
+    (``transformers serve MODEL`` takes it as its argument); ``${NAME}`` in it is read from the
+    tuner's environment when a server starts (``${TUNER_MODEL_DIR}``). It also names the model
+    in OpenAI requests unless ``workload.model`` does.
+    """
 
     command: str | None = None
     stop_command: str | None = None
     bind: str | None = None
     port: int = Field(default=30000, ge=1, le=65535)
+    model_path: str | None = None
     flags: dict[str, Any] = {}
     env: dict[str, Any] = {}
 
@@ -84,6 +92,17 @@ class ServerSection(StrictModel):
     def _command(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise FieldProblem("is empty", "leave it out to use the engine's default command")
+        return value
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise FieldProblem("is empty",
+                               "give the model's path (or ${NAME}), or leave the key out")
+        if value is not None and "${" in ENV_REFERENCE.sub("", value):
+            raise FieldProblem(f"{value!r} has a malformed reference",
+                               "write references as ${NAME} (no defaults, no nesting)")
         return value
 
     @field_validator("flags")

@@ -219,6 +219,10 @@ class SearchSpace:
         """
         server = self.model.server
         argv = shlex.split(command or self.command)
+        if server.model_path is not None:  # the engine's model flag, or its first argument
+            model_path = self.model_path(resolve=resolve)
+            flag = self.profile.model_flag
+            argv += [flag, model_path] if flag else [model_path]
         argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]
         plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v)}
@@ -256,6 +260,29 @@ class SearchSpace:
                           env_template=template, secret_flags=secrets,
                           secret_flag_templates=secret_templates)
 
+    def model_path(self, *, resolve: bool = True) -> str | None:
+        """``server.model_path`` with its ``${NAME}`` references read from the tuner's
+        environment (``resolve``), or as written; None when not given.
+
+        Raises:
+            ConfigError: a referenced variable is not set (naming the line and the fix).
+        """
+        written = self.model.server.model_path
+        if written is None or not resolve:
+            return written
+        try:
+            return resolve_env({"model_path": written})["model_path"]
+        except MissingVariable as missing:
+            raise self._error(("server", "model_path"),
+                              f"${{{missing.variable}}} is not set in the tuner's environment",
+                              f"export {missing.variable}=/path/to/the/model before running "
+                              "tuner") from None
+
+    def served_model_name(self, *, resolve: bool = True) -> str | None:
+        """The model's name in OpenAI requests: ``workload.model``, else ``server.model_path``;
+        None: the client asks ``GET /v1/models``."""
+        return self.model.workload.model or self.model_path(resolve=resolve)
+
     def fingerprint(self) -> str:
         """SHA-256 over what makes results comparable: engine, server command, fixed flags and
         environment, patches, parameters, constraints, baseline, workload, objective and probe
@@ -277,6 +304,8 @@ class SearchSpace:
             "objective": _without_added_defaults(model.objective.model_dump(), "objective"),
             "probe": model.probe.model_dump(),
         }
+        if model.server.model_path is not None:  # left out when absent: older studies resume
+            payload["model_path"] = model.server.model_path
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -71,9 +71,14 @@ def _check_levels(levels: list[int] | None) -> list[int] | None:
 
 
 class _WorkloadFields(StrictModel):
-    """The fields the real workload and the resolved one share."""
+    """The fields the real workload and the resolved one share.
+
+    ``model`` names the model in OpenAI requests (default: ``server.model_path``, else the first
+    of the server's ``GET /v1/models``).
+    """
 
     api: Api | None = None
+    model: str | None = None
     levels: list[int] = [64, 256, 512, 1024]
     input_len: int = Field(default=256, gt=0)
     output_len: int = Field(default=256, gt=0)
@@ -90,6 +95,14 @@ class _WorkloadFields(StrictModel):
     @classmethod
     def _levels(cls, value: list[int]) -> list[int]:
         return _check_levels(value) or []
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise FieldProblem("is empty", "give the name the server knows the model by, or leave "
+                               "the key out")
+        return value
 
     def requests_for(self, concurrency: int) -> int:
         """The number of requests sent at ``concurrency``."""
@@ -251,7 +264,7 @@ class Objective(StrictModel):
 # that a study made before them still resumes.
 ADDED_DEFAULTS: dict[str, dict[str, Any]] = {
     "workload": {"dataset": None, "arrival": "poisson",
-                 "max_concurrency": 1024, "rate_level_s": 60.0},
+                 "max_concurrency": 1024, "rate_level_s": 60.0, "model": None},
     "workload.emulated": {"max_concurrency": None, "rate_level_s": None},
     "objective": {"goodput": GoodputSearch().model_dump()},
     "objective.slo": {"p99_tpot_ms": None},

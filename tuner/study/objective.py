@@ -20,7 +20,7 @@ import optuna
 
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
-from tuner.loadgen import LevelMetrics, LevelSpec, run_level
+from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, run_level
 from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
@@ -28,6 +28,7 @@ from tuner.study import attrs
 from tuner.study.goodput import measure_goodput
 from tuner.study.pruner import BASELINE_ATTR, measurement_order, should_prune_against_baseline
 from tuner.study.target import Target
+from tuner.study.traffic import request_dialect
 from tuner.telemetry import GpuSampler, under_utilised
 
 __all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR", "MIN_WALL_TIMEOUT_S"]
@@ -182,8 +183,8 @@ class TrialRunner:
                 session.log_excerpt(),
             )
 
-    def _api(self) -> str:
-        return self.space.workload.api or self.target.profile.api
+    def _api(self) -> Dialect:
+        return request_dialect(self.space, self.space.workload.api or self.target.profile.api)
 
     def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> list[float]:
         scale = self.target.time_scale

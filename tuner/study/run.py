@@ -139,6 +139,7 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
 def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     strategy = resolve_strategy(options.strategy, options.sampler, space, options.seed)
+    space.render(space.baseline, local=target.local)  # an unset ${NAME}: exit 2, nothing made yet
     requests = options.requests or request_source(space.workload_for(options.emulate), space.path)
     if requests is not None:
         console.print(f"traffic: {requests.describe()}", highlight=False)

@@ -1,15 +1,31 @@
 """The study's traffic, made once before any host time: the request source of ``workload.dataset``
 (a dataset file is read here, streamed, so a bad file is a one-line error naming its line before
-the host is touched) and the load level of a concurrency or of a request rate."""
+the host is touched), the load level of a concurrency or of a request rate, and the dialect the
+client speaks to the server (its API, the model's name, the extensions the engine takes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tuner.loadgen import LevelSpec, RandomLengths, RequestSource, SharedPrefix, load_file_pool
+from tuner.loadgen import (
+    Dialect,
+    LevelSpec,
+    RandomLengths,
+    RequestSource,
+    SharedPrefix,
+    load_file_pool,
+)
 
-__all__ = ["dataset_path", "rate_level", "request_source"]
+__all__ = ["dataset_path", "rate_level", "request_dialect", "request_source"]
+
+
+def request_dialect(space: Any, api: str) -> Dialect:
+    """How the client speaks to the space's server: ``api``, the model's name
+    (``workload.model``, else ``server.model_path``; None: asked of ``/v1/models``) and the
+    OpenAI extensions its engine profile lists (``request_extensions``: none for a strict
+    server such as ``transformers serve``)."""
+    return Dialect(api, space.served_model_name(), frozenset(space.profile.request_extensions))
 
 
 def dataset_path(path: str, space_path: Path) -> Path:

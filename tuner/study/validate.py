@@ -27,6 +27,7 @@ from tuner.study.host_claim import claim_host, release_host
 from tuner.study.objective import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
 from tuner.study.results import VALIDATION_ATTR, TrialRecord, records
 from tuner.study.target import Target
+from tuner.study.traffic import request_dialect
 
 __all__ = ["ValidationResult", "validate_study", "DEFAULT_SOAK_S"]
 
@@ -82,8 +83,9 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
             time_limit_s=max(3 * window_s, target.time_scale.duration(MIN_WALL_TIMEOUT_S)),
             seed=10_000 + index,
         )
+        dialect = request_dialect(space, workload.api or target.profile.api)
         metrics = asyncio.run(
-            run_level(session.base_url, spec, api=workload.api or target.profile.api,
+            run_level(session.base_url, spec, api=dialect,
                       stop_check=session.stop_reason, time_scale=target.time_scale)
         )
         failure = session.wait_for_failure(CLASSIFY_WAIT_S) if metrics.stop_reason else session.failure()

@@ -401,7 +401,7 @@ class GuidedStrategy(Strategy):
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
             held, failed, inside = cliff_bracket(view, name, _grid(param), _batch(inc))
-            span = f"bracket {held:g}-{failed:g}" if failed is not None else f"above {held:g}, no failure yet"
+            span = _bracket_text(held, failed)
             if inside:
                 # bisect a bracket; with no failure yet, the highest value the constraints allow
                 probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]
@@ -526,6 +526,15 @@ def cliff_bracket(view: StudyView, name: str, grid: list[Any], batch: float | No
         if (held is None or v > held) and (failed is None or v < failed)
     ]
     return held, failed, inside
+
+
+def _bracket_text(held: Any, failed: Any) -> str:
+    """A cliff bracket in words; either end may be unknown (an unset value held no number)."""
+    if held is not None and failed is not None:
+        return f"bracket {held:g}-{failed:g}"
+    if failed is not None:
+        return f"below {failed:g}, nothing held yet"
+    return f"above {held:g}, no failure yet" if held is not None else "nothing held or failed yet"
 
 
 def _batch(record: TrialRecord) -> float | None:
