@@ -3,8 +3,11 @@
 No weights can be downloaded on the GPU machine, so the model is built from a config: a
 Qwen3-MoE of realistic shape (64 experts, 4 active, 16 layers: about 1.7 B parameters in bf16,
 about 0.2 B active per token), so that batching, the KV cache and GPU memory matter as they do
-for GLM-5. The tokenizer is a WordLevel vocabulary of ``w3``...``w31999`` split on whitespace, so
-a prompt of N words is N tokens, and the client's random text prompts have the length it asks.
+for GLM-5. The tokenizer is a WordLevel vocabulary split on whitespace: the words the tuner's client builds
+its text prompts from (``tuner.loadgen.ids_to_words``), then ``w<i>`` words to 32,000. A prompt of
+N words is N tokens, so the client's random text prompts have the length it asks, and two random
+prompts are two different token sequences (with unknown words every prompt would be the same run
+of ``<unk>`` tokens, which the server's prefix sharing would serve from its cache).
 
 Random weights could end a reply at the end-of-sequence token. The row of the output layer for
 that token is set to zero, so its logit is 0 while the largest of 31,999 random logits is far
@@ -30,8 +33,12 @@ def make_tokenizer(out: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
+    from tuner.loadgen import PROMPT_TOKEN_RANGE, ids_to_words
+
+    client_words = list(dict.fromkeys(ids_to_words(list(range(*PROMPT_TOKEN_RANGE))).split()))
+    words = client_words + [f"w{i}" for i in range(3, VOCAB)]
     vocab = {"<pad>": PAD, "</s>": EOS, "<unk>": UNK}
-    vocab.update({f"w{i}": i for i in range(3, VOCAB)})
+    vocab.update({word: 3 + i for i, word in enumerate(words[: VOCAB - 3])})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = PreTrainedTokenizerFast(

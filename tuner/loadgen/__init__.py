@@ -22,7 +22,7 @@ from tuner.loadgen._datasets import (
 )
 from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
-from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, load_sharegpt, make_prompts
+from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
     complete,
     complete_async,
@@ -42,6 +42,7 @@ __all__ = [
     "SharedPrefix",
     "load_file_pool",
     "PROMPT_TOKEN_RANGE",
+    "ids_to_words",
     "LevelMetrics",
     "LevelSpec",
     "complete",
