@@ -31,8 +31,8 @@ class LevelMetrics:
     ``client_health`` holds the signals (:class:`tuner.loadgen._health.ClientHealth`).
     ``request_rate`` is set on open-loop levels, with ``achieved_request_rate`` (the client's
     sends, first to last) and ``scheduled_request_rate`` (the rate of the arrival schedule the
-    level drew, first to last: a Poisson draw of 128 arrivals is below 0.9x the rate asked about
-    one time in ten, so a level is judged against what it drew). ``repeated_prompts`` counts the
+    level drew, first to last: a Poisson draw of 128 arrivals is below 0.9x the rate asked for 135
+    seeds of 1,000, so a level is judged against what it drew). ``repeated_prompts`` counts the
     requests whose prompt the level's run had already sent (a dataset pool that ran out).
     """
 
