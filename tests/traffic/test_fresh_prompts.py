@@ -32,8 +32,9 @@ OUTPUT_LEN = 24  # warm-up requests ask for 16 tokens: the server's record tells
 
 
 def _jsonl(path: Path, prompts: int) -> Path:
-    path.write_text("".join(json.dumps({"prompt": f"question {i}: " + "why " * (i % 7), "output_len": OUTPUT_LEN}) + "\n"
-                            for i in range(prompts)))
+    lines = [{"prompt": f"question {i}: " + "why " * (i % 7), "output_len": OUTPUT_LEN}
+             for i in range(prompts)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
 
@@ -82,7 +83,8 @@ def _assert_fresh(received: list[list[dict[str, Any]]], pool: int | None = None)
     assert pool is None or len(every) <= pool
     for k, level in enumerate(measured):
         earlier = {digest for before in measured[:k] for digest in before}
-        assert not earlier & set(level), f"level {k + 1} repeats {len(earlier & set(level))} prompts of earlier levels"
+        again = earlier & set(level)
+        assert not again, f"level {k + 1} repeats {len(again)} prompts of earlier levels"
     assert len(set(every)) == len(every), "a prompt was sent twice within a level"
     assert warm and not warm & set(every), "a warm-up sent a measured prompt"
 

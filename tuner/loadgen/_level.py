@@ -48,8 +48,8 @@ from tuner.loadgen._stream import (
 )
 from tuner.timescale import TimeScale
 
-__all__ = ["ShareResult", "level_metrics", "measure_share", "measured_requests", "run_level", "run_levels",
-           "warmup_requests"]
+__all__ = ["ShareResult", "level_metrics", "measure_share", "measured_requests", "run_level",
+           "run_levels", "warmup_requests"]
 
 StopCheck = Callable[[], str | None]
 

@@ -1,5 +1,5 @@
 """Open-loop levels: requests sent at a request rate (Poisson or constant arrivals), not only
-kept at a concurrency, and the rate the client achieved.
+kept at a concurrency; the rate of the schedule a level drew, and the rate the client achieved.
 
 A rate level still has an in-flight cap (its ``concurrency``): a server that falls behind makes
 requests wait for a slot, which shows as an achieved rate below the one asked.

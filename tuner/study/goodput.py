@@ -211,8 +211,8 @@ def require_baseline_goodput(study: optuna.Study, space: Any) -> None:
     if space.objective.metric != "goodput":
         return
     baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE_ATTR)]
-    if not baselines or any(t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
-                            for t in baselines):
+    pending = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+    if not baselines or any(t.state in pending for t in baselines):
         return
     last = baselines[-1]
     reason = str(last.user_attrs.get(attrs.PRUNED_REASON) or "")

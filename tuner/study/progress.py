@@ -106,7 +106,8 @@ class ProgressView:
     def _at(metrics: Any) -> str:
         if getattr(metrics, "request_rate", None) is None:
             return f"c={metrics.concurrency}"
-        sent, drawn = metrics.achieved_request_rate, getattr(metrics, "scheduled_request_rate", None)
+        sent = metrics.achieved_request_rate
+        drawn = getattr(metrics, "scheduled_request_rate", None)
         of = f" of {_num(drawn, 2)} scheduled" if drawn is not None else ""
         return f"{metrics.request_rate:g} req/s (sent {_num(sent, 2)}{of})"
 
