@@ -144,8 +144,9 @@ def test_a_level_sent_again_is_served_from_the_cache_and_reads_a_lower_ttft(vllm
 
 
 def test_the_goodput_search_s_levels_find_nothing_in_the_cache(vllm: _Vllm, tmp_path: Path) -> None:
-    """Before, the level at 2 req/s sent the 8 prompts of the level at 1 req/s first, and the
-    level at 4 req/s those 12 and more: half and more of their prompt tokens came from the cache."""
+    """Before, every rate level of the trial drew from one seed: each began with the prompts of
+    the level before it (on 3ee3bf0 the three levels read 0%, 92% and 92% of their prompt tokens
+    from the cache: 11 of a 1,536-token prompt's 12 blocks)."""
     space = _workload(tmp_path)
 
     class Runner:

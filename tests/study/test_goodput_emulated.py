@@ -4,6 +4,8 @@ meets no rate stops the study (exit 2) with what to change."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from optuna.trial import TrialState
 
@@ -26,7 +28,7 @@ def test_a_level_whose_schedule_drew_below_the_rate_is_judged_against_what_it_dr
     and the trial was PRUNED as slower than the baseline."""
     run = emulated_study(workload__emulated=RATES, objective=_goodput({"p99_ttft_ms": 30000}))
     run.enqueue(N_ON)
-    run.optimize(2)
+    shown = run.optimize(2)
     baseline, winner = run.study().get_trials(deepcopy=False)[:2]
     assert baseline.state == TrialState.COMPLETE and baseline.value == 2.0, baseline.user_attrs["levels"]
     assert winner.state == TrialState.COMPLETE, winner.user_attrs.get("pruned_reason")
@@ -36,6 +38,8 @@ def test_a_level_whose_schedule_drew_below_the_rate_is_judged_against_what_it_dr
     assert first["achieved_request_rate"] >= 0.9 * first["scheduled_request_rate"]
     assert first["meets_slo"] and first["repeated_prompts"] == 0
     assert winner.value >= 1.8
+    # The progress line shows the rate the schedule drew beside the one sent.
+    assert re.search(r"1\.8 req/s \(sent 1\.\d\d of 1\.5\d scheduled\)", shown.stdout + shown.stderr)
 
 
 def test_a_baseline_that_meets_no_rate_stops_the_study_with_what_to_change(emulated_study) -> None:
