@@ -154,8 +154,9 @@ def bench(
 
             source = load_file_pool(dataset, default_output_len=output_len)  # read once, streamed
             typer.echo(f"dataset: {source.describe()}", err=True)
-        specs = [
-            LevelSpec(
+        specs: list[LevelSpec] = []
+        for level in levels:  # each level after the ones before it: no prompt sent twice
+            specs.append(LevelSpec(
                 concurrency=level,
                 num_requests=num_prompts or max(2 * level, 128),
                 input_len=input_len,
@@ -166,9 +167,8 @@ def bench(
                 warmup=warmup,
                 seed=seed,
                 dataset=source,
-            )
-            for level in levels
-        ]
+                first_request=sum(spec.num_requests for spec in specs),
+            ))
     except ConfigError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     try:
@@ -194,6 +194,8 @@ def bench(
                 + (" (input tokens estimated)" if level.input_tokens_estimated else "")
                 + (f"; {level.short_replies} replies ended before {output_len} tokens"
                    if level.short_replies else "")
+                + (f", {level.repeated_prompts} prompts repeated (the dataset's sample ran out)"
+                   if level.repeated_prompts else "")
             )
             if level.measurement_bound:
                 console.print(f"  measurement-bound: {level.measurement_bound}")

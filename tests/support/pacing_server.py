@@ -6,7 +6,7 @@ It speaks SGLang's ``/generate`` and OpenAI's ``/v1/completions`` and ``/v1/chat
 every ``--itl-ms x --tokens-per-event``, and writes its own send time
 (``time.monotonic()``, the clock ``time.perf_counter()`` reads on Linux) into every event as
 ``server_send_time``. ``GET /stats`` returns its record of every streamed request (arrival,
-first and last send time, tokens, events), the reference the client's figures are checked
+first and last send time, tokens, events, a digest of its prompt), the reference the client's figures are checked
 against. With ``--itl-ms 0`` it streams as fast as it can, ``--events-per-write`` events per
 socket write, one token per event.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import select
@@ -38,6 +39,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Serv
 
 def _token_text(seed: int, index: int) -> str:
     return f" w{(seed + index) % 97}"
+
+
+def _digest(body: dict) -> str:
+    """A short digest of a request's prompt (ids, text or chat messages), to tell prompts apart."""
+    prompt = next((body[key] for key in ("input_ids", "text", "prompt", "messages") if key in body), None)
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _usage(prompt_tokens: int, sent: int) -> dict[str, int]:
@@ -267,6 +274,7 @@ class _Connection:
             "events": 0,
             "max_tokens": max_tokens,
             "api": api,
+            "prompt_digest": _digest(body),
         }
         sent, text, pending = 0, "", []
         while sent < max_tokens:

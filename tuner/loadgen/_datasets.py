@@ -12,6 +12,13 @@ them (its ``usage``/``meta_info`` ``prompt_tokens``, recorded per request by the
   ``generated-shared-prefix``): the workload of a chat service with long system prompts, where a
   prefix cache pays.
 - :class:`FilePool`: a uniform sample of a dataset file (:func:`read_dataset`), read once.
+
+Every source reads a *request stream*: ``pick(count, seed, api, first)`` gives requests
+``first .. first + count - 1`` of the stream ``seed`` (a trial's). Levels of one trial take
+consecutive places in it, so no two of them send the same prompt (unless the workload shares
+prefixes on purpose): random prompts are drawn from a seed of the level's place, and a dataset
+pool is gone through in a shuffled order, without replacement, before any prompt comes again;
+:attr:`Picked.repeated` counts the requests of a level whose prompt the stream had already given.
 """
 
 from __future__ import annotations
@@ -26,26 +33,34 @@ from tuner.loadgen._dataset_files import TextRequest, estimate_tokens, read_data
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, Prompt, ids_to_words
 
 __all__ = ["FilePool", "Picked", "RandomLengths", "RequestSource", "SharedPrefix", "level_requests",
-           "load_file_pool"]
+           "load_file_pool", "stream_seed"]
 
 
 @dataclass(frozen=True)
 class Picked:
-    """A level's requests: prompts, output lengths, prompt lengths, and whether lengths are
-    estimates (text without the server's count)."""
+    """A level's requests: prompts, output lengths, prompt lengths, whether lengths are
+    estimates (text without the server's count), and how many of the prompts the stream had
+    already given before (a dataset pool smaller than the requests asked of it)."""
 
     prompts: list[Prompt]
     output_lens: list[int]
     prompt_lens: list[int]
     estimated: bool
+    repeated: int = 0
 
 
 class RequestSource(Protocol):
     """Anything that gives a level its requests."""
 
-    def pick(self, count: int, seed: int | list[int], api: str) -> Picked: ...
+    def pick(self, count: int, seed: int | list[int], api: str, first: int = 0) -> Picked: ...
 
     def describe(self) -> str: ...
+
+
+def stream_seed(seed: int | list[int], place: int) -> list[int]:
+    """The seed of what starts at ``place`` of the stream ``seed`` (numpy's seed sequences
+    ignore a trailing 0: the stream's first level draws what the stream's seed alone drew)."""
+    return [*(seed if isinstance(seed, list) else [seed]), place]
 
 
 def _random_ids(rng: np.random.Generator, length: int) -> list[int]:
@@ -71,8 +86,8 @@ class RandomLengths:
         low = max(1, int(top * self.range_ratio))
         return rng.integers(low, top + 1, size=count).tolist()
 
-    def pick(self, count: int, seed: int | list[int], api: str) -> Picked:
-        rng = np.random.default_rng(seed)
+    def pick(self, count: int, seed: int | list[int], api: str, first: int = 0) -> Picked:
+        rng = np.random.default_rng(stream_seed(seed, first))
         inputs = self._lengths(rng, self.input_len, count)
         outputs = self._lengths(rng, self.output_len, count)
         ids = [_random_ids(rng, n) for n in inputs]
@@ -99,8 +114,8 @@ class SharedPrefix:
         rng = np.random.default_rng([self.prefix_seed, 7])
         return [_random_ids(rng, self.prefix_len) for _ in range(self.groups)]
 
-    def pick(self, count: int, seed: int | list[int], api: str) -> Picked:
-        rng = np.random.default_rng(seed)
+    def pick(self, count: int, seed: int | list[int], api: str, first: int = 0) -> Picked:
+        rng = np.random.default_rng(stream_seed(seed, first))
         prefixes = self.prefixes()
         groups = rng.integers(0, self.groups, size=count).tolist()
         ids = [prefixes[g] + _random_ids(rng, self.suffix_len) for g in groups]
@@ -135,9 +150,25 @@ class FilePool:
     max_output_len: int = 2048
     output_len: int | None = None
 
-    def pick(self, count: int, seed: int | list[int], api: str) -> Picked:
-        rng = np.random.default_rng(seed)
-        chosen = [self.requests[int(i)] for i in rng.integers(0, len(self.requests), size=count)]
+    def order(self, count: int, seed: int | list[int], first: int = 0) -> list[int]:
+        """Pool indices of places ``first .. first + count - 1`` of the stream ``seed``: one
+        shuffle of the whole pool after another, so no entry comes twice within ``len(pool)``
+        consecutive places."""
+        if count <= 0:
+            return []
+        size = len(self.requests)
+        first_pass, last_pass = first // size, (first + count - 1) // size
+        shuffled = np.concatenate([np.random.default_rng(stream_seed(seed, k)).permutation(size)
+                                   for k in range(first_pass, last_pass + 1)])
+        start = first - first_pass * size
+        return shuffled[start:start + count].tolist()
+
+    def repeats(self, count: int, first: int = 0) -> int:
+        """How many of places ``first .. first + count - 1`` come after the pool ran out."""
+        return count - max(0, min(first + count, len(self.requests)) - first)
+
+    def pick(self, count: int, seed: int | list[int], api: str, first: int = 0) -> Picked:
+        chosen = [self.requests[i] for i in self.order(count, seed, first)]
         prompts: list[Prompt] = []
         for request in chosen:
             if isinstance(request.prompt, str):
@@ -147,7 +178,8 @@ class FilePool:
             else:
                 prompts.append(_flatten(request.prompt))
         outputs = [min(self.max_output_len, self.output_len or r.output_len) for r in chosen]
-        return Picked(prompts, outputs, [_text_length(r.prompt) for r in chosen], True)
+        return Picked(prompts, outputs, [_text_length(r.prompt) for r in chosen], True,
+                      self.repeats(count, first))
 
     def describe(self) -> str:
         return f"{self.format} file {self.path} ({len(self.requests)} sampled of {self.entries})"
@@ -161,16 +193,18 @@ def load_file_pool(path: str | Path, *, sample: int = 2000, seed: int = 0, defau
 
 
 def level_requests(dataset: object, count: int, input_len: int, output_len: int,
-                   seed: int | list[int], api: str) -> Picked:
-    """A level's requests: fixed-length random tokens without a dataset (as before datasets),
-    else the source's (a path is read here: callers that run many levels pass a source).
-    ``output_len`` caps the source's output lengths (the short warm-up requests)."""
+                   seed: int | list[int], api: str, first: int = 0) -> Picked:
+    """A level's requests, places ``first ..`` of the stream ``seed``: fixed-length random
+    tokens without a dataset (as before datasets), else the source's (a path is read here:
+    callers that run many levels pass a source). ``output_len`` caps the source's output
+    lengths (the short warm-up requests)."""
     if dataset is None:
         low, high = PROMPT_TOKEN_RANGE
-        ids = np.random.default_rng(seed).integers(low, high, size=(count, input_len)).tolist()
+        rng = np.random.default_rng(stream_seed(seed, first))
+        ids = rng.integers(low, high, size=(count, input_len)).tolist()
         prompts, estimated = _for_api(ids, api)
         return Picked(prompts, [output_len] * count, [input_len] * count, estimated)
     source = load_file_pool(dataset) if isinstance(dataset, (str, Path)) else dataset
-    picked = source.pick(count, seed, api)  # type: ignore[attr-defined]
+    picked = source.pick(count, seed, api, first)  # type: ignore[attr-defined]
     return Picked(picked.prompts, [min(output_len, n) for n in picked.output_lens],
-                  picked.prompt_lens, picked.estimated)
+                  picked.prompt_lens, picked.estimated, picked.repeated)

@@ -30,7 +30,7 @@ from tuner.loadgen._apis import ApiFormat, Dialect, api_format, as_dialect
 from tuner.loadgen._health import ADVICE, ClientHealth, HealthWatch, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._phase import Phase, run_phase
-from tuner.loadgen._datasets import level_requests
+from tuner.loadgen._datasets import Picked, level_requests
 from tuner.loadgen._open_loop import arrival_times, with_rates
 from tuner.loadgen._server import (
     emulator_clock,
@@ -48,7 +48,8 @@ from tuner.loadgen._stream import (
 )
 from tuner.timescale import TimeScale
 
-__all__ = ["ShareResult", "level_metrics", "measure_share", "run_level", "run_levels"]
+__all__ = ["ShareResult", "level_metrics", "measure_share", "measured_requests", "run_level",
+           "run_levels", "warmup_requests"]
 
 StopCheck = Callable[[], str | None]
 
@@ -60,21 +61,30 @@ CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
 
 
-def _bodies(
-    fmt: ApiFormat,
-    spec: LevelSpec,
-    count: int,
-    seed: list[int],
-    output_len: int,
-    model: str | None,
-) -> tuple[list[bytes], list[int], bool, list[int]]:
-    """Request bodies, serialized before the level starts, prompt lengths (estimates for text),
-    whether those lengths are estimates, and the output length each asks for."""
-    picked = level_requests(spec.dataset, count, spec.input_len, output_len, seed, fmt.name)
+def _bodies(fmt: ApiFormat, picked: Picked, model: str | None) -> tuple[list[bytes], bool]:
+    """Request bodies, serialized before the level starts, and whether the prompt lengths are
+    estimates (text prompts, or token ids sent as words to a server that takes text only)."""
     bodies = [json.dumps(fmt.request(p, n, model, True)).encode()
               for p, n in zip(picked.prompts, picked.output_lens)]
     as_words = fmt.sends_text_for_ids and any(not isinstance(p, str) for p in picked.prompts)
-    return bodies, picked.prompt_lens, picked.estimated or as_words, picked.output_lens
+    return bodies, picked.estimated or as_words
+
+
+def measured_requests(spec: LevelSpec, api: str) -> Picked:
+    """The level's measured requests: places ``spec.first_request ..`` of its run's stream
+    (``[seed, 0]``), so a later level never repeats an earlier one's prompts, which a server's
+    prefix cache would serve without prefilling them."""
+    return level_requests(spec.dataset, spec.num_requests, spec.input_len, spec.output_len,
+                          [spec.seed, 0], api, spec.first_request)
+
+
+def warmup_requests(spec: LevelSpec, api: str, worker: int = 0) -> Picked:
+    """The level's warm-up requests: short random-token ones from a stream of their own
+    (``[seed, 1, worker]``), never the workload's prompts, so that the warm-up fills no
+    cache with a prompt that a level then measures."""
+    return level_requests(None, spec.warmup, spec.input_len,
+                          min(WARMUP_OUTPUT_LEN, spec.output_len), [spec.seed, 1, worker], api,
+                          spec.first_request)
 
 
 def _empty_metrics(spec: LevelSpec, scale: TimeScale, reason: str) -> LevelMetrics:
@@ -97,19 +107,18 @@ async def _warm_up(
     scale: TimeScale,
     model: str | None,
     stop_check: StopCheck | None,
+    worker: int = 0,
 ) -> str | None:
     """Send the level's warm-up requests (short ones, at the level's concurrency at most);
     they open the connections the level then reuses. Returns why it failed, if it did."""
     if not spec.warmup:
         return None
-    output_len = min(WARMUP_OUTPUT_LEN, spec.output_len)
-    bodies, lengths, _, _ = _bodies(
-        fmt, spec, spec.warmup, [spec.seed, 1, spec.concurrency], output_len, model
-    )
+    picked = warmup_requests(spec, fmt.name, worker)
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
-    await run_phase(session, url, fmt, warm, bodies, lengths, deadline, None, stop_check)
+    await run_phase(session, url, fmt, warm, _bodies(fmt, picked, model)[0], picked.prompt_lens,
+                    deadline, None, stop_check)
     return warm.stop_reason
 
 
@@ -125,6 +134,7 @@ class ShareResult:
     health: ClientHealth | None
     scale: TimeScale
     estimated: bool = False  # prompt lengths are the client's estimates (text prompts)
+    repeated_prompts: int = 0  # the level's requests whose prompt its run had already sent
 
 
 def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple[float, float]:
@@ -201,17 +211,16 @@ async def measure_share(
             return str(exc)
         url = base + fmt.path
         warm_spec = replace(spec, warmup=-(-spec.warmup // workers), concurrency=concurrency)
-        failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check)
+        failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check,
+                                        worker)
         if failed_warm_up:
             return f"warm-up failed: {failed_warm_up}"
-        bodies, lengths, estimated, asked = _bodies(
-            # Seeded by the level too: a later level must not repeat an earlier one's prompts,
-            # which a server's prefix cache would serve without prefilling them.
-            fmt, spec, spec.num_requests, [spec.seed, 0, spec.concurrency], spec.output_len, model
-        )
-        bodies, lengths = [bodies[i] for i in indices], [lengths[i] for i in indices]
+        picked = measured_requests(spec, fmt.name)
+        every_body, estimated = _bodies(fmt, picked, model)
+        bodies = [every_body[i] for i in indices]
+        lengths = [picked.prompt_lens[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
-        phase.log.asked = [asked[i] for i in indices]
+        phase.log.asked = [picked.output_lens[i] for i in indices]
         headers = JSON_HEADERS
         if stamped:  # a closed loop's size, or an open loop (its arrivals are its own)
             shape = (f"{spec.concurrency} {spec.num_requests}" if spec.request_rate is None
@@ -252,9 +261,8 @@ async def measure_share(
         cpu_busy=cpu,
         emulator_lag_s=lag,
     )
-    return ShareResult(
-        phase.log, started, ended, phase.stop_reason, phase.errors, health, scale, estimated
-    )
+    return ShareResult(phase.log, started, ended, phase.stop_reason, phase.errors, health, scale,
+                       estimated, picked.repeated)
 
 
 async def _quiet_server_info(session: aiohttp.ClientSession, base: str) -> dict | None:
@@ -278,6 +286,7 @@ def level_metrics(
         errors=result.errors,
     )
     metrics = with_rates(metrics, spec, result.log, scale, result.estimated)
+    metrics = replace(metrics, repeated_prompts=result.repeated_prompts)
     if health is None:
         return metrics
     if spec.request_rate is None:  # a closed loop: a slot's idle time is the client's

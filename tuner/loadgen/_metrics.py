@@ -29,7 +29,11 @@ class LevelMetrics:
     the figures measured the client instead (its lag, its CPU, its late sends, the emulator
     behind its schedule) and what to do: such a level's figures are kept but not ranked.
     ``client_health`` holds the signals (:class:`tuner.loadgen._health.ClientHealth`).
-    ``request_rate`` is set on open-loop levels, with ``achieved_request_rate``.
+    ``request_rate`` is set on open-loop levels, with ``achieved_request_rate`` (the client's
+    sends, first to last) and ``scheduled_request_rate`` (the rate of the arrival schedule the
+    level drew, first to last: a Poisson draw of 128 arrivals is below 0.9x the rate asked for 135
+    seeds of 1,000, so a level is judged against what it drew). ``repeated_prompts`` counts the
+    requests whose prompt the level's run had already sent (a dataset pool that ran out).
     """
 
     concurrency: int
@@ -68,11 +72,13 @@ class LevelMetrics:
     # Open-loop levels: the request rate asked (per host second) and the one the client achieved.
     request_rate: float | None = None
     achieved_request_rate: float | None = None
+    scheduled_request_rate: float | None = None
     # True when some input token counts are the client's estimates (text the server did not count).
     input_tokens_estimated: bool = False
     # Completed replies with fewer output tokens than asked: the model stopped early (a server
     # that takes no ignore_eos). Their tokens count as they came, never as the length asked.
     short_replies: int = 0
+    repeated_prompts: int = 0
 
     @property
     def failed_fraction(self) -> float:

@@ -1,5 +1,5 @@
 """Open-loop levels: requests sent at a request rate (Poisson or constant arrivals), not only
-kept at a concurrency, and the rate the client achieved.
+kept at a concurrency; the rate of the schedule a level drew, and the rate the client achieved.
 
 A rate level still has an in-flight cap (its ``concurrency``): a server that falls behind makes
 requests wait for a slot, which shows as an achieved rate below the one asked.
@@ -11,27 +11,40 @@ import dataclasses
 
 import numpy as np
 
+from tuner.loadgen._datasets import stream_seed
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import NOT_RUN, RequestLog
 from tuner.timescale import TimeScale
 
-__all__ = ["ARRIVALS", "achieved_rate", "arrival_times", "with_rates"]
+__all__ = ["ARRIVALS", "achieved_rate", "arrival_times", "scheduled_rate", "with_rates"]
 
 ARRIVALS = ("poisson", "constant")
 
 
 def arrival_times(spec: LevelSpec, started: float, scale: TimeScale) -> list[float] | None:
     """The server-clock send time of each request (the first at ``started``), or None for a
-    closed loop."""
+    closed loop. Each level of a run draws its own schedule (seeded by its place in the run's
+    stream, ``[seed, 2, first_request]``), not one draw that every level rescales."""
     if spec.request_rate is None:
         return None
     mean_gap = scale.to_server(1.0 / spec.request_rate)
     if spec.arrival == "constant":
         gaps = np.full(spec.num_requests, mean_gap)
     else:
-        gaps = np.random.default_rng([spec.seed, 2]).exponential(mean_gap, size=spec.num_requests)
+        rng = np.random.default_rng(stream_seed([spec.seed, 2], spec.first_request))
+        gaps = rng.exponential(mean_gap, size=spec.num_requests)
     return (started + np.cumsum(gaps) - gaps[0]).tolist()
+
+
+def scheduled_rate(spec: LevelSpec) -> float | None:
+    """The rate of the schedule the level drew, in requests per host second, first arrival to
+    last (as :func:`achieved_rate` measures the sends): what a client that sent every request at
+    its time achieves. None for a closed loop or a single request."""
+    times = arrival_times(spec, 0.0, TimeScale())
+    if times is None or len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (len(times) - 1) / (times[-1] - times[0])
 
 
 def achieved_rate(log: RequestLog, scale: TimeScale) -> float | None:
@@ -50,11 +63,12 @@ def achieved_rate(log: RequestLog, scale: TimeScale) -> float | None:
 
 def with_rates(metrics: LevelMetrics, spec: LevelSpec, log: RequestLog, scale: TimeScale,
                estimated_prompts: bool) -> LevelMetrics:
-    """The level's metrics with the rate asked and achieved, and whether input token counts are
-    the client's estimates (text prompts the server did not count)."""
+    """The level's metrics with the rate asked, scheduled and achieved, and whether input token
+    counts are the client's estimates (text prompts the server did not count)."""
     return dataclasses.replace(
         metrics,
         request_rate=spec.request_rate,
         achieved_request_rate=achieved_rate(log, scale) if spec.request_rate is not None else None,
+        scheduled_request_rate=scheduled_rate(spec),
         input_tokens_estimated=estimated_prompts and log.client_counted_inputs > 0,
     )

@@ -35,7 +35,12 @@ class LevelSpec:
         arrival: ``poisson`` (exponential gaps) or ``constant`` gaps, with a request rate.
         warmup: requests sent before the level and not measured; they also open the
             connections, so the level runs on warm ones.
-        seed: seed of the random prompts and of the arrival times.
+        seed: seed of the run's request stream (a trial's number): its prompts and arrival
+            times.
+        first_request: where the level begins in that stream: the requests its run's earlier
+            levels asked. Levels of one run at different places send different prompts (a
+            dataset pool's without replacement while the pool lasts) and draw their own
+            arrival schedules; warm-up prompts are never the stream's.
         dataset: where prompts come from instead of fixed-length random tokens: a request
             source of :mod:`tuner.loadgen._datasets` (read once), or a dataset file's path.
         max_error_fraction: the level ends at once when more than this fraction of
@@ -53,6 +58,7 @@ class LevelSpec:
     dataset: Any = None
     max_error_fraction: float = 0.05
     arrival: str = "poisson"
+    first_request: int = 0
 
     def __post_init__(self) -> None:
         positive_ints = {
@@ -64,8 +70,9 @@ class LevelSpec:
         for field, value in positive_ints.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"level {field} must be an integer >= 1, got {value!r}")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ConfigError(f"level warmup must be an integer >= 0, got {self.warmup!r}")
+        for field, value in (("warmup", self.warmup), ("first_request", self.first_request)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"level {field} must be an integer >= 0, got {value!r}")
         if not self.time_limit_s > 0:
             raise ConfigError(f"level time_limit_s must be > 0 seconds, got {self.time_limit_s!r}")
         if self.request_rate is not None and not self.request_rate > 0:

@@ -168,6 +168,7 @@ async def run_level_in_processes(
         stop_reason=stop_reason or next((r.stop_reason for r in done if r.stop_reason), None),
         errors=[e for r in done for e in r.errors][:5],
         health=None, scale=scale, estimated=any(r.estimated for r in done),
+        repeated_prompts=max(r.repeated_prompts for r in done),  # each share drew the whole level
     )
     health = merge_health([r.health for r in done if r.health is not None], 0.0)
     return level_metrics(spec, scale, merged, health)

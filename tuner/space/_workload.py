@@ -188,8 +188,9 @@ class GoodputSearch(StrictModel):
     max_rate: float = Field(default=256.0, gt=0)
     max_levels: int = Field(default=6, ge=1, le=20)
     resolution: float = Field(default=0.1, gt=0, lt=1)
-    # A level meets the rate only when the client sent at least this fraction of it (a server
-    # that falls behind fills the in-flight cap and slows the sends).
+    # A level meets the rate only when the client sent at least this fraction of the rate of
+    # the arrival schedule it drew (a server that falls behind fills the in-flight cap and slows
+    # the sends).
     min_achieved_fraction: float = Field(default=0.9, gt=0, le=1)
 
     @model_validator(mode="after")

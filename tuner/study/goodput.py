@@ -4,13 +4,17 @@ Each configuration gets a bounded search over open-loop levels (like SGLang auto
 search): from ``start_rate``, the rate doubles while levels meet the SLO, then the gap between the
 highest rate met and the lowest missed is halved, for at most ``max_levels`` levels. A level meets
 the rate when it ran clean, met every limit of ``objective.slo`` and the client sent at least
-``min_achieved_fraction`` of the rate asked.
+``min_achieved_fraction`` of the rate of the arrival schedule the level drew (a Poisson draw is
+itself below 0.9x the rate asked now and then: a client that sends every request at its time
+always meets it). Each level draws its own prompts and schedule, after those of the trial's
+earlier levels, so no level is served from the prefix cache an earlier one filled.
 
 The baseline rule: once the baseline's goodput G is known, another configuration's first level is
 at G x (1 - prune_margin) (or ``start_rate`` when that is higher); missing a level at or below that
 floor means its goodput cannot reach the baseline's, and the trial is PRUNED there. A first level
-missed above the floor is followed by one at the floor, so a trial that meets no rate at all is
-PRUNED (slower than the baseline), never a COMPLETE goodput of 0 that could rank.
+missed above the floor is followed by one at the floor. A trial that meets no rate at all is
+PRUNED with its reason, never a COMPLETE goodput of 0 that could rank; a baseline that meets no
+rate gives no floor to judge anything by, and the study stops (:func:`require_baseline_goodput`).
 
 Each level stores what the server log said during it (:mod:`tuner.observations`), as
 ``name@<rate>rps``; the unsuffixed figures are those of the highest rate tried, where a cap binds.
@@ -28,15 +32,18 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.errors import ServerFailure
+from tuner.errors import ConfigError, ServerFailure
 from tuner.observations import level_observations
+from tuner.space._problems import problem_message
 from tuner.study import attrs
 from tuner.study.pruner import BASELINE_ATTR
 from tuner.study.traffic import rate_level
 
-__all__ = ["GOODPUT_ATTR", "RateSearch", "baseline_goodput", "level_verdict", "measure_goodput"]
+__all__ = ["GOODPUT_ATTR", "NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
+           "measure_goodput", "require_baseline_goodput"]
 
 GOODPUT_ATTR = "goodput_rps"
+NO_RATE_MET = "goodput 0: no request rate met within the SLO, down to"  # a pruned_reason's start
 CLASSIFY_WAIT_S = 2.0
 MIN_WALL_TIMEOUT_S = 30.0
 
@@ -98,9 +105,13 @@ def level_verdict(level: dict[str, Any], objective: Any) -> str | None:
     if unmet:
         return unmet
     asked, sent = level.get("request_rate"), level.get("achieved_request_rate")
+    drawn = level.get("scheduled_request_rate")  # None in levels stored before it was
     need = objective.goodput.min_achieved_fraction
-    if asked and (sent is None or sent < need * asked):
-        return f"sent {0 if sent is None else sent:.2f} req/s of {asked:g} asked"
+    if asked and (sent is None or sent < need * (drawn or asked)):
+        sent_text = f"sent {0 if sent is None else sent:.2f} req/s"
+        if drawn:
+            return f"{sent_text} of the {drawn:.2f} its schedule drew ({asked:g} asked)"
+        return f"{sent_text} of {asked:g} asked"
     return None
 
 
@@ -126,11 +137,13 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     profile = getattr(runner.target, "profile", None)
     cap = profile.running_cap(session.argv) if profile is not None else None
     time_limit = max(runner.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S))
+    asked = 0  # requests of the trial's levels so far: the next level's place in its stream
     while (rate := plan.next()) is not None:
         k = len(plan.tried) + 1
         runner.on_phase(f"goodput level {k}/{search.max_levels}: {rate:g} req/s")
         session.phase = f"rate-{rate:g}"
-        spec = rate_level(workload, rate, time_limit, trial.number, runner.requests)
+        spec = rate_level(workload, rate, time_limit, trial.number, runner.requests, asked)
+        asked += spec.num_requests
         metrics, gpu = runner._run_level(session, spec)
         if metrics.stop_reason is not None:
             failure = session.wait_for_failure(CLASSIFY_WAIT_S)
@@ -176,4 +189,43 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
             f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
             f"{objective.prune_margin:.0%}): no level met, down to {min(plan.tried):g} req/s"
         )
+    if plan.met is None:  # no baseline to compare with (or this is it): a 0 must not rank
+        lowest = min(levels, key=lambda lv: lv["request_rate"])
+        raise optuna.TrialPruned(
+            f"{NO_RATE_MET} {lowest['request_rate']:g} req/s ({lowest['slo_miss']})"
+        )
     return [plan.goodput]
+
+
+def require_baseline_goodput(study: optuna.Study, space: Any) -> None:
+    """Raise when the study's baseline met no request rate and none is queued or running.
+
+    Its goodput of 0 gives no floor: every configuration would be judged against nothing, so
+    the study stops there, as it does when the baseline gives no probe reference
+    (:mod:`tuner.study.probe_reference`).
+
+    Raises:
+        ConfigError: the baseline ended PRUNED for meeting no rate; the message names the
+            lowest rate tried, why it was missed, and what to change (``start_rate``, the SLO).
+    """
+    if space.objective.metric != "goodput":
+        return
+    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE_ATTR)]
+    pending = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+    if not baselines or any(t.state in pending for t in baselines):
+        return
+    last = baselines[-1]
+    reason = str(last.user_attrs.get(attrs.PRUNED_REASON) or "")
+    if last.state != TrialState.PRUNED or not reason.startswith(NO_RATE_MET):
+        return
+    lowest = min((lv["request_rate"] for lv in last.user_attrs.get(attrs.LEVELS, [])),
+                 default=space.objective.goodput.start_rate)
+    slo = ", ".join(f"{name} {value:g}" for name, value in space.objective.slo.model_dump().items()
+                    if value is not None)
+    where = ("objective", "goodput", "start_rate")
+    raise ConfigError(problem_message(
+        space.document.file, space.document.line_of(where), where,
+        f"the baseline (trial {last.number}) ended PRUNED, {reason}",
+        f"set start_rate below {lowest:g} req/s, or loosen objective.slo ({slo}); then run "
+        "again with --allow-changed (the baseline runs again)",
+    ))

@@ -193,6 +193,7 @@ class TrialRunner:
         observations: dict[str, float] = {}
         cap = self.target.profile.running_cap(session.argv)
         n = len(workload.levels)
+        asked = 0  # requests of the trial's levels so far: the next level's place in its stream
         for k, concurrency in enumerate(measurement_order(workload.levels), start=1):
             self.on_phase(f"level {k}/{n}: {concurrency} concurrent")
             session.phase = f"level-{concurrency}"
@@ -205,7 +206,9 @@ class TrialRunner:
                 warmup=workload.warmup,  # every level: it also opens the connections
                 seed=trial.number,
                 dataset=self.requests,
+                first_request=asked,
             )
+            asked += spec.num_requests
             metrics, gpu = self._run_level(session, spec)
             level = metrics.to_dict()
             if gpu is not None:

@@ -24,6 +24,7 @@ from tuner.errors import ConfigError, ServerFailure, TunerError
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
 from tuner.study.feasibility import FeasibilityCheck, GateDecision
+from tuner.study.goodput import require_baseline_goodput
 from tuner.study.objective import TrialRunner
 from tuner.study.probe_reference import require_probe_reference, wait_for_probe_reference
 from tuner.study.progress import ProgressView
@@ -198,6 +199,7 @@ def optimize_study(
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         wait_for_probe_reference(study, space, say=progress.console.print)
         require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
+        require_baseline_goodput(study, space)  # a baseline that met no rate: no floor to judge by
         view = read_view(study, space)  # once per iteration: other workers' results too
         finished = view.finished_by_key()
         _queue_proposal(study, space, strategy, view, progress)
@@ -254,6 +256,7 @@ def optimize_study(
         if idle >= MAX_IDLE_ASKS:
             summary.exhausted = True
             break
+    require_baseline_goodput(study, space)  # also when the baseline was the run's last trial
     summary.patience_stop = patience.exhausted
     progress.run_finished(summary)
     return summary

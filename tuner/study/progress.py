@@ -80,9 +80,11 @@ class ProgressView:
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
         bound = getattr(metrics, "measurement_bound", None)
         stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
+        repeated = getattr(metrics, "repeated_prompts", 0)
+        again = f", {repeated} prompts repeated" if repeated else ""
         self._print(
             f"    level {k}/{n} {self._at(metrics)}: {_num(metrics.output_throughput)} output tok/s"
-            f"{emulated}, {metrics.completed} ok / {metrics.failed} failed, "
+            f"{emulated}, {metrics.completed} ok / {metrics.failed} failed{again}, "
             f"p99 TTFT {_num(metrics.p99_ttft_ms)} ms, median TPOT {_num(metrics.median_tpot_ms, 1)} ms{stop}"
         )
 
@@ -105,7 +107,9 @@ class ProgressView:
         if getattr(metrics, "request_rate", None) is None:
             return f"c={metrics.concurrency}"
         sent = metrics.achieved_request_rate
-        return f"{metrics.request_rate:g} req/s (sent {_num(sent, 2)})"
+        drawn = getattr(metrics, "scheduled_request_rate", None)
+        of = f" of {_num(drawn, 2)} scheduled" if drawn is not None else ""
+        return f"{metrics.request_rate:g} req/s (sent {_num(sent, 2)}{of})"
 
     def trial_skipped(self, number: int, reason: str) -> None:
         self._print(f"  [dim]trial {number} not run: {reason}[/]")

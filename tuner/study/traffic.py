@@ -54,9 +54,10 @@ def request_source(workload: Any, space_path: Path) -> RequestSource | None:
 
 
 def rate_level(workload: Any, rate: float, time_limit_s: float, seed: int,
-               source: RequestSource | None) -> LevelSpec:
+               source: RequestSource | None, first_request: int = 0) -> LevelSpec:
     """An open-loop level at ``rate`` requests per host second (``workload.arrival`` times,
-    at most ``workload.max_concurrency`` in flight)."""
+    at most ``workload.max_concurrency`` in flight), starting at ``first_request`` in the
+    trial's request stream (the requests of the trial's earlier levels)."""
     return LevelSpec(
         concurrency=workload.max_concurrency,
         num_requests=workload.requests_at_rate(rate),
@@ -68,4 +69,5 @@ def rate_level(workload: Any, rate: float, time_limit_s: float, seed: int,
         warmup=workload.warmup,
         seed=seed,
         dataset=source,
+        first_request=first_request,
     )
