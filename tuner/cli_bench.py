@@ -10,6 +10,8 @@ not answer or fails); whatever was measured before is still printed.
 from __future__ import annotations
 
 import json
+import os
+import re
 from typing import Annotated
 
 import typer
@@ -18,11 +20,13 @@ from rich.table import Table
 
 from tuner.cli_options import ClientWorkersOpt
 from tuner.errors import ConfigError, TunerError
-from tuner.loadgen import APIS, LevelMetrics, LevelSpec, fetch_time_scale, run_levels
+from tuner.loadgen import (APIS, LevelMetrics, LevelSpec, auth_headers, fetch_time_scale,
+                           run_levels)
 
 __all__ = ["bench", "parse_concurrency"]
 
 TABLE_WIDTH = 170
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # --api-key '${NAME}'
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -84,6 +88,22 @@ def _table(url: str, levels: list[LevelMetrics]) -> Table:
     return table
 
 
+def _api_key(value: str | None) -> str | None:
+    """``--api-key``'s key: the value, or the environment variable it names as ``${NAME}``
+    (so that the key shows on no command line); an unset variable is a bad option (exit 2)."""
+    if value is None:
+        return None
+    match = _VARIABLE.fullmatch(value)
+    if match is None:
+        return value
+    key = os.environ.get(match.group(1))
+    if not key:
+        raise _fail(f"--api-key: ${{{match.group(1)}}} is not set in the environment; fix: "
+                    f"export {match.group(1)}=... (the server's --api-key) before running "
+                    "tuner bench", 2)
+    return key
+
+
 def _fail(message: str, code: int) -> typer.Exit:
     typer.echo(f"error: {' '.join(message.split())}", err=True)
     return typer.Exit(code)
@@ -117,9 +137,15 @@ def bench(
         bool, typer.Option("--json", help="Print one JSON document instead of a table.")
     ] = False,
     client_workers: ClientWorkersOpt = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(help="The server's --api-key, sent as Authorization: Bearer; write "
+                     "'${NAME}' (quoted) to read it from the environment variable NAME."),
+    ] = None,
 ) -> None:
     """Benchmark a running server at several concurrency levels (same client as the study)."""
     levels = parse_concurrency(concurrency)
+    headers = auth_headers(_api_key(api_key))
     if api not in APIS:
         raise typer.BadParameter(f"{api!r} is not one of {', '.join(APIS)}", param_hint="'--api'")
     try:
@@ -147,7 +173,7 @@ def bench(
     except ConfigError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     try:
-        scale = fetch_time_scale(url)
+        scale = fetch_time_scale(url, headers=headers)
     except TunerError as exc:
         raise _fail(str(exc), exc.exit_code) from None
 
@@ -166,7 +192,8 @@ def bench(
                 console.print(f"  measurement-bound: {level.measurement_bound}")
 
     measured = run_levels(
-        url, specs, api=api, on_level=report, time_scale=scale, client_workers=client_workers
+        url, specs, api=api, on_level=report, time_scale=scale, client_workers=client_workers,
+        headers=headers,
     )
     stopped = next((level for level in measured if level.stop_reason), None)
     error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None

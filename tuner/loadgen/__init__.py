@@ -21,6 +21,7 @@ from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
+    auth_headers,
     complete,
     complete_async,
     complete_many,
@@ -39,6 +40,7 @@ __all__ = [
     "PROMPT_TOKEN_RANGE",
     "LevelMetrics",
     "LevelSpec",
+    "auth_headers",
     "complete",
     "complete_async",
     "complete_many",

@@ -23,6 +23,7 @@ from tuner.timescale import TimeScale
 GET_TIMEOUT_S = 5.0
 
 __all__ = [
+    "auth_headers",
     "complete",
     "complete_async",
     "complete_many",
@@ -33,6 +34,12 @@ __all__ = [
     "fetch_time_scale",
     "fetch_time_scale_async",
 ]
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The headers that carry a server's API key (``Authorization: Bearer KEY``, as SGLang's
+    and vLLM's ``--api-key`` require); none without a key."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
@@ -97,11 +104,13 @@ async def fetch_time_scale_async(
         ) from None
 
 
-def fetch_time_scale(base_url: str, timeout_s: float = 5) -> TimeScale:
-    """Synchronous :func:`fetch_time_scale_async` with its own session."""
+def fetch_time_scale(base_url: str, timeout_s: float = 5,
+                     headers: dict[str, str] | None = None) -> TimeScale:
+    """Synchronous :func:`fetch_time_scale_async` with its own session (``headers``: of every
+    request, e.g. :func:`auth_headers`)."""
 
     async def _fetch() -> TimeScale:
-        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
             return await fetch_time_scale_async(session, base_url, timeout_s)
 
     return asyncio.run(_fetch())
@@ -151,11 +160,13 @@ def complete_many(
     prompts: Sequence[Prompt],
     max_tokens: int,
     timeout_s: float = 60,
+    headers: dict[str, str] | None = None,
 ) -> list[str]:
-    """Greedy completions of several prompts, sent concurrently; texts in prompt order."""
+    """Greedy completions of several prompts, sent concurrently; texts in prompt order
+    (``headers``: of every request, e.g. :func:`auth_headers`)."""
 
     async def _run() -> list[str]:
-        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
             model = None
             if api_format(api).needs_model:
                 model = await fetch_model(session, base_url)
@@ -169,7 +180,8 @@ def complete_many(
 
 
 def complete(
-    base_url: str, api: str, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60
+    base_url: str, api: str, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60,
+    headers: dict[str, str] | None = None,
 ) -> str:
     """One greedy completion of ``prompt_ids`` (token ids, or text): the generated text."""
-    return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s)[0]
+    return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s, headers)[0]
