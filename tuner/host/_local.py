@@ -79,7 +79,7 @@ class LocalHost(Host):
             try:
                 with os.fdopen(handle, "wb") as stream:
                     stream.write(data)
-                if mode is not None and mode != 0o600:
+                if mode is not None:
                     os.chmod(temporary, mode)
                 os.replace(temporary, target)
             except BaseException:

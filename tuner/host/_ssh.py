@@ -409,7 +409,7 @@ class SshHost(Host):
                 try:
                     with _open_new(sftp, temporary, created) as stream:
                         stream.write(data)
-                    if kept is not None and kept & 0o7777 != created:
+                    if kept is not None:  # exactly, whatever the server's umask took away
                         sftp.chmod(temporary, kept & 0o7777)
                     sftp.posix_rename(temporary, path)
                 except BaseException:
