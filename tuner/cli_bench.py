@@ -16,6 +16,8 @@ before the asked length are counted (``short_replies``), never taken as full.
 from __future__ import annotations
 
 import json
+import os
+import re
 from typing import Annotated
 
 import typer
@@ -29,6 +31,7 @@ from tuner.loadgen import (
     Dialect,
     LevelMetrics,
     LevelSpec,
+    auth_headers,
     fetch_model_name,
     fetch_time_scale,
     run_levels,
@@ -37,6 +40,7 @@ from tuner.loadgen import (
 __all__ = ["bench", "parse_concurrency"]
 
 TABLE_WIDTH = 170
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # --api-key '${NAME}'
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -98,6 +102,22 @@ def _table(url: str, levels: list[LevelMetrics]) -> Table:
     return table
 
 
+def _api_key(value: str | None) -> str | None:
+    """``--api-key``'s key: the value, or the environment variable it names as ``${NAME}``
+    (so that the key shows on no command line); an unset variable is a bad option (exit 2)."""
+    if value is None:
+        return None
+    match = _VARIABLE.fullmatch(value)
+    if match is None:
+        return value
+    key = os.environ.get(match.group(1))
+    if not key:
+        raise _fail(f"--api-key: ${{{match.group(1)}}} is not set in the environment; fix: "
+                    f"export {match.group(1)}=... (the server's --api-key) before running "
+                    "tuner bench", 2)
+    return key
+
+
 def _fail(message: str, code: int) -> typer.Exit:
     typer.echo(f"error: {' '.join(message.split())}", err=True)
     return typer.Exit(code)
@@ -142,9 +162,15 @@ def bench(
         bool, typer.Option("--json", help="Print one JSON document instead of a table.")
     ] = False,
     client_workers: ClientWorkersOpt = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(help="The server's --api-key, sent as Authorization: Bearer; write "
+                     "'${NAME}' (quoted) to read it from the environment variable NAME."),
+    ] = None,
 ) -> None:
     """Benchmark a running server at several concurrency levels (same client as the study)."""
     levels = parse_concurrency(concurrency)
+    headers = auth_headers(_api_key(api_key))
     if api not in APIS:
         raise typer.BadParameter(f"{api!r} is not one of {', '.join(APIS)}", param_hint="'--api'")
     try:
@@ -172,12 +198,12 @@ def bench(
     except ConfigError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     try:
-        scale = fetch_time_scale(url)
+        scale = fetch_time_scale(url, headers=headers)
     except TunerError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     if api != "sglang" and model is None:
         try:
-            model = fetch_model_name(url)
+            model = fetch_model_name(url, headers=headers)
         except TunerError as exc:  # the server names no model: the user gives it (bad input)
             raise _fail(str(exc), ConfigError.exit_code) from None
     dialect = Dialect(api, model, frozenset() if strict else Dialect().extensions)
@@ -201,7 +227,8 @@ def bench(
                 console.print(f"  measurement-bound: {level.measurement_bound}")
 
     measured = run_levels(
-        url, specs, api=dialect, on_level=report, time_scale=scale, client_workers=client_workers
+        url, specs, api=dialect, on_level=report, time_scale=scale, client_workers=client_workers,
+        headers=headers,
     )
     stopped = next((level for level in measured if level.stop_reason), None)
     error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None

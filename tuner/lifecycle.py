@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import urllib.error
 import urllib.request
 from collections import deque
@@ -22,8 +22,10 @@ from tuner.errors import ConfigError, HostError, ServerFailure
 from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, wait_until_idle
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
-from tuner.space._launch import secret_flags_yaml
+from tuner.loadgen import auth_headers
 from tuner.observations import LogObserver
+from tuner.scrub import Scrubber
+from tuner.space._launch import secret_flags_yaml
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
@@ -63,7 +65,13 @@ class ServerSession:
         handover_timeout_s: how long the start waits for that (then ``host-error``).
         secret_flags: flags that carry secrets (``{"--api-key": value}``): written to a 0600 file
             in the run folder, given to the server with the engine's ``config_flag``, never on
-            its command line; the file is removed when the server stops.
+            its command line; the file is removed when the server stops, and when its start
+            fails, whether or not a server was started.
+        secrets: other secret values of the launch (secret variables of ``env``): these and the
+            secret flags' values are replaced by ``***`` in every log line the session reads,
+            so its excerpts, failures and observations never show them.
+        api_key: the key the server requires from clients (the engine's ``api_key_flag``):
+            :attr:`client_headers` carries it as ``Authorization: Bearer ...``.
     """
 
     def __init__(
@@ -80,7 +88,9 @@ class ServerSession:
         poll_s: float = 0.25,
         idle_gpus: GpuState | None = None,
         handover_timeout_s: float = HANDOVER_TIMEOUT_S,
-        secret_flags: Mapping[str, str] | None = None,
+        secret_flags: Mapping[str, object] | None = None,
+        secrets: Sequence[str] = (),
+        api_key: str | None = None,
     ) -> None:
         self.host = host
         self.profile = profile
@@ -95,6 +105,10 @@ class ServerSession:
         self.handover_timeout_s = handover_timeout_s
         self.handover_wait_s = 0.0
         self.secret_flags = dict(secret_flags or {})
+        self.scrubber = Scrubber.of([*secrets, *(v for v in self.secret_flags.values()
+                                                if isinstance(v, str))])
+        self.client_headers: dict[str, str] = auth_headers(api_key)
+        self._secret_file: str | None = None  # set before it is written: removed on every path
         self.handle: ServerHandle | None = None
         self.times = PhaseTimes()
         self.phase = "starting"
@@ -171,17 +185,17 @@ class ServerSession:
         if not self.profile.config_flag:
             raise ConfigError(f"engine {self.profile.name} reads no flags from a file: "
                               "pass secrets through server.env")
-        path = self._secret_path()
-        self.host.write_file(path, secret_flags_yaml(self.secret_flags).encode(), mode=0o600)
-        return [self.profile.config_flag, path]
-
-    def _secret_path(self) -> str:
-        return f"{self.run_dir.rstrip('/')}/secret-flags.yaml"
+        self._secret_file = f"{self.run_dir.rstrip('/')}/secret-flags.yaml"
+        # created 0600 in a run folder created 0700 (Host.write_file): never readable by others
+        self.host.write_file(self._secret_file, secret_flags_yaml(self.secret_flags).encode(),
+                             mode=0o600)
+        return [self.profile.config_flag, self._secret_file]
 
     def _remove_secret_file(self) -> None:
-        if self.secret_flags:
+        if self._secret_file is not None:
             try:
-                self.host.run(f"rm -f -- {shlex.quote(self._secret_path())}", timeout=30.0)
+                self.host.run(f"rm -f -- {shlex.quote(self._secret_file)}", timeout=30.0)
+                self._secret_file = None
             except HostError:
                 pass  # in a 0700 run folder, mode 0600: removed with the folder later
 
@@ -190,19 +204,21 @@ class ServerSession:
         self._stop_watch.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
-        if self.handle is not None:
-            try:
-                self.host.stop_server(
-                    self.handle,
-                    grace_s=self.stop_grace_s,
-                    port=self.port,
-                    stop_command=self.stop_command,
-                    env=self.env,
-                )
-            finally:
-                self.times.stopped = time.monotonic()
-                self._drain_log()
-                self._remove_secret_file()
+        try:
+            if self.handle is not None:
+                try:
+                    self.host.stop_server(
+                        self.handle,
+                        grace_s=self.stop_grace_s,
+                        port=self.port,
+                        stop_command=self.stop_command,
+                        env=self.env,
+                    )
+                finally:
+                    self.times.stopped = time.monotonic()
+                    self._drain_log()
+        finally:  # also when the start failed before a server handle existed
+            self._remove_secret_file()
 
     def _stop_after_failed_start(self) -> None:
         """Stop a server whose start was cut short (its handle read back from the run folder when
@@ -323,7 +339,7 @@ class ServerSession:
         self._partial = lines.pop()
         fatal = None
         with self._lock:
-            for line in lines:
+            for line in map(self.scrubber.text, lines):  # no secret kept, shown or stored
                 self._tail.append(line)
                 if self.profile.ready_log_pattern in line:
                     self._ready_line_seen = True

@@ -60,9 +60,11 @@ def run_probe(
     timeout_s: float,
     reference: list[str] | None = None,
     required: int = 1,
+    headers: dict[str, str] | None = None,
 ) -> ProbeResult:
-    """Send each prompt once (greedy) and compare with ``reference`` when there is one."""
-    outputs = complete_many(base_url, api, prompts, max_tokens, timeout_s)
+    """Send each prompt once (greedy) and compare with ``reference`` when there is one;
+    ``headers`` go with every request (the server's API key)."""
+    outputs = complete_many(base_url, api, prompts, max_tokens, timeout_s, headers)
     if reference is None:
         return ProbeResult(tuple(outputs))
     return compare_outputs(outputs, reference, required)

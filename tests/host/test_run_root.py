@@ -34,14 +34,15 @@ def test_a_missing_run_root_is_created_0700(host: Host) -> None:
     assert host.secure_run_root() == path  # again: accepted as it is
 
 
-def test_a_run_root_writable_by_others_is_refused(host: Host) -> None:
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o775, 0o757])
+def test_a_run_root_writable_by_group_or_others_is_refused(host: Host, mode: int) -> None:
     os.makedirs(host.run_root)
-    os.chmod(host.run_root, 0o777)
+    os.chmod(host.run_root, mode)
     with pytest.raises(ConfigError) as error:
         host.secure_run_root()
     message = str(error.value)
     assert "\n" not in message
-    assert "writable by group or others (mode 0777)" in message
+    assert f"writable by group or others (mode {mode:04o})" in message
     assert f"chmod 700 {host.run_root}" in message
 
 
@@ -66,13 +67,14 @@ def test_the_default_run_root_is_in_the_host_users_home(host: Host) -> None:
 
 
 @pytest.mark.sshd
-def test_optimize_refuses_a_shared_run_root_with_exit_2(tmp_path: Path, sshd) -> None:
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o775, 0o757])
+def test_optimize_refuses_a_shared_run_root_with_exit_2(tmp_path: Path, sshd, mode: int) -> None:
     from tuner.emulator.host_root import prepare_host_root
 
     env = prepare_host_root(tmp_path / "host")
     shared = tmp_path / "shared-runs"
     shared.mkdir()
-    shared.chmod(0o777)
+    shared.chmod(mode)
     document = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())
     document["host"] = {"address": "127.0.0.1", "user": sshd.user, "port": sshd.port,
                         "key": sshd.key_path, "python": sys.executable, "run_root": str(shared)}
@@ -88,5 +90,5 @@ def test_optimize_refuses_a_shared_run_root_with_exit_2(tmp_path: Path, sshd) ->
     )
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if "error" in line]
-    assert len(lines) == 1 and "writable by group or others" in lines[0], done.stderr
+    assert len(lines) == 1 and f"writable by group or others (mode {mode:04o})" in lines[0], done.stderr
     assert list(shared.iterdir()) == []  # not even the claim was written

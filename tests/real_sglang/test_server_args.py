@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import yaml
 import pytest
 
 from tests.real_sglang.conftest import REPO
@@ -91,3 +92,65 @@ def test_the_parser_refuses_what_sglang_refuses(parser: StrictParser) -> None:
             parser.parse_args(base + bad)
     parsed = parser.parse_args(base + ["--moe-runner-backend", "flashinfer_cutlass"])
     assert parsed.moe_runner_backend == "flashinfer_cutlass"
+
+
+def _real_config_merger(package: Path, parser: StrictParser) -> Any:
+    """SGLang 0.5.9's own ``ConfigArgumentMerger`` (``srt/server_args_config_parser.py``, which
+    imports only argparse, logging, pathlib, typing and yaml), as ``prepare_server_args`` makes it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "sglang_0_5_9_config_parser", package / "srt" / "server_args_config_parser.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConfigArgumentMerger(parser)
+
+
+def test_secret_flags_reach_sglang_through_its_own_config_merger(
+    parser: StrictParser, real_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tuner's launch (ordinary flags on the command line, secrets in the ``--config`` file
+    it writes) parsed as SGLang 0.5.9's ``prepare_server_args`` parses it."""
+    from tuner.space._launch import secret_flags_yaml
+
+    document = yaml.safe_load((REPO / "search_spaces/glm5.yaml").read_text())
+    document["server"]["flags"].update({
+        "--api-key": "${TUNER_TEST_API_KEY}", "--admin-api-key": "admin-literal-secret",
+        "--max-total-tokens": 200000, "--max-prefill-tokens": 16384,
+        "--tokenizer-path": "/models/GLM-5-tokenizer", "--skip-tokenizer-init": True,
+        "--speculative-num-draft-tokens": 4,
+    })
+    path = tmp_path / "glm5.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    monkeypatch.setenv("TUNER_TEST_API_KEY", "sk-real-sglang-0a1b")
+    space = load_space(path)
+    launch = space.render(space.baseline)
+    config = tmp_path / "secret-flags.yaml"
+    config.write_text(secret_flags_yaml(launch.secret_flags))
+    argv = launch.argv[len(shlex.split(space.command)):] + ["--config", str(config)]
+    parsed = parser.parse_args(_real_config_merger(real_sglang, parser).merge_config_with_args(argv))
+    assert (parsed.api_key, parsed.admin_api_key) == ("sk-real-sglang-0a1b", "admin-literal-secret")
+    assert (parsed.max_total_tokens, parsed.max_prefill_tokens) == (200000, 16384)
+    assert (parsed.tokenizer_path, parsed.skip_tokenizer_init) == ("/models/GLM-5-tokenizer", True)
+    assert parsed.speculative_num_draft_tokens == 4 and parsed.trust_remote_code is True
+
+
+def test_the_config_file_gives_each_value_in_sglangs_own_form(
+    parser: StrictParser, real_sglang: Path, tmp_path: Path
+) -> None:
+    """A boolean is a YAML boolean (the merger turns ``true`` into the bare flag, a string
+    ``"true"`` into ``--flag true``, which the parser refuses), numbers and lists as such."""
+    from tuner.space._launch import secret_flags_yaml
+
+    config = tmp_path / "secret-flags.yaml"
+    config.write_text(secret_flags_yaml({"--api-key": "sk-1234", "--enable-metrics": True,
+                                         "--max-total-tokens": 4096, "--cuda-graph-bs": [1, 2, 4]}))
+    merger = _real_config_merger(real_sglang, parser)
+    argv = merger.merge_config_with_args(["--model-path", "/models/m", "--config", str(config)])
+    parsed = parser.parse_args(argv)
+    assert (parsed.api_key, parsed.enable_metrics, parsed.max_total_tokens) == ("sk-1234", True, 4096)
+    assert parsed.cuda_graph_bs == [1, 2, 4]
+    config.write_text('enable-metrics: "true"\n')  # what a boolean must never become
+    with pytest.raises(ValueError):
+        parser.parse_args(merger.merge_config_with_args(["--model-path", "/m", "--config", str(config)]))

@@ -4,7 +4,7 @@
 ``--api-key: ${...}``. While it runs, every process's ``/proc/<pid>/cmdline`` is read again and
 again (the sshd, its shells, the server, the GPU sampler are all on this machine): no secret may
 appear. The server must listen on 127.0.0.1 only, receive the API key (its ``/server_info``
-shows it set), and be reached by the load generator through the SSH forward: no socket of the
+shows it set, and answers 401 without it: the tuner's probe and load generator send it), and be reached by the load generator through the SSH forward: no socket of the
 tuner itself connects to the server's port. Afterwards no secret is in the study, ``best``,
 ``trials``, the export or the report.
 """
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -82,6 +83,7 @@ class Watch(threading.Thread):
         self.forwarded = 0
         self.direct = 0
         self.api_key_set: bool | None = None
+        self.refused_without_key: bool | None = None
         self.info: dict[str, object] = {}
         self.stop = threading.Event()
 
@@ -102,8 +104,17 @@ class Watch(threading.Thread):
                 self.direct += sum(1 for inode in connections if inode in mine)
                 self.forwarded += sum(1 for inode in connections if inode not in mine)
             if self.api_key_set is None and self.listeners:
+                url = f"http://127.0.0.1:{self.port}/server_info"
                 try:
-                    with _NO_PROXY.open(f"http://127.0.0.1:{self.port}/server_info", timeout=2) as answer:
+                    _NO_PROXY.open(url, timeout=2).close()
+                    self.refused_without_key = False
+                except urllib.error.HTTPError as error:
+                    self.refused_without_key = error.code == 401
+                except OSError:
+                    pass
+                request = urllib.request.Request(url, headers={"Authorization": f"Bearer {API_KEY}"})
+                try:
+                    with _NO_PROXY.open(request, timeout=2) as answer:
                         self.info = json.load(answer)
                         self.api_key_set = self.info.get("api_key") == "***"
                 except (OSError, ValueError):
@@ -157,6 +168,7 @@ def test_no_secret_on_any_command_line_loopback_only_through_the_forward(tmp_pat
     assert watch.exposed == []
     assert watch.listeners == {"0100007F"}  # 127.0.0.1, never 0.0.0.0
     assert watch.api_key_set is True, watch.info  # the key reached the server (its 0600 file)
+    assert watch.refused_without_key is True  # and it enforces it: the tuner's client sent it
     assert watch.forwarded > 0 and watch.direct == 0
 
     import optuna
@@ -180,3 +192,5 @@ def test_no_secret_on_any_command_line_loopback_only_through_the_forward(tmp_pat
         assert API_KEY not in text and HF_TOKEN not in text
     leftovers = list((tmp_path / "runs").rglob("secret-flags.yaml"))
     assert leftovers == []
+    copied = tmp_path / "runs" / "exposure" / "trial-0000.log"  # the log fetched over SFTP
+    assert "api_key='***'" in copied.read_text() and API_KEY not in copied.read_text()

@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from tuner.emulator import api
+from tuner.emulator.auth import ApiKeys
 from tuner.emulator.batch_core import CoreRequest
 from tuner.emulator.bursts import DeclaredLevel, open_loop
 from tuner.emulator.engine_rules import WEIGHTS_GB
@@ -55,10 +56,13 @@ class EmulatedServer:
         stream_interval: SGLang's ``--stream-interval``: an event every this many tokens (and
             for the first and the last); events the handler could not send in time are sent
             one after the other, never merged.
+        keys: SGLang's ``--api-key`` and ``--admin-api-key``, enforced as SGLang does
+            (:mod:`tuner.emulator.auth`: 401 without the right bearer, ``/health`` open).
     """
 
     def __init__(self, server_info: dict[str, Any], model_name: str, rng: random.Random,
-                 stream_output: bool = False, stream_interval: int = 1) -> None:
+                 stream_output: bool = False, stream_interval: int = 1,
+                 keys: ApiKeys = ApiKeys()) -> None:
         self.engine: EngineModel | None = None
         self.scheduler: Scheduler | None = None
         self.server_info = server_info
@@ -66,6 +70,7 @@ class EmulatedServer:
         self.rng = rng
         self.stream_output = stream_output
         self.stream_interval = max(1, stream_interval)
+        self.keys = keys
         self.ready = False
         self._radix: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
@@ -79,7 +84,8 @@ class EmulatedServer:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=64 << 20, middlewares=[self._first_request])
+        app = web.Application(client_max_size=64 << 20,
+                              middlewares=[self._first_request, self._authorized])
         app.router.add_get("/health", self.health)
         app.router.add_get("/health_generate", self.health)
         app.router.add_get("/model_info", self.model_info)
@@ -101,6 +107,14 @@ class EmulatedServer:
             self._seen_connections.add(transport)
             if self.scheduler is not None:
                 self.scheduler.connection_used()
+        return await handler(request)
+
+    @web.middleware
+    async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """SGLang's API-key middleware: 401 ``{"error": "Unauthorized"}`` without the key."""
+        if not self.keys.allows(request.method, request.path,
+                                request.headers.get("Authorization")):
+            return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
     def connection_opened(self) -> None:

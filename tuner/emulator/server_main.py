@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from tuner.emulator import gpu_state
+from tuner.emulator.auth import ApiKeys
 from tuner.emulator.batch_core import BatchCore, CoreRequest
 from tuner.emulator.bursts import quiet_for
 from tuner.emulator.cli_args import parse_server_args
@@ -152,7 +153,8 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     server = EmulatedServer(_server_info(args, settings, source, time_scale, seed),
                             args["served_model_name"] or args["model_path"], rng,
                             stream_output=args["stream_output"],
-                            stream_interval=args["stream_interval"])
+                            stream_interval=args["stream_interval"],
+                            keys=ApiKeys(args["api_key"], args["admin_api_key"]))
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
@@ -208,11 +210,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.main(f"tuner.emulator: EMULATED GLM-5 host (not SGLang), time scale K={time_scale:g}, "
              f"seed {seed}, sglang stand-in {source.package_dir}"
              + (" (shipped, unpatched)" if source.shipped else ""))
+    # SGLang logs every field of its ServerArgs at start, its keys too (a log the tuner keeps is
+    # scrubbed of them: tuner.scrub)
     log.main("server_args=ServerArgs(" + ", ".join(
         f"{key}={args[key]!r}" for key in ("model_path", "tp_size", "quantization",
                                            "mem_fraction_static", "max_running_requests",
                                            "moe_runner_backend", "attention_backend",
-                                           "disable_cuda_graph", "host", "port")) + ", ...)")
+                                           "disable_cuda_graph", "host", "port", "api_key",
+                                           "admin_api_key")) + ", ...)")
     settings = resolve_settings(args, source.patched_gate, source.forced_allreduce)
     if isinstance(settings, StartFailure) and settings.stage == "args":
         log.refusal(settings.message)

@@ -123,6 +123,12 @@ class EngineProfile(BaseModel):
     # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
     # carry secrets reach the server there, in a 0600 file, never on its command line.
     config_flag: str | None = "--config"
+    # Flags whose value is a secret (SGLang: ``--api-key``, ``--admin-api-key``): kept off the
+    # command line, stored as ``***``; a flag whose value is written ``${NAME}`` is one too.
+    secret_flags: list[str] = []
+    # The flag whose value the server requires from clients as ``Authorization: Bearer KEY``
+    # (one of ``secret_flags``): the probe and the load generator send it.
+    api_key_flag: str | None = None
     # Numbers the server log reports, for strategies: series name -> regex whose first group is
     # the number (see tuner/observations.py for the names read); empty: nothing observed.
     log_observations: dict[str, str] = {}
@@ -132,6 +138,13 @@ class EngineProfile(BaseModel):
     # used for it when it is unset (SGLang's ``--cuda-graph-max-bs``: the largest captured batch).
     # Setting the flag to that value changes nothing, and the ``guided`` strategy does not run it.
     value_in_use: dict[str, str] = {}
+
+    @field_validator("api_key_flag")
+    @classmethod
+    def _api_key_is_secret(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and value not in info.data.get("secret_flags", []):
+            raise ValueError(f"api_key_flag: {value} is not in secret_flags; add it there")
+        return value
 
     @field_validator("log_observations")
     @classmethod

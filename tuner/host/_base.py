@@ -76,8 +76,10 @@ class Host(abc.ABC):
 
     @abc.abstractmethod
     def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
-        """Replace a file on the host atomically (parents created, the old mode kept; ``mode``
-        set before any byte is written, e.g. 0o600 for a file holding a secret)."""
+        """Replace a file on the host atomically: written to a new file beside it, created with
+        ``mode`` (default 0600, private from the moment it exists), then given the old file's
+        mode when there was one and no ``mode`` is asked, and moved over it. Missing parents are
+        created 0700."""
 
     @abc.abstractmethod
     def fetch(self, remote_path: str, local_path: str) -> None:

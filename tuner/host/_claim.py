@@ -121,6 +121,7 @@ def _take_script(root: str, claim: str, record: str) -> str:
     q_claim = shlex.quote(claim)
     create = f"(set -C; printf '%s\\n' {shlex.quote(record)} > {q_claim}) 2>&1"
     return (
+        "umask 077\n"  # the claim, like everything the tuner makes on the host, is private
         f"mkdir -p -- {shlex.quote(root)} || exit 3\n"
         "i=0\n"
         "while :; do\n"
@@ -156,6 +157,7 @@ def _replace_script(root: str, claim: str, record: str, identity: str) -> str:
     q_claim = shlex.quote(claim)
     q_new = shlex.quote(f"{claim}.new-{secrets.token_hex(4)}")
     return (
+        "umask 077\n"
         f"exec 9< {shlex.quote(root)} || exit 3\n"
         "if command -v flock >/dev/null 2>&1; then flock -w 20 9 || { echo raced; exit 0; }; fi\n"
         f"[ \"$(stat -c '%i %Y %s' -- {q_claim} 2>/dev/null)\" = {shlex.quote(identity)} ] "

@@ -71,9 +71,10 @@ class LocalHost(Host):
     def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         target = Path(path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _make_private_dirs(target.parent)
             if mode is None:
                 mode = target.stat().st_mode & 0o7777 if target.exists() else None
+            # mkstemp creates it 0600: private before the first byte, whatever the umask
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             try:
                 with os.fdopen(handle, "wb") as stream:
@@ -109,6 +110,22 @@ class LocalHost(Host):
             return b""
         except OSError as error:
             raise HostError(f"local: cannot read {path}: {error.strerror or error}") from None
+
+
+def _make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700 from the moment it exists (the
+    process umask can only take bits away)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for each in reversed(missing):
+        try:
+            each.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
 
 
 def _kill_group(pgid: int) -> None:

@@ -90,7 +90,10 @@ def start_script(
 
     ``nohup setsid CMD`` all exec, so ``$!`` is the server's own PID and, once ``setsid`` has
     run, its process group id too. ``env`` is exported by the script (which reaches the host on
-    stdin), so no value of it is ever an argument of a process; the run folder is created 0700. The record is written at once, before anything else:
+    stdin), so no value of it is ever an argument of a process. What the script creates is
+    private from the moment it exists (``umask 077``): the run folder (and its parents) 0700, the
+    log, ``server.json`` and ``server.pid`` 0600; the server itself runs under ``umask 022``, as
+    from a login shell. The record is written at once, before anything else:
     ``server.json`` (the handle, ``record_json_tail`` being the JSON object of the remaining fields
     without its opening brace; a process keeps its start time through ``exec``) and then
     ``server.pid``, so a tuner interrupted a moment after the spawn still finds its server
@@ -102,12 +105,15 @@ def start_script(
     exports = env_exports(env)  # in the script's own environment: never on a command line
     rd, log = shlex.quote(run_dir), shlex.quote(log_path)
     return f"""{_FUNCTIONS}
-{exports}umask 022
-(umask 077 && mkdir -p -- {rd}) || exit 97
+{exports}umask 077
+mkdir -p -- {rd} || exit 97
 cd -- {shlex.quote(cwd)} || exit 98
-rm -f -- {rd}/server.pid
+rm -f -- {rd}/server.pid {log}
+: > {log} || exit 99
+umask 022
 nohup setsid {command} > {log} 2>&1 < /dev/null &
 pid=$!
+umask 077
 st=$(proc_state "$pid" | cut -d' ' -f2)
 boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
 {{ printf '{{"pid": %s, "pgid": %s, "starttime": "%s", "boot_id": "%s", ' \
@@ -156,8 +162,9 @@ def stop_script(
     port_hex = f"{port:04X}" if port else ""
     stop_part = ""
     if stop_command:  # always run: a container can outlive the client process that started it
-        stop_part = (
-            f"mkdir -p -- {shlex.quote(run_dir)} 2>/dev/null\n"
+        stop_part = (  # the folder and stop.log, if made here, private (umask 077)
+            f"(umask 077 && mkdir -p -- {shlex.quote(run_dir)} && "
+            f": >> {shlex.quote(run_dir)}/stop.log) 2>/dev/null\n"
             f"timeout {ticks // 100 + 1} sh -c {shlex.quote(stop_command)} "
             f">> {shlex.quote(run_dir)}/stop.log 2>&1\n"
             "ours && wait_gone " + str(ticks) + "\n"

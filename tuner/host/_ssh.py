@@ -36,6 +36,21 @@ __all__ = ["SshHost"]
 _T = TypeVar("_T")
 
 
+def _open_new(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPFile:
+    """Create ``path`` (it must not exist) for writing with permissions ``mode`` given in the
+    SFTP OPEN request itself: the server creates it so (``open(2)`` with that mode, under its
+    umask), never readable by others for an instant, as a create-then-chmod would leave it.
+    Paramiko's ``SFTPClient.open`` sends no attributes, hence its request primitive here."""
+    attributes = paramiko.SFTPAttributes()
+    attributes.st_mode = mode
+    flags = (paramiko.sftp.SFTP_FLAG_WRITE | paramiko.sftp.SFTP_FLAG_CREATE
+             | paramiko.sftp.SFTP_FLAG_EXCL)
+    kind, message = sftp._request(paramiko.sftp.CMD_OPEN, path, flags, attributes)
+    if kind != paramiko.sftp.CMD_HANDLE:
+        raise paramiko.SFTPError(f"opening {path}: expected a handle")
+    return paramiko.SFTPFile(sftp, message.get_binary(), "wb")
+
+
 # Before the script, the shell writes one line on stderr: the process group the command runs in
 # and its leader's start time (``/proc/PID/stat`` field 22), so that a command that times out can
 # be killed with its group (sshd starts each command in a session of its own; closing the channel
@@ -377,7 +392,7 @@ class SshHost(Host):
     def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
         parent = str(PurePosixPath(path).parent)
         temporary = f"{parent}/.{PurePosixPath(path).name}.{uuid.uuid4().hex[:8]}"
-        made = self.run(f"mkdir -p -- {shlex.quote(parent)}")
+        made = self.run(f"umask 077 && mkdir -p -- {shlex.quote(parent)}")  # new folders 0700
         if not made.ok:
             raise HostError(f"{self.name}: cannot create {parent} ({made.summary()})")
 
@@ -390,13 +405,17 @@ class SshHost(Host):
                         kept = sftp.stat(path).st_mode
                     except FileNotFoundError:
                         kept = None
-                with sftp.open(temporary, "wb") as stream:
-                    if mode is not None:  # before the first byte: a secret is never readable
-                        stream.chmod(mode & 0o7777)
-                    stream.write(data)
-                if kept is not None:
-                    sftp.chmod(temporary, kept & 0o7777)
-                sftp.posix_rename(temporary, path)
+                created = 0o600 if mode is None else mode & 0o7777
+                try:
+                    with _open_new(sftp, temporary, created) as stream:
+                        stream.write(data)
+                    if kept is not None:  # exactly, whatever the server's umask took away
+                        sftp.chmod(temporary, kept & 0o7777)
+                    sftp.posix_rename(temporary, path)
+                except BaseException:
+                    with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
+                        sftp.remove(temporary)
+                    raise
 
         self._call(f"writing {path}", action)
 

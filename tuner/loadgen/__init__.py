@@ -24,6 +24,8 @@ from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
+    ServerAnswered,
+    auth_headers,
     complete,
     complete_async,
     complete_many,
@@ -34,6 +36,7 @@ from tuner.loadgen._server import (
 from tuner.loadgen._spec import APIS, LevelSpec
 
 __all__ = [
+    "ServerAnswered",
     "APIS",
     "Dialect",
     "FilePool",
@@ -45,6 +48,7 @@ __all__ = [
     "ids_to_words",
     "LevelMetrics",
     "LevelSpec",
+    "auth_headers",
     "complete",
     "complete_async",
     "complete_many",

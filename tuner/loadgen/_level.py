@@ -158,6 +158,7 @@ async def measure_share(
     share: tuple[int, int] = (0, 1),
     gate: Callable[[], Awaitable[None]] | None = None,
     level_id: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> ShareResult | str:
     """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
@@ -170,7 +171,8 @@ async def measure_share(
     <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
     its virtual clock waits for the requests an ideal client would send at once; an open-loop
     level is declared ``<level_id> open``, so that its requests arrive at their own times on a
-    running virtual clock (no burst gathered, no refill waited for).
+    running virtual clock (no burst gathered, no refill waited for). ``headers`` go with every
+    request (the server's API key: :func:`tuner.loadgen.auth_headers`).
     """
     dialect = as_dialect(api)
     fmt = api_format(dialect)
@@ -180,7 +182,7 @@ async def measure_share(
     indices = range(worker, spec.num_requests, workers)
     if scale is None or stamped is None:
         try:
-            async with aiohttp.ClientSession() as asking:
+            async with aiohttp.ClientSession(headers=headers) as asking:
                 info = await fetch_server_info(asking, base)
         except (TunerError, TypeError, ValueError) as exc:
             return str(exc)
@@ -202,6 +204,7 @@ async def measure_share(
         timeout=timeout,
         read_bufsize=READ_BUFFER_BYTES,
         trace_configs=[send_time_trace()],
+        headers=headers,
     ) as session:
         try:
             model = dialect.model
@@ -316,6 +319,7 @@ async def run_level(
     stop_check: StopCheck | None = None,
     time_scale: TimeScale | None = None,
     client_workers: int = 1,
+    headers: dict[str, str] | None = None,
 ) -> LevelMetrics:
     """Run one level against the server at ``base_url`` and measure it.
 
@@ -331,6 +335,7 @@ async def run_level(
         time_scale: the server's time scale; None reads it from ``/server_info``.
         client_workers: client processes that share the level's slots (1: this process);
             their requests are merged into one level's figures.
+        headers: sent with every request (the server's API key: :func:`auth_headers`).
 
     Returns:
         The level's metrics in host time. A server that does not answer gives metrics with
@@ -343,9 +348,10 @@ async def run_level(
         from tuner.loadgen._workers import run_level_in_processes
 
         return await run_level_in_processes(
-            base_url, spec, api, time_scale, stop_check, client_workers
+            base_url, spec, api, time_scale, stop_check, client_workers, headers
         )
-    result = await measure_share(base_url, spec, api, time_scale, None, stop_check)
+    result = await measure_share(base_url, spec, api, time_scale, None, stop_check,
+                                 headers=headers)
     if isinstance(result, str):
         return _empty_metrics(spec, time_scale or TimeScale(), result)
     return level_metrics(spec, result.scale, result, result.health)
@@ -360,6 +366,7 @@ def run_levels(
     on_level: Callable[[LevelMetrics], bool | None] | None = None,
     time_scale: TimeScale | None = None,
     client_workers: int = 1,
+    headers: dict[str, str] | None = None,
 ) -> list[LevelMetrics]:
     """Run levels one after another (synchronously), stopping after a level that was
     stopped (``stop_reason`` set) or whose ``on_level`` callback returned False."""
@@ -374,6 +381,7 @@ def run_levels(
                 stop_check=stop_check,
                 time_scale=time_scale,
                 client_workers=client_workers,
+                headers=headers,
             )
             measured.append(metrics)
             verdict = on_level(metrics) if on_level is not None else None

@@ -23,6 +23,8 @@ from tuner.timescale import TimeScale
 GET_TIMEOUT_S = 5.0
 
 __all__ = [
+    "ServerAnswered",
+    "auth_headers",
     "complete",
     "complete_async",
     "complete_many",
@@ -34,6 +36,24 @@ __all__ = [
     "fetch_time_scale",
     "fetch_time_scale_async",
 ]
+
+
+class ServerAnswered(TunerError):
+    """The server answered a request with an error status (``status``: 4xx, 5xx).
+
+    A 5xx says the server is broken (a worker that died after ``/health`` said 200); a 4xx that
+    it refused what the client sent. The caller decides which of the two the trial is.
+    """
+
+    def __init__(self, url: str, status: int, text: str) -> None:
+        super().__init__(f"{url} answered HTTP {status}: {' '.join(text.split())[:200]}")
+        self.status = status
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The headers that carry a server's API key (``Authorization: Bearer KEY``, as SGLang's
+    and vLLM's ``--api-key`` require); none without a key."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
@@ -98,11 +118,13 @@ async def fetch_time_scale_async(
         ) from None
 
 
-def fetch_time_scale(base_url: str, timeout_s: float = 5) -> TimeScale:
-    """Synchronous :func:`fetch_time_scale_async` with its own session."""
+def fetch_time_scale(base_url: str, timeout_s: float = 5,
+                     headers: dict[str, str] | None = None) -> TimeScale:
+    """Synchronous :func:`fetch_time_scale_async` with its own session (``headers``: of every
+    request, e.g. :func:`auth_headers`)."""
 
     async def _fetch() -> TimeScale:
-        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
             return await fetch_time_scale_async(session, base_url, timeout_s)
 
     return asyncio.run(_fetch())
@@ -130,11 +152,13 @@ async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
                          f"fix: {MODEL_NAME_FIX}") from None
 
 
-def fetch_model_name(base_url: str, timeout_s: float = GET_TIMEOUT_S) -> str:
-    """Synchronous :func:`fetch_model` with its own session."""
+def fetch_model_name(
+    base_url: str, timeout_s: float = GET_TIMEOUT_S, headers: dict[str, str] | None = None
+) -> str:
+    """Synchronous :func:`fetch_model` with its own session (``headers``: e.g. the API key's)."""
 
     async def _fetch() -> str:
-        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
             return await fetch_model(session, base_url)
 
     return asyncio.run(_fetch())
@@ -167,7 +191,7 @@ async def complete_async(
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise _unreachable(url, exc) from None
     if response.status != 200:
-        raise TunerError(f"{url} answered HTTP {response.status}: {' '.join(text.split())[:200]}")
+        raise ServerAnswered(url, response.status, text)
     try:
         return fmt.read_text(json.loads(text))
     except (ValueError, KeyError, IndexError, TypeError):
@@ -180,11 +204,13 @@ def complete_many(
     prompts: Sequence[Prompt],
     max_tokens: int,
     timeout_s: float = 60,
+    headers: dict[str, str] | None = None,
 ) -> list[str]:
-    """Greedy completions of several prompts, sent concurrently; texts in prompt order."""
+    """Greedy completions of several prompts, sent concurrently; texts in prompt order
+    (``headers``: of every request, e.g. :func:`auth_headers`)."""
 
     async def _run() -> list[str]:
-        async with aiohttp.ClientSession(timeout=_timeout(timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
             model = as_dialect(api).model
             if api_format(api).needs_model and model is None:
                 model = await fetch_model(session, base_url)
@@ -198,7 +224,8 @@ def complete_many(
 
 
 def complete(
-    base_url: str, api: str | Dialect, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60
+    base_url: str, api: str | Dialect, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60,
+    headers: dict[str, str] | None = None,
 ) -> str:
     """One greedy completion of ``prompt_ids`` (token ids, or text): the generated text."""
-    return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s)[0]
+    return complete_many(base_url, api, [prompt_ids], max_tokens, timeout_s, headers)[0]

@@ -41,7 +41,7 @@ START_TIMEOUT_S = 120.0  # processes that are not all warmed up by then give up
 
 def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, stamped: bool,
                 share: tuple[int, int], level_id: str, barrier: Any, stop: Any,
-                results: Any) -> None:
+                results: Any, headers: dict[str, str] | None = None) -> None:
     """A client process: its share of the level, put on ``results`` as ``(k, result)``."""
 
     async def gate() -> None:
@@ -52,7 +52,8 @@ def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, 
 
     try:
         result = asyncio.run(measure_share(base_url, spec, api, scale, stamped, stopped,
-                                           share=share, gate=gate, level_id=level_id))
+                                           share=share, gate=gate, level_id=level_id,
+                                           headers=headers))
     except Exception as exc:  # reported to the parent as this share's failure
         barrier.abort()
         result = f"client process {share[0]} failed: {type(exc).__name__}: {exc}"
@@ -76,13 +77,14 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
     return merged
 
 
-async def _server_facts(base_url: str) -> tuple[TimeScale, bool] | str:
+async def _server_facts(base_url: str, headers: dict[str, str] | None = None
+                        ) -> tuple[TimeScale, bool] | str:
     import aiohttp
 
     from tuner.errors import TunerError
 
     try:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=headers) as session:
             info = await fetch_server_info(session, base_url.rstrip("/"))
     except TunerError as exc:
         return str(exc)
@@ -96,10 +98,11 @@ async def run_level_in_processes(
     time_scale: TimeScale | None,
     stop_check: StopCheck | None,
     workers: int,
+    headers: dict[str, str] | None = None,
 ) -> LevelMetrics:
     """:func:`tuner.loadgen.run_level` with the slots shared by ``workers`` processes."""
     workers = max(1, min(workers, spec.concurrency))
-    facts = await _server_facts(base_url)
+    facts = await _server_facts(base_url, headers)
     if isinstance(facts, str):
         return _empty_metrics(spec, time_scale or TimeScale(), facts)
     scale, stamped = (time_scale or facts[0]), facts[1]
@@ -109,7 +112,7 @@ async def run_level_in_processes(
     processes = [
         context.Process(target=_share_main, daemon=True,
                         args=(base_url, spec, api, scale, stamped, (k, workers), level_id,
-                              barrier, stop, results))
+                              barrier, stop, results, headers))
         for k in range(workers)
     ]
     for process in processes:

@@ -6,6 +6,10 @@ the level's concurrency), to run on the host; :func:`parse_bench_serving_output`
 it appends to into the same :class:`LevelMetrics` the client produces. :func:`run_bench_serving`
 does both on this machine.
 
+A server started with ``--api-key`` is reached with the key in the tool's environment, never on
+its command line: SGLang 0.5.9's ``bench_serving.get_auth_headers`` sends ``OPENAI_API_KEY`` as
+``Authorization: Bearer KEY`` on every request (:func:`bench_serving_env`).
+
 The tool moved from ``sglang.bench_serving`` to ``sglang.benchmark.serving`` in 0.5.21 (the
 old name still works but warns). Its output file is opened in append mode: the run's result is
 the last JSON line, which may hold ``Infinity`` (``request_rate``); total tokens/s is the key
@@ -31,13 +35,22 @@ from tuner.loadgen._spec import LevelSpec
 from tuner.timescale import TimeScale
 
 __all__ = [
+    "API_KEY_VARIABLE",
     "bench_module_for",
     "bench_serving_command",
+    "bench_serving_env",
     "parse_bench_serving_output",
     "run_bench_serving",
 ]
 
 NEW_MODULE_SINCE = (0, 5, 21)
+# The variable bench_serving reads the server's key from (sent as ``Authorization: Bearer``).
+API_KEY_VARIABLE = "OPENAI_API_KEY"
+
+
+def bench_serving_env(api_key: str | None) -> dict[str, str]:
+    """The environment that makes bench_serving send ``api_key`` (empty without a key)."""
+    return {API_KEY_VARIABLE: api_key} if api_key else {}
 
 
 def bench_module_for(version: str | None) -> str:
@@ -191,8 +204,12 @@ def run_bench_serving(
     tokenizer: str | None = None,
     env: dict[str, str] | None = None,
     time_scale: TimeScale | None = None,
+    api_key: str | None = None,
 ) -> LevelMetrics:
     """Run bench_serving on this machine for ``spec`` and read its result.
+
+    ``api_key``: the server's ``--api-key``, given to the tool in its environment
+    (:func:`bench_serving_env`).
 
     The tool runs in its own process group and is killed if it outlives the level's time
     limit (plus a minute for its start-up).
@@ -216,7 +233,7 @@ def run_bench_serving(
             shell=True,
             cwd=workdir,
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), **bench_serving_env(api_key)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -3,10 +3,12 @@
 Variables whose name matches TOKEN, KEY, SECRET or PASSWORD (or whose value references such a
 variable) are secrets: :meth:`LaunchSpec.masked_env` shows them as ``***`` (for storage) and
 :meth:`LaunchSpec.shell_exports` writes them as ``${NAME:?}`` references (for scripts), never as
-values. So are fixed flags whose name matches (``--api-key``) or whose value is written as
-``${NAME}``: they are kept out of ``argv`` (:attr:`LaunchSpec.secret_flags`; the server gets them
-in a 0600 file of its engine's ``--config`` format) and shown masked in
-:attr:`LaunchSpec.command_line`.
+values. A fixed flag is a secret when the engine profile lists it (``secret_flags``: SGLang's
+``--api-key`` and ``--admin-api-key``) or when its value is written as ``${NAME}``, never by a
+word in its name (``--max-total-tokens`` is an ordinary flag): secret flags are kept out of
+``argv`` (:attr:`LaunchSpec.secret_flags`; the server gets them in a 0600 file of its engine's
+``--config`` format) and shown masked in :attr:`LaunchSpec.command_line`.
+:meth:`LaunchSpec.secret_values` are the values a log or a stored message must never show.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.scrub import MASK
 from tuner.space._param_base import value_text
 from tuner.space._strict import ENV_REFERENCE
 
 __all__ = ["LaunchSpec", "MASK", "is_secret_name", "is_secret_flag", "fixed_flag_args",
            "resolve_env", "MissingVariable", "secret_flags_yaml"]
 
-MASK = "***"
+FlagValue = str | int | float | bool | list[Any]
+
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 
 
@@ -33,14 +37,17 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET.search(name))
 
 
-def is_secret_flag(flag: str, value: object) -> bool:
-    """Whether a fixed flag carries a secret: its name says so (``--api-key``), or its value is
-    written as a ``${NAME}`` reference."""
-    return is_secret_name(flag) or (isinstance(value, str) and bool(ENV_REFERENCE.search(value)))
+def is_secret_flag(flag: str, value: object, listed: Collection[str] = ()) -> bool:
+    """Whether a fixed flag carries a secret: the engine profile lists it (``listed``, its
+    ``secret_flags``), or its value is written as a ``${NAME}`` reference. A word in the flag's
+    name (``--max-total-tokens``, ``--tokenizer-path``) does not make it one."""
+    return flag in listed or (isinstance(value, str) and bool(ENV_REFERENCE.search(value)))
 
 
-def secret_flags_yaml(flags: Mapping[str, str]) -> str:
-    """The engine's ``--config`` YAML for ``flags`` (``api-key: "..."``; JSON strings are YAML)."""
+def secret_flags_yaml(flags: Mapping[str, FlagValue]) -> str:
+    """The engine's ``--config`` YAML for ``flags``, each value in its own type: a string quoted
+    (``api-key: "..."``), ``true`` a YAML boolean (SGLang's config merger turns it into the bare
+    flag), numbers and lists as such. JSON values are YAML."""
     import json
 
     return "".join(f"{flag.lstrip('-')}: {json.dumps(value)}\n" for flag, value in flags.items())
@@ -106,9 +113,12 @@ class LaunchSpec:
         patches: names of the source patches this configuration applies.
         warnings: reasons of the ``warn`` constraints that hold for this configuration.
         env_template: the environment as written (references unresolved), for scripts.
-        secret_flags: fixed flags that carry secrets, resolved (``{"--api-key": value}``): not in
+        secret_flags: fixed flags that carry secrets, resolved (``{"--api-key": value}``; a
+            value written ``${NAME}`` as the variable's text, a literal in its YAML type): not in
             ``argv``; the server reads them from a 0600 file (its engine's ``--config``).
         secret_flag_templates: the same flags as written (``${NAME}`` or a literal value).
+        api_key: the value of the engine's ``api_key_flag`` when set: what clients send as
+            ``Authorization: Bearer ...``.
     """
 
     argv: list[str]
@@ -116,8 +126,9 @@ class LaunchSpec:
     patches: frozenset[str] = frozenset()
     warnings: list[str] = field(default_factory=list)
     env_template: dict[str, str] = field(default_factory=dict)
-    secret_flags: dict[str, str] = field(default_factory=dict)
+    secret_flags: dict[str, FlagValue] = field(default_factory=dict)
     secret_flag_templates: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = None
 
     @property
     def command_line(self) -> str:
@@ -154,6 +165,13 @@ class LaunchSpec:
             if is_secret_name(name) or any(is_secret_name(ref) for ref in references):
                 secret.add(name)
         return secret
+
+    def secret_values(self) -> list[str]:
+        """Every secret value this launch holds (secret flags, secret variables): what no stored
+        log line, message or attribute may show (see :class:`tuner.scrub.Scrubber`)."""
+        values = [value for value in self.secret_flags.values() if isinstance(value, str)]
+        values += [self.env[name] for name in sorted(self.secret_names())]
+        return values
 
     def masked_env(self) -> dict[str, str]:
         """The environment with secret values replaced by ``***`` (what may be stored)."""

@@ -35,6 +35,7 @@ from tuner.space._param_base import Rendered, value_text
 from tuner.space._params import KINDS, Parameter
 from tuner.space._problems import FieldPath, FieldProblem, describe_pydantic_error, problem_message
 from tuner.space._sections import ConstraintSection, HostSection, ServerSection, Timeouts
+from tuner.space._strict import ENV_REFERENCE
 from tuner.space._workload import ADDED_DEFAULTS, Objective, Probe, Workload, WorkloadSection
 from tuner.space._yaml import YamlDocument, read_yaml
 
@@ -225,9 +226,11 @@ class SearchSpace:
             argv += [flag, model_path] if flag else [model_path]
         argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]
-        plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v)}
-        secret_templates = {f: value_text(v) for f, v in server.flags.items()
-                            if is_secret_flag(f, v) and v is not None and v is not False}
+        listed = self.profile.secret_flags
+        plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v, listed)}
+        secret_literals = {f: v for f, v in server.flags.items()
+                           if is_secret_flag(f, v, listed) and v is not None and v is not False}
+        secret_templates = {f: value_text(v) for f, v in secret_literals.items()}
         argv += fixed_flag_args(plain)
         rendered = Rendered()
         for name, value in config.items():
@@ -243,8 +246,12 @@ class SearchSpace:
             raise self._error(("server", "env", missing.name),
                               f"${{{missing.variable}}} is not set in the tuner's environment",
                               f"export {missing.variable}=... before running tuner") from None
+        referenced = {f: t for f, t in secret_templates.items() if ENV_REFERENCE.search(t)}
         try:
-            secrets = resolve_env(secret_templates) if resolve else dict(secret_templates)
+            # a reference becomes its variable's text; a literal keeps its YAML type (``true``
+            # reaches the engine's --config file as a boolean, never as the string "true")
+            secrets = {**secret_literals,
+                       **(resolve_env(referenced) if resolve else referenced)}
         except MissingVariable as missing:
             raise self._error(("server", "flags", missing.name),
                               f"${{{missing.variable}}} is not set in the tuner's environment",
@@ -258,7 +265,8 @@ class SearchSpace:
         return LaunchSpec(argv=argv + rendered.args, env=env,
                           patches=frozenset(rendered.patches), warnings=warnings,
                           env_template=template, secret_flags=secrets,
-                          secret_flag_templates=secret_templates)
+                          secret_flag_templates=secret_templates,
+                          api_key=_text_or_none(secrets.get(self.profile.api_key_flag or "")))
 
     def model_path(self, *, resolve: bool = True) -> str | None:
         """``server.model_path`` with its ``${NAME}`` references read from the tuner's
@@ -314,6 +322,11 @@ class SearchSpace:
         ``api`` defaults to the engine profile's."""
         workload = self.model.workload.resolve(emulate)
         return workload.model_copy(update={"api": workload.api or self.profile.api})
+
+
+def _text_or_none(value: object) -> str | None:
+    """A secret flag's value when it is text (an API key), else None."""
+    return value if isinstance(value, str) else None
 
 
 def load_space(path: str | Path) -> SearchSpace:

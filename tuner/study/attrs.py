@@ -9,11 +9,16 @@ PRUNED or FAIL trial means is a typed :class:`Outcome`, not a string compared in
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import Enum
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+
+from tuner.scrub import Scrubber
 
 __all__ = [
     "Outcome",
@@ -22,6 +27,7 @@ __all__ = [
     "REUSABLE_FAILURES",
     "level_figures",
     "reusable_failure",
+    "scrubbing",
     "set",
     "set_level_figures",
     "set_outcome",
@@ -119,9 +125,27 @@ def outcome_of(trial: FrozenTrial, *, follow_reuse: bool = False) -> Outcome:
     return Outcome.WAITING
 
 
+# The secrets of the launch being run: every value stored meanwhile is scrubbed of them.
+_SCRUBBER: ContextVar[Scrubber | None] = ContextVar("tuner_attrs_scrubber", default=None)
+
+
+@contextmanager
+def scrubbing(scrubber: Scrubber) -> Iterator[None]:
+    """Within this block, every :func:`set` replaces ``scrubber``'s secret values by ``***``
+    (log excerpts, failure details, command lines: whatever a trial stores while it runs)."""
+    token = _SCRUBBER.set(scrubber)
+    try:
+        yield
+    finally:
+        _SCRUBBER.reset(token)
+
+
 def set(trial: optuna.Trial, key: str, value: Any) -> None:
-    """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists)."""
-    trial.set_user_attr(key, json.loads(json.dumps(value, default=str)))
+    """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists), scrubbed
+    of the running launch's secrets (:func:`scrubbing`)."""
+    stored = json.loads(json.dumps(value, default=str))
+    scrubber = _SCRUBBER.get()
+    trial.set_user_attr(key, scrubber.value(stored) if scrubber else stored)
 
 
 def set_outcome(trial: optuna.Trial, outcome: Outcome, reason: str) -> None:

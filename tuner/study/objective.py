@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,8 @@ class TrialRunner:
             stop_command=self.target.stop_command,
             idle_gpus=self.target.gpu_idle,
             secret_flags=launch.secret_flags,
+            secrets=launch.secret_values(),
+            api_key=launch.api_key,
         )
         started = time.monotonic()
         try:
@@ -160,6 +163,7 @@ class TrialRunner:
                 max(MIN_WALL_TIMEOUT_S, self.target.time_scale.to_server(self.space.timeouts.probe_s)),
                 reference=reference,
                 required=probe.min_matching_prompts,
+                headers=session.client_headers,
             )
         except NoAnswerInTime as error:
             raise session.failure() or ServerFailure(
@@ -262,6 +266,7 @@ class TrialRunner:
                     stop_check=session.stop_reason,
                     time_scale=self.target.time_scale,
                     client_workers=self.target.client_workers,
+                    headers=session.client_headers,
                 )
             )
         return metrics, (sampler.summary.to_dict() if sampler.summary is not None else None)
@@ -292,12 +297,17 @@ class TrialRunner:
         )
 
     def _fetch_log(self, session: ServerSession, trial: optuna.Trial) -> None:
+        """Copy the server's log to ``local_runs_dir`` (0600), every secret value of the launch
+        replaced by ``***`` (SGLang prints its ``api_key`` at start)."""
         if session.handle is None:
             return
         local = self.local_runs_dir / f"trial-{trial.number:04d}.log"
         try:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            self.target.host.fetch(session.handle.log_path, str(local))
+            local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with tempfile.TemporaryDirectory(dir=local.parent, prefix=".fetch-") as folder:
+                raw = str(Path(folder) / "server.log")  # 0700 folder: unscrubbed, never readable
+                self.target.host.fetch(session.handle.log_path, raw)
+                session.scrubber.file(raw, str(local))
             attrs.set(trial, "log_file", str(local.resolve()))
             attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome

@@ -21,6 +21,7 @@ from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
 from tuner.errors import ConfigError, ServerFailure, TunerError
+from tuner.scrub import Scrubber
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
 from tuner.study.feasibility import FeasibilityCheck, GateDecision
@@ -300,6 +301,22 @@ def _run_one(
     launch = space.render(
         config, command=runner.target.command, port=runner.target.port, local=runner.target.local
     )
+    with attrs.scrubbing(Scrubber.of(launch.secret_values())):  # nothing stored shows a secret
+        return _run_launch(study, runner, trial, config, launch, is_baseline, chosen_by, summary,
+                           progress)
+
+
+def _run_launch(
+    study: optuna.Study,
+    runner: TrialRunner,
+    trial: optuna.Trial,
+    config: Any,
+    launch: Any,
+    is_baseline: bool,
+    chosen_by: str,
+    summary: OptimizeSummary,
+    progress: ProgressView,
+) -> TrialState:
     attrs.set(trial, "command_line", launch.command_line)
     attrs.set(trial, "env", launch.masked_env())
     attrs.set(trial, "patches", sorted(launch.patches))

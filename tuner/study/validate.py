@@ -86,7 +86,8 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
         dialect = request_dialect(space, workload.api or target.profile.api)
         metrics = asyncio.run(
             run_level(session.base_url, spec, api=dialect,
-                      stop_check=session.stop_reason, time_scale=target.time_scale)
+                      stop_check=session.stop_reason, time_scale=target.time_scale,
+                      headers=session.client_headers)
         )
         failure = session.wait_for_failure(CLASSIFY_WAIT_S) if metrics.stop_reason else session.failure()
         if failure is not None or metrics.stop_reason is not None:
@@ -145,6 +146,7 @@ def validate_study(
                 stop_grace_s=target.time_scale.to_server(space.timeouts.stop_grace_s),
                 stop_command=target.stop_command,
                 secret_flags=launch.secret_flags, idle_gpus=target.gpu_idle,
+                secrets=launch.secret_values(), api_key=launch.api_key,
             )
             try:
                 with session:
