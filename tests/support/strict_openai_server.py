@@ -15,6 +15,11 @@ GPU server on one H200"; tests/fixtures/transformers/): a real aiohttp server on
   empty list (``--models empty``); ``GET /health`` answers 200.
 - ``--replay FILE`` answers every accepted streamed request with FILE's bytes as they are (a
   stream ``transformers serve`` sent, tests/fixtures/transformers/stream-cb.txt).
+- ``--die-at-first-request STATUS`` acts out a batching worker that starts at the first request
+  and dies there (``transformers serve`` with a KV cache that does not fit): ``/health`` answers
+  200, every generation request answers STATUS, and ``--die-log FILE`` (a log captured on the
+  H200) is printed ``--die-log-delay`` seconds after the first answer, as the real server logs its
+  traceback a moment after it answered.
 - ``GET /stats`` returns its record of every request: the body's keys, the prompt's word count,
   tokens sent, finish reason, HTTP status.
 
@@ -95,6 +100,12 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     if refused is not None:
         record["status"] = refused[0]
         return web.json_response({"detail": refused[1]}, status=refused[0])
+    if options.die_at_first_request:
+        record["status"] = options.die_at_first_request
+        if state.requests == 1 and options.die_log:
+            asyncio.get_running_loop().call_later(options.die_log_delay, _print_file, options.die_log)
+        return web.json_response({"error": "CB worker died during request"},
+                                 status=options.die_at_first_request)
     record["status"] = 200
     if options.replay and body.get("stream"):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -135,6 +146,10 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
     await response.write_eof()  # and no `data: [DONE]`
     return response
+
+
+def _print_file(path: str) -> None:
+    print(Path(path).read_text(), end="", flush=True)
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -184,6 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-early-every", type=int, default=0)
     parser.add_argument("--stop-after", type=int, default=3)
     parser.add_argument("--replay", default=None, help="answer streams with this file's bytes")
+    parser.add_argument("--die-at-first-request", type=int, default=0, metavar="STATUS")
+    parser.add_argument("--die-log", default=None, help="a captured log printed after dying")
+    parser.add_argument("--die-log-delay", type=float, default=0.3)
     options, _engine_flags = parser.parse_known_args(argv)  # --continuous-batching, --cb-*, ...
     if options.host != "127.0.0.1":
         parser.error("loopback only: --host 127.0.0.1")

@@ -21,7 +21,7 @@ import optuna
 
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
-from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, run_level
+from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_level
 from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
@@ -170,9 +170,7 @@ class TrialRunner:
                 "hang", f"probe got no answer: {error}", session.log_excerpt()
             ) from None
         except TunerError as error:
-            raise session.failure() or ServerFailure(
-                "wrong-output", f"probe request failed: {error}", session.log_excerpt()
-            ) from None
+            raise self._probe_failure(session, error) from None
         attrs.set(trial, "probe_outputs", list(result.outputs))
         if trial.user_attrs.get(BASELINE_ATTR):
             self.study.set_user_attr(PROBE_REFERENCE_ATTR, list(result.outputs))
@@ -186,6 +184,25 @@ class TrialRunner:
                 f"(need {result.required}); first: {result.outputs[0][:60]!r}",
                 session.log_excerpt(),
             )
+
+    def _probe_failure(self, session: ServerSession, error: TunerError) -> ServerFailure:
+        """What a probe request that failed says about the configuration.
+
+        A server can answer ``/health`` 200 and die at its first request (``transformers
+        serve`` starts its batching worker then: a KV cache that does not fit fails it with 503,
+        an attention implementation it has no paged variant of with 500). Its log says why a
+        moment after the answer, so the watcher gets that moment first; a 5xx with nothing in the
+        log is still the server failing, not its output being wrong.
+        """
+        found = session.wait_for_failure(CLASSIFY_WAIT_S)
+        if found is not None:
+            return found
+        if isinstance(error, ServerAnswered) and error.status >= 500:
+            return ServerFailure(
+                "startup-crash", f"the server failed its first request: {error}",
+                session.log_excerpt(),
+            )
+        return ServerFailure("wrong-output", f"probe request failed: {error}", session.log_excerpt())
 
     def _api(self) -> Dialect:
         return request_dialect(self.space, self.space.workload.api or self.target.profile.api)
