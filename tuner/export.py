@@ -134,10 +134,10 @@ def render_launch_script(
         interval = space.workload_for(True).stream_interval
         cmd = (
             f'"$PYTHON" -m tuner.emulator --time-scale {scale:g} --stream-interval {interval} '
-            f"{shlex.join(launch.argv[1:])}{launch.shell_secret_args()}"
+            f"{launch.shell_join(launch.argv[1:])}{launch.shell_secret_args()}"
         )
     else:
-        cmd = shlex.join(launch.argv) + launch.shell_secret_args()
+        cmd = launch.shell_join(launch.argv) + launch.shell_secret_args()
     ready_timeout = space.timeouts.ready_s / float(study.user_attrs.get("time_scale", 1) or 1)
     health = f"http://127.0.0.1:{port}{profile.health_path}"
     lines += [

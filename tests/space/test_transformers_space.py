@@ -116,7 +116,8 @@ def test_dry_run_works_without_a_gpu_or_the_model(tmp_path: Path) -> None:
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("trial ")]
     assert lines and all("transformers serve '${TUNER_MODEL_DIR}' --host 127.0.0.1 --port 8000"
                          in ln for ln in lines)
-    assert "--continuous-batching" in lines[0]  # the baseline comes first
+    baseline = [ln for ln in done.stdout.splitlines() if ln.startswith("baseline: ")]
+    assert len(baseline) == 1 and baseline[0].endswith("--dtype bfloat16 --continuous-batching")
     assert not (tmp_path / "studies").exists()  # nothing stored, no server started
 
 
@@ -128,3 +129,22 @@ def test_a_real_run_without_the_model_variable_stops_before_any_server(tmp_path:
     assert len(errors) == 1 and "server.model_path" in errors[0], done.stderr
     assert "export TUNER_MODEL_DIR=" in errors[0]
     assert not (tmp_path / "studies").exists()  # stopped before the study was made
+
+
+def test_an_exported_command_line_expands_the_model_path_in_bash() -> None:
+    """Found in the H200 study's export: the model path was written '${TUNER_MODEL_DIR}' in single
+    quotes, so the launch script passed that text to the server instead of the folder."""
+    import subprocess
+
+    from tuner.space import LaunchSpec
+
+    words = ["transformers", "serve", "${TUNER_MODEL_DIR}", "--dtype", "bfloat16", "it's"]
+    line = LaunchSpec.shell_join(words)
+    assert '"${TUNER_MODEL_DIR:?}"' in line
+    echo = subprocess.run(["bash", "-c", f"printf '%s\\n' {line}"], capture_output=True, text=True,
+                          env={"TUNER_MODEL_DIR": "/models/my model", "PATH": "/usr/bin:/bin"})
+    assert echo.stdout.splitlines() == ["transformers", "serve", "/models/my model", "--dtype",
+                                        "bfloat16", "it's"]
+    unset = subprocess.run(["bash", "-c", f"printf '%s\\n' {line}"], capture_output=True,
+                           text=True, env={"PATH": "/usr/bin:/bin"})
+    assert unset.returncode != 0 and "TUNER_MODEL_DIR" in unset.stderr

@@ -136,6 +136,14 @@ class LaunchSpec:
         flags shown as written when a ``${NAME}`` reference, else as ``***``: what is stored."""
         return shlex.join(self.argv + self.masked_secret_args())
 
+    @staticmethod
+    def shell_join(words: list[str]) -> str:
+        """``words`` as one bash command line: each quoted as it is, except a word that holds a
+        ``${NAME}`` reference (``server.model_path: ${TUNER_MODEL_DIR}``), which is double-quoted
+        as ``"${NAME:?}"`` so that bash expands it (and stops when NAME is unset)."""
+        return " ".join(_double_quoted(w) if ENV_REFERENCE.search(w) else shlex.quote(w)
+                        for w in words)
+
     def shell_secret_args(self) -> str:
         """The secret flags for a bash script: `` --api-key "${NAME:?}"`` (a literal secret as
         ``${TUNER_SECRET_API_KEY:?}``, to be set by whoever runs the script), never values."""
