@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE=1
 export PYTHONUNBUFFERED=1
 
 # the exact command line of the trial
-transformers serve '${TUNER_MODEL_DIR}' --host 127.0.0.1 --port 8000 --dtype bfloat16 --continuous-batching --cb-use-cuda-graph --cb-num-blocks 16384 --cb-max-batch-tokens 512 --cb-max-memory-percent 0.95 --compile &
+transformers serve "${TUNER_MODEL_DIR:?}" --host 127.0.0.1 --port 8000 --dtype bfloat16 --continuous-batching --cb-use-cuda-graph --cb-num-blocks 16384 --cb-max-batch-tokens 512 --cb-max-memory-percent 0.95 --compile &
 SERVER_PID=$!
 trap 'kill -TERM "$SERVER_PID" 2>/dev/null || true' INT TERM
 "$PYTHON" - http://127.0.0.1:8000/health 180 <<'TUNER_WAIT'
