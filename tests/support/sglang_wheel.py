@@ -15,7 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-__all__ = ["OFFLINE_VARIABLE", "SGLANG_VERSION", "WheelUnavailable", "cache_dir", "fetch_wheel",
+__all__ = ["BENCH_MODULE", "OFFLINE_VARIABLE", "bench_tool", "SGLANG_VERSION", "WheelUnavailable", "cache_dir", "fetch_wheel",
            "unpack_wheel"]
 
 SGLANG_VERSION = "0.5.9"
@@ -72,3 +72,22 @@ def unpack_wheel(wheel: Path, destination: Path) -> Path:
 
 if __name__ == "__main__":
     print(fetch_wheel())
+
+
+BENCH_MODULE = "sglang_bench_serving_059"
+
+
+def bench_tool(destination: Path) -> Path:
+    """The published 0.5.9 ``bench_serving.py`` as a module of its own (:data:`BENCH_MODULE`) in
+    ``destination``, to run with the vllm venv's Python (it has transformers for the tokenizer):
+    ``sglang/__init__`` would import the GPU stack. Its ``from datasets import load_dataset``
+    serves only dataset files, not the ``random-ids`` prompts the tests use, and that package is
+    not in the venv: a module that fails if it is ever called stands in for it. Put
+    ``destination`` on the tool's ``PYTHONPATH``."""
+    package = unpack_wheel(fetch_wheel(), destination / "wheel")
+    tool = destination / "tool"
+    tool.mkdir(parents=True, exist_ok=True)
+    (tool / f"{BENCH_MODULE}.py").write_bytes((package / "bench_serving.py").read_bytes())
+    (tool / "datasets.py").write_text(
+        "def load_dataset(*args, **kwargs):\n    raise RuntimeError('no datasets here')\n")
+    return tool
