@@ -76,7 +76,7 @@ CHUNK_OVERHEAD_S = 0.08
 SINGLE_STREAM_STEP_S = 0.030  # one request decodes at about 33 tok/s
 GATHER_S = 0.5  # a burst of arrivals at an idle scheduler gathers this long
 OOM_DECODE_BATCH = 1000
-RETRACT_S = 0.06  # per retracted request: freeing its pages and re-forming the batch
+RETRACT_S = 0.2  # per retracted request: freeing its pages, re-forming the batch (invented)
 
 
 @dataclass(frozen=True)
