@@ -1,4 +1,4 @@
-"""The stand-in nvidia-smi: the real CSV format (../shared/fixtures/nvidia-smi), one-process
+"""The stand-in nvidia-smi: the real CSV format (tests/fixtures/nvidia-smi), one-process
 sampling loops, the emulated load in power and utilisation, compute apps, a foreign process."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tuner.emulator.calibration import GPU
 from tuner.loadgen import LevelSpec, run_level
 from tuner.telemetry import parse_gpu_csv
 
-FIXTURES = Path(__file__).parents[2].parent / "shared/fixtures/nvidia-smi"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "nvidia-smi"  # real output of 2 x H200
 
 
 @pytest.fixture
@@ -34,10 +34,7 @@ def smi(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def fixture(name: str) -> str:
-    path = FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return path.read_text()
+    return (FIXTURES / name).read_text()
 
 
 def same_format(real: str, ours: str) -> None:

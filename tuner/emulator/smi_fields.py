@@ -4,7 +4,7 @@
 :class:`GpuReading` per GPU: 8 of the calibration's kind, power 230-280 W rising weakly with
 throughput while serving, memory as the servers on it allocated it. :data:`GPU_FIELDS` maps each
 ``--query-gpu`` field to its CSV header unit and its value, in the format of real output
-(``../shared/fixtures/nvidia-smi``).
+(``tests/fixtures/nvidia-smi``, copied from ``../shared/fixtures/nvidia-smi``).
 """
 
 from __future__ import annotations
