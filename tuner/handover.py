@@ -5,7 +5,7 @@ memory (real users call the next start's failure "phantom OOM"), and a killed ru
 worker holding memory for good. So the run measures the GPUs once, after preflight
 (:func:`read_gpu_state`: memory in use per GPU, the compute processes ``nvidia-smi`` lists and on
 which GPUs, the ``CUDA_VISIBLE_DEVICES`` the server will see), and every start first waits
-(:func:`wait_until_idle`, with a time limit) until the GPUs back to that state.
+(:func:`wait_until_idle`, with a time limit) until the GPUs are back to that state.
 
 Only the GPUs the server will use are watched (:func:`server_gpus`: ``CUDA_VISIBLE_DEVICES``
 in the server's environment, then the engine's device flags: SGLang's ``--base-gpu-id``,
