@@ -232,7 +232,7 @@ def read_gpu_state(host: object, env: Mapping[str, str] | None = None) -> GpuSta
             except ValueError:
                 continue  # [N/A]
     index_of = {uuid: index for index, uuid in uuids.items()}
-    groups = {}
+    groups: dict[int, int | None] = {}
     for line in groups_text.splitlines():
         fields = line.split()
         if len(fields) == 2 and fields[0].isdigit():
