@@ -59,9 +59,11 @@ class ServerSession:
         stop_grace_s: SIGTERM-to-SIGKILL grace period.
         stop_command: a command that stops the server instead of signals (containers).
         poll_s: how often the watcher reads the log and checks the process.
-        idle_gpus: the GPUs' state measured at preflight: the start first waits until they are
-            back to it (:mod:`tuner.handover`), and a start that fails out of memory while
-            another process holds memory is ``host-error``, not the configuration's fault.
+        idle_gpus: the GPUs' state measured at preflight: the start first waits until the GPUs
+            the server uses (``CUDA_VISIBLE_DEVICES``, its device flags) are back to it
+            (:mod:`tuner.handover`), and a start that fails out of memory while a process not
+            there at preflight holds memory on them is ``host-error``, not the configuration's
+            fault.
         handover_timeout_s: how long the start waits for that (then ``host-error``).
         secret_flags: flags that carry secrets (``{"--api-key": value}``): written to a 0600 file
             in the run folder, given to the server with the engine's ``config_flag``, never on
@@ -157,7 +159,8 @@ class ServerSession:
         if self.idle_gpus is not None:
             try:
                 self.handover_wait_s = wait_until_idle(
-                    self.host, self.idle_gpus, self.env, timeout_s=self.handover_timeout_s
+                    self.host, self.idle_gpus, self.env, argv=self.argv,
+                    timeout_s=self.handover_timeout_s,
                 )
             except HostError as error:
                 raise ServerFailure("host-error", str(error), "") from None
@@ -386,11 +389,12 @@ class ServerSession:
         return ServerFailure("startup-crash", detail, excerpt)
 
     def _memory_held_elsewhere(self) -> str | None:
-        """The processes not of this server that hold GPU memory now (None: none, or no idle
-        state to compare with)."""
+        """The processes not of this server that hold memory on its GPUs now and did not at
+        preflight (None: none, or no idle state to compare with)."""
         if self.idle_gpus is None or self.handle is None:
             return None
-        return memory_held_elsewhere(self.host, self.handle.pgid, self.env)
+        return memory_held_elsewhere(self.host, self.handle.pgid, self.env,
+                                     idle=self.idle_gpus, argv=self.argv)
 
     def _crash_detail(self, fatal_line: str | None) -> str:
         """The error that caused the crash (the traceback's last line), else the fatal line."""

@@ -1,4 +1,5 @@
-"""calibration.py holds the table of ../shared/reference/calibration.md, and nothing else."""
+"""calibration.py holds the table of calibration.md (the project's copy of the shared reference,
+tests/fixtures/reference/calibration.md), and nothing else."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from tuner.emulator.calibration import (
     WORKLOAD,
 )
 
-CALIBRATION_MD = Path(__file__).parents[2].parent / "shared/reference/calibration.md"
+CALIBRATION_MD = Path(__file__).parents[1] / "fixtures" / "reference" / "calibration.md"
 
 
 @pytest.fixture(scope="module")
 def text() -> str:
-    if not CALIBRATION_MD.is_file():
-        pytest.skip(f"{CALIBRATION_MD} is absent")
     return CALIBRATION_MD.read_text()
 
 

@@ -1,4 +1,4 @@
-"""The stand-in nvidia-smi: the real CSV format (../shared/fixtures/nvidia-smi), one-process
+"""The stand-in nvidia-smi: the real CSV format (tests/fixtures/nvidia-smi), one-process
 sampling loops, the emulated load in power and utilisation, compute apps, a foreign process."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from tuner.emulator.calibration import GPU
 from tuner.loadgen import LevelSpec, run_level
 from tuner.telemetry import parse_gpu_csv
 
-FIXTURES = Path(__file__).parents[2].parent / "shared/fixtures/nvidia-smi"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "nvidia-smi"  # real output of 2 x H200
 
 
 @pytest.fixture
@@ -32,10 +34,7 @@ def smi(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def fixture(name: str) -> str:
-    path = FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return path.read_text()
+    return (FIXTURES / name).read_text()
 
 
 def same_format(real: str, ours: str) -> None:
@@ -147,3 +146,32 @@ def test_power_utilisation_memory_and_apps_follow_a_serving_emulator(
     assert len(busy) >= 8 and all(s.utilization_pct >= 90 for s in busy)
     assert all(230 <= s.power_draw_w <= 280 for s in busy)
     assert all(s.memory_used_mib == 0 and s.power_draw_w < 60 for s in after)
+
+
+def test_a_foreign_job_holds_memory_on_its_own_gpus_only(host: dict[str, str]) -> None:
+    shared = {**host, "TUNER_EMULATOR_GPUS": "16"}
+    assert smi(shared, "-L").stdout.count("NVIDIA RTX PRO 6000 Blackwell") == 16
+    job = subprocess.Popen([sys.executable, "-m", "tuner.emulator.foreign_process", "--gpus", "5,9",
+                            "--mib", "30000"], env={**os.environ, **shared},
+                           start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while "30000" not in smi(shared, "--query-compute-apps=pid,used_memory",
+                                 "--format=csv,noheader,nounits").stdout:
+            assert time.monotonic() < deadline and job.poll() is None
+            time.sleep(0.2)
+        used = parse_gpu_csv(smi(shared, "--query-gpu=index,uuid,memory.used", "--format=csv").stdout)
+        assert {g.index for g in used if g.memory_used_mib} == {5, 9}
+        uuids = {g.values["uuid"]: g.index for g in used}
+        apps = smi(shared, "--query-compute-apps=pid,used_memory,gpu_uuid",
+                   "--format=csv,noheader,nounits").stdout.strip().splitlines()
+        assert sorted((line.split(", ")[0], uuids[line.split(", ")[2]]) for line in apps) == [
+            (str(job.pid), 5), (str(job.pid), 9)]
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        assert job.wait(timeout=10) == 0
+    assert smi(shared, "--query-compute-apps=pid", "--format=csv,noheader").stdout.strip() == ""
+    alone = subprocess.run([sys.executable, "-m", "tuner.emulator.foreign_process", "--gpus", "0"],
+                           env={k: v for k, v in os.environ.items() if k != "TUNER_EMULATOR_STATE"},
+                           capture_output=True, text=True, timeout=30, check=False)
+    assert alone.returncode == 2 and "TUNER_EMULATOR_STATE is not set" in alone.stderr

@@ -90,18 +90,22 @@ def test_each_other_flag_alone_moves_n_on_by_at_most_ten_percent(extra: tuple[st
 
 
 def test_documented_directions_of_the_other_flags() -> None:
-    assert n_on("--disable-radix-cache", concurrency=512) > 1.015 * n_on(concurrency=512)
+    assert n_on("--disable-radix-cache", concurrency=512) > 1.005 * n_on(concurrency=512)
     assert n_on("--chunked-prefill-size", "2048", concurrency=1024) < 0.93 * n_on(
         concurrency=1024)
     assert n_on("--attention-backend", "triton", concurrency=256) < 0.95 * n_on(concurrency=256)
-    assert n_on("--schedule-conservativeness", "0.8", concurrency=1024) > n_on(concurrency=1024)
+    # Below 1, more requests run and the newest are retracted when the pool fills: on one wave
+    # of 1,024 requests (the demo's) the queue's tail goes, on two waves the retractions cost more.
+    one_wave = {"concurrency": 1024, "num_requests": 1024}
+    assert n_on("--schedule-conservativeness", "0.8", **one_wave) > 1.02 * n_on(**one_wave)
+    assert n_on("--schedule-conservativeness", "0.8", concurrency=1024) < n_on(concurrency=1024)
 
 
 def test_a_combination_beats_n_on_by_a_few_percent() -> None:
     combo = ("--disable-radix-cache", "--chunked-prefill-size", "16384",
              "--mem-fraction-static", "0.93")
     for concurrency in (512, 1024):
-        assert n_on(*combo, concurrency=concurrency) > 1.025 * n_on(concurrency=concurrency)
+        assert n_on(*combo, concurrency=concurrency) > 1.02 * n_on(concurrency=concurrency)
 
 
 def test_trtllm_without_a_cap_scales_worse_than_cutlass_but_better_than_b() -> None:

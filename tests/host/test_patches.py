@@ -14,7 +14,7 @@ from tuner.errors import ConfigError, TunerError
 from tuner.host import Host
 from tuner.patches import JOURNAL_NAME, PatchManager, PatchSpec
 
-# The 0.5.9 gate of ../shared/reference/sglang.md section 2 (an excerpt of the function).
+# The 0.5.9 gate of tests/fixtures/reference/sglang.md section 2 (an excerpt of the function).
 GATE_0_5_9 = '''\
 class ModelRunner:
     def _should_run_flashinfer_autotune(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 GLM5 = REPO / "search_spaces" / "glm5.yaml"
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+REFERENCE = REPO / "tests" / "fixtures" / "reference"  # the project's copies of ../shared/reference
 
 
 def small_space(parameters: dict[str, Any], baseline: dict[str, Any], **sections: Any

@@ -8,10 +8,10 @@ from itertools import pairwise
 import optuna
 import pytest
 
-from tests.space.helpers import GLM5, REPO, SHARED_REFERENCE
+from tests.space.helpers import GLM5, REFERENCE, REPO
 from tuner.space import load_space
 
-SGLANG_MD = SHARED_REFERENCE / "sglang.md"
+SGLANG_MD = REFERENCE / "sglang.md"
 STANDIN = REPO / "tuner" / "emulator" / "standin" / "sglang"
 
 
@@ -25,8 +25,6 @@ def _pairs(argv):
 
 
 def _section(number: int) -> str:
-    if not SGLANG_MD.is_file():
-        pytest.skip(f"{SGLANG_MD} is not here")
     text = SGLANG_MD.read_text()
     return text.split(f"## {number}.")[1].split(f"## {number + 1}.")[0]
 
@@ -107,10 +105,7 @@ def test_gate_patch_matches_the_exact_0_5_9_text(glm5):
 @pytest.mark.parametrize("patch_name", ["autotune_gate", "force_allreduce_fusion"])
 def test_patches_apply_to_the_emulator_standin(glm5, patch_name):
     patch = glm5.patches[patch_name]
-    target = STANDIN / patch.file
-    if not target.is_file():
-        pytest.skip(f"the emulator's stand-in {target} is not here yet")
-    text = target.read_text()
+    text = (STANDIN / patch.file).read_text()
     assert text.count(patch.find) == 1
     assert text.replace(patch.find, patch.replace).count(patch.replace) == 1
 
@@ -134,7 +129,8 @@ def test_objective_and_probe(glm5):
 
 def test_every_configuration_parses_as_sglang_0_5_9_arguments(glm5):
     """The emulator's parser mirrors launch_server's flags and choices (argparse, exit 2)."""
-    cli_args = pytest.importorskip("tuner.emulator.cli_args")
+    from tuner.emulator import cli_args
+
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=11))
     for _ in range(60):
         trial = study.ask()

@@ -18,7 +18,7 @@ from tests.support.sshd import free_port
 REPO = Path(__file__).resolve().parents[2]
 GLM5 = REPO / "search_spaces" / "glm5.yaml"
 
-# The calibration configurations (../shared/reference/calibration.md) in glm5.yaml's parameters.
+# The calibration configurations (tests/fixtures/reference/calibration.md) in glm5.yaml's parameters.
 N_OFF = {
     "moe_runner_backend": "flashinfer_cutlass",
     "autotune_gate": True,

@@ -3,7 +3,8 @@
 Transcribed from ``../shared/reference/calibration.md`` (the one reading of the seeds the project
 uses). The performance model, the start-up timeline, the failure thresholds and the stand-in
 ``nvidia-smi`` read their numbers from here; ``tests/emulator/test_calibration_table.py`` parses
-the Markdown table and checks that this module agrees with it.
+the Markdown table (the project's copy, ``tests/fixtures/reference/calibration.md``) and checks
+that this module agrees with it.
 """
 
 from __future__ import annotations

@@ -18,12 +18,16 @@ __all__ = ["EngineSettings", "StartFailure", "resolve_settings"]
 DEFAULT_MAX_RUNNING = 2048
 DEFAULT_CHUNK_TOKENS = 8192
 DEFAULT_CUDA_GRAPH_MAX_BS = 512  # SGLang's choice for TP8 on a 96 GB card
-GRAPH_GB_AT_DEFAULT = 1.2  # per GPU, CUDA graphs up to a batch of 512
+GRAPH_GB_AT_DEFAULT = 0.4  # per GPU, CUDA graphs up to a batch of 512 (invented)
 TOKENS_PER_GB = KV.tokens_at_reference / KV.pool_gb_at_reference
 DEFAULT_MEM_FRACTION = 0.88  # SGLang's automatic choice here (the table always sets 0.92)
 MIN_RESERVE, MAX_RESERVE = 0.5, 1.1  # --schedule-conservativeness, as the share reserved
 UNCHUNKED_PREFILL_TOKENS = 16384  # SGLang's --max-prefill-tokens default
 BF16_KV_TOKENS = 0.9  # the DSA cache keeps its fp8 indexer keys either way (emulator reading)
+# Invented speed effects (calibration.md: each at most +-10% alone; tuner/emulator/README.md).
+RADIX_OFF_SPEED = 1.01  # --disable-radix-cache: its bookkeeping goes
+OVERLAP_OFF_SPEED = 0.94  # --disable-overlap-schedule
+BF16_KV_SPEED = (1.02, 0.01)  # bf16 KV: +2% at a batch of 64, 1% less by 512
 # Per GPU, from the calibration's pool (25.49 GB) and free memory (5.70 GB) at f = 0.92.
 TOTAL_GB = GPU.memory_mib / 1024
 WEIGHTS_GB = TOTAL_GB * KV.reference_fraction - KV.pool_gb_at_reference  # 62.45
@@ -97,11 +101,12 @@ class EngineSettings:
         """Rate multiplier of the flags that act on every step (1.0 = N-on's flags)."""
         speed = ATTENTION_SPEED[self.attention_backend] * MOE_SPEED[self.moe_backend]
         if not self.radix_cache:
-            speed *= 1.02
+            speed *= RADIX_OFF_SPEED
         if not self.overlap_schedule:
-            speed *= 0.94
+            speed *= OVERLAP_OFF_SPEED
         if self.kv_cache_dtype == "bfloat16":  # no dequantisation; more bytes read
-            speed *= 1.02 - 0.01 * min(1.0, max(0.0, (batch - 64) / 448))
+            gain, fade = BF16_KV_SPEED
+            speed *= gain - fade * min(1.0, max(0.0, (batch - 64) / 448))
         return speed
 
     def failure_line(self, kind: str) -> str:

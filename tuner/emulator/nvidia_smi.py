@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.emulator.calibration import GPU
+from tuner.emulator.gpu_state import host_gpu_count
 from tuner.emulator.smi_fields import (
     APP_FIELDS,
     CUDA_VERSION,
@@ -137,7 +138,7 @@ def _plain() -> str:
 
 
 def _topology() -> str:
-    count = GPU.count
+    count = host_gpu_count()
     header = "\t" + "\t".join(f"GPU{i}" for i in range(count)) + "\tCPU Affinity\tNUMA Affinity"
     rows = [header]
     for i in range(count):

@@ -98,8 +98,9 @@ def _scheduler_ended(log: SglangLog, task: asyncio.Task[None]) -> None:
 class _Telemetry:
     """Publishes the GPU load for ``nvidia-smi`` every :data:`STATE_PERIOD_S`."""
 
-    def __init__(self, time_scale: float) -> None:
+    def __init__(self, time_scale: float, gpus: tuple[int, ...] | None) -> None:
         self.time_scale = time_scale
+        self.gpus = gpus
         self.phase = "loading"
         self.memory_mib = 0
         self.scheduler: Scheduler | None = None
@@ -116,7 +117,8 @@ class _Telemetry:
                 running = len(self.scheduler.core.running)
                 queued = len(self.scheduler.core.waiting)
             gpu_state.write_load(gpu_state.GpuLoad(
-                pid, self.phase, self.memory_mib, running, queued, rate, gpu_state.now()))
+                pid, self.phase, self.memory_mib, running, queued, rate, gpu_state.now(),
+                self.gpus))
             await asyncio.sleep(STATE_PERIOD_S)
 
 
@@ -165,11 +167,16 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
                  f"({args['host']!r}, {args['port']}): {error.strerror}")
         await runner.cleanup()
         return 1
-    telemetry = _Telemetry(time_scale)
+    gpus = gpu_state.server_devices(args)
+    telemetry = _Telemetry(time_scale, gpus)
     tasks = [asyncio.create_task(telemetry.run())]
     try:
+        if gpus is None and isinstance(settings, EngineSettings):  # a GPU that is not there
+            settings = StartFailure("startup-crash", "load",
+                                    "RuntimeError: CUDA error: invalid device ordinal")
         failure = await run_startup(log, settings, source, plan_startup(settings, rng),
-                                    time_scale, lambda mib: setattr(telemetry, "memory_mib", mib))
+                                    time_scale, lambda mib: setattr(telemetry, "memory_mib", mib),
+                                    gpus)
         if failure is not None or not isinstance(settings, EngineSettings):
             return 1
         log.raw(f"INFO:     Started server process [{os.getpid()}]")

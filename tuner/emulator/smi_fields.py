@@ -2,9 +2,9 @@
 
 :func:`snapshot` turns the live emulators' loads (:mod:`tuner.emulator.gpu_state`) into one
 :class:`GpuReading` per GPU: 8 of the calibration's kind, power 230-280 W rising weakly with
-throughput while serving, memory as the server allocated it. :data:`GPU_FIELDS` maps each
+throughput while serving, memory as the servers on it allocated it. :data:`GPU_FIELDS` maps each
 ``--query-gpu`` field to its CSV header unit and its value, in the format of real output
-(``../shared/fixtures/nvidia-smi``).
+(``tests/fixtures/nvidia-smi``, copied from ``../shared/fixtures/nvidia-smi``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tuner.emulator.calibration import GPU, KV
-from tuner.emulator.gpu_state import foreign_process, read_loads
+from tuner.emulator.gpu_state import foreign_process, host_gpu_count, read_loads
 
 __all__ = ["APP_FIELDS", "GPU_FIELDS", "GpuReading", "snapshot"]
 
@@ -56,12 +56,13 @@ def _busy_power(rng: random.Random, output_tokens_per_s: float) -> float:
 
 
 def snapshot(rng: random.Random | None = None) -> list[GpuReading]:
-    """Readings of all 8 GPUs now."""
+    """Readings of all the host's GPUs now (8 unless ``$TUNER_EMULATOR_GPUS`` says)."""
     rng = rng or random.Random()
-    loads = read_loads()
+    every = read_loads()
     foreign = foreign_process()
     readings = []
-    for index in range(GPU.count):
+    for index in range(host_gpu_count()):
+        loads = [load for load in every if load.on(index)]
         memory = sum(load.memory_used_mib for load in loads)
         processes = [(load.pid, load.memory_used_mib) for load in loads]
         serving = [load for load in loads if load.running > 0]
@@ -72,6 +73,8 @@ def snapshot(rng: random.Random | None = None) -> list[GpuReading]:
             power, util = LOADED_IDLE_POWER_W + rng.uniform(-3, 3), 0
         else:
             power, util = IDLE_POWER_W + rng.uniform(-1.5, 1.5), 0
+        if any(load.phase == "foreign" for load in loads):  # another user's job computing
+            power, util = max(power, 142.0 + rng.uniform(-3, 3)), max(util, 37)
         if foreign is not None and index == 0:
             processes.append(foreign)
             memory += foreign[1]
@@ -100,7 +103,7 @@ Field = tuple[str, Callable[[GpuReading], tuple[str, str]]]
 GPU_FIELDS: dict[str, Field] = {
     "timestamp": ("", lambda g: (_timestamp(), "")),
     "index": ("", lambda g: (str(g.index), "")),
-    "count": ("", lambda g: (str(GPU.count), "")),
+    "count": ("", lambda g: (str(host_gpu_count()), "")),
     "name": ("", lambda g: (GPU.name, "")),
     "gpu_name": ("", lambda g: (GPU.name, "")),
     "uuid": ("", lambda g: (g.uuid, "")),

@@ -77,6 +77,7 @@ async def run_startup(
     plan: StartupPlan,
     time_scale: float,
     on_memory: Callable[[int], None],
+    gpus: tuple[int, ...] | None = None,
 ) -> StartFailure | None:
     """Print the start-up and wait through it; a failure is logged where it happens and returned.
 
@@ -84,6 +85,8 @@ async def run_startup(
         settings: the configuration, or the failure that stops it (not a start-up check:
             those fail before anything is printed).
         on_memory: told the MiB in use on each GPU as the start-up proceeds.
+        gpus: the GPUs the server uses (None: every GPU): memory other processes hold there is
+            not free for it.
     """
 
     async def wait(host_seconds: float) -> None:
@@ -97,7 +100,7 @@ async def run_startup(
         log.syntax_error(*source.syntax_error)
         return StartFailure("startup-crash", "init", f"SyntaxError: {source.syntax_error[2]}")
     failure = settings if isinstance(settings, StartFailure) else settings.capture_failure
-    failure = _held_memory_failure(settings) or failure
+    failure = _held_memory_failure(settings, gpus) or failure
     stage = failure.stage if failure is not None else None
     log.tp(f"Load weight begin. avail mem={TOTAL_GB - RUNTIME_GB:.2f} GB")
     shards = STARTUP.shards
@@ -134,10 +137,13 @@ def captured_batch_sizes(max_bs: int, pool_size: int) -> list[int]:
     return sorted({bs for bs in sizes if bs <= pool_size})
 
 
-def _held_memory_failure(settings: EngineSettings | StartFailure) -> StartFailure | None:
-    """Out of memory while loading when other processes hold what this configuration needs
-    (the previous server's lingering worker: the "phantom OOM" of a start after a stop)."""
-    held = held_by_others(os.getpid())
+def _held_memory_failure(
+    settings: EngineSettings | StartFailure, gpus: tuple[int, ...] | None = None
+) -> StartFailure | None:
+    """Out of memory while loading when other processes hold what this configuration needs on
+    one of its GPUs (the previous server's lingering worker: the "phantom OOM" of a start after
+    a stop; another user's job)."""
+    held = held_by_others(os.getpid(), gpus)
     held_gb = sum(mib for _, mib in held) / 1024
     need_gb = (settings.mem_fraction * TOTAL_GB if isinstance(settings, EngineSettings)
                else WEIGHTS_GB + RUNTIME_GB)

@@ -5,7 +5,7 @@ their memory for seconds, and a killed run can leave one behind for good. The ne
 fails out of memory at start ("phantom OOM"). With ``$TUNER_EMULATOR_WORKER_LINGER_S`` set (wall
 seconds; unset or 0: no worker), :func:`start_worker` forks one such worker. It runs in a session
 of its own (as a launcher's worker would: a signal to the server's process group does not reach
-it), follows the server's memory in the published GPU state, and once the server has ended (or
+it), follows the server's memory (and its GPUs) in the published GPU state, and once the server has ended (or
 on SIGTERM) holds that memory, listed by ``nvidia-smi`` under its own PID, for the linger time,
 then exits. A large value (3600) leaves an orphan that holds memory until it is killed.
 """
@@ -47,10 +47,10 @@ def start_worker() -> int | None:
         os._exit(0)
 
 
-def _server_memory(server: int) -> int | None:
+def _server_load(server: int) -> gpu_state.GpuLoad | None:
     for load in gpu_state.read_loads():
         if load.pid == server:
-            return load.memory_used_mib
+            return load
     return None
 
 
@@ -59,17 +59,18 @@ def _run(server: int, linger_s: float) -> None:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    held = 0
+    held, gpus = 0, None
     while not stopping and os.getppid() == server:
-        memory = _server_memory(server)
-        if memory is not None:
-            held = memory
+        load = _server_load(server)
+        if load is not None:
+            held, gpus = load.memory_used_mib, load.gpus
         time.sleep(_POLL_S)
     if held <= 0:
         return
     me = os.getpid()
     until = time.monotonic() + linger_s
     while time.monotonic() < until:
-        gpu_state.write_load(gpu_state.GpuLoad(me, "stopping", held, updated=gpu_state.now()))
+        gpu_state.write_load(gpu_state.GpuLoad(me, "stopping", held, updated=gpu_state.now(),
+                                               gpus=gpus))
         time.sleep(min(1.0, max(0.0, until - time.monotonic())))
     gpu_state.clear_load(me)
