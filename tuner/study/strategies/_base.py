@@ -18,7 +18,7 @@ import optuna
 from tuner.study.strategies._moves import Move
 from tuner.study.view import StudyView
 
-__all__ = ["Proposal", "Strategy"]
+__all__ = ["Proposal", "Strategy", "SpaceStrategy"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,11 @@ class Strategy(ABC):
         """The ``chosen_by`` of a configuration the sampler drew."""
         return f"sampler: {self.name}"
 
+
+class SpaceStrategy(Strategy):
+    """A strategy that :func:`tuner.study.strategies.make_strategy` makes from the search space
+    and the seed (``random``, ``tpe``, ``one-at-a-time``, ``guided``)."""
+
+    def __init__(self, space: Any, seed: int | None) -> None:
+        self.space = space
+        self.seed = seed
