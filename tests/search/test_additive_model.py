@@ -15,7 +15,7 @@ import pytest
 
 from tuner.space import load_space
 from tuner.study.strategies.additive import fit_additive
-from tuner.study.strategies._moves import MoveKind
+from tuner.study.strategies import MoveKind
 from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, Round
 from tuner.study.strategies.guided._model import ModelProposer, fit_near, modelled_best
 

@@ -21,10 +21,10 @@ from tuner.engines import load_profile
 from tuner.engines._profile import EngineProfile, TuningRule
 from tuner.space import load_space
 from tuner.study.attrs import Outcome
-from tuner.study.strategies import make_strategy
-from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
-from tuner.study.strategies.guided import Candidate, GuidedSettings, GuidedStrategy, Round, Rule, cliff_bracket
-from tuner.study.strategies.guided._rules import Reading, RuleProposer
+from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, make_strategy
+from tuner.study.strategies.guided import (
+    Candidate, GuidedSettings, GuidedStrategy, Reading, Round, Rule, RuleProposer, cliff_bracket,
+)
 from tuner.study.strategies.guided._cliff import RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
 from tuner.study.view import StudyView, TrialRecord

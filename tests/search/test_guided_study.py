@@ -26,7 +26,7 @@ from tuner.study.objective import PROBE_REFERENCE_ATTR  # noqa: E402
 from tuner.study.optimize import optimize_study  # noqa: E402
 from tuner.study.progress import ProgressView  # noqa: E402
 from tuner.study.run import study_pruner  # noqa: E402
-from tuner.study.strategies._moves import Move, MoveKind  # noqa: E402
+from tuner.study.strategies import Move, MoveKind  # noqa: E402
 from tuner.study.strategies.guided import GuidedStrategy  # noqa: E402
 from tuner.study.view import read_view  # noqa: E402
 

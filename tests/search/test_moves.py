@@ -15,8 +15,9 @@ from optuna.trial import TrialState, create_trial
 from tuner.space import load_space
 from tuner.study import attrs
 from tuner.study.storage import retry_later
+from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, read_move
 from tuner.study.strategies._legacy_moves import legacy_move
-from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, read_move, value_key
+from tuner.study.strategies._moves import value_key
 from tuner.study.view import read_view
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
-from tuner.study.strategies._moves import Move, read_move
+from tuner.study.strategies import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 from tuner.study.strategies.guided._cliff import cliff_bracket
 from tuner.study.strategies.guided._common import top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
-from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Rule, rule_id
+from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Reading, Rule, RuleProposer, rule_id
 from tuner.study.strategies.guided._settings import GuidedSettings
 from tuner.study.strategies.guided._strategy import GuidedStrategy
 
 __all__ = [
-    "GuidedStrategy", "GuidedSettings", "Rule", "ProfileRule", "BUILT_IN_RULES", "rule_id",
+    "GuidedStrategy", "GuidedSettings", "Rule", "Reading", "RuleProposer", "ProfileRule", "BUILT_IN_RULES", "rule_id",
     "Proposer", "Candidate", "Plan", "Round", "cliff_bracket", "top_level_observations",
 ]

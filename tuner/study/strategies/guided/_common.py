@@ -62,6 +62,7 @@ def changed(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
 
 
 def hashable(value: Any) -> Any:
+    """A configuration value usable in a set (a list as a tuple)."""
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -110,6 +111,7 @@ def natural(param: Any) -> Any:
 
 
 def flags_of(param: Any) -> list[str]:
+    """The command-line flags a parameter renders (none for a source patch)."""
     try:
         return list(param.flags())
     except Exception:  # kinds without a flag (a patch)
