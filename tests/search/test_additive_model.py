@@ -15,9 +15,11 @@ import pytest
 
 from tuner.space import load_space
 from tuner.study.strategies.additive import fit_additive
-from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
+from tuner.study.strategies import MoveKind
+from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, Round
+from tuner.study.strategies.guided._model import ModelProposer, fit_near, modelled_best
 
-from tests.search.test_guided import record, view
+from tests.search.test_guided import record, sweep, view
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +137,7 @@ def space() -> Any:
 
 def test_model_proposals_change_the_best_towards_the_measured_gains(space: Any) -> None:
     cutlass = {"moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 512}
-    best = record(space, 0, cutlass, value=3000.0, chosen_by="baseline")
+    best = record(space, 0, cutlass, value=3000.0)
     trials = [best]
     values = {  # measured once or twice each, from the best: bf16 KV +4%, radix off +3%, fp8 -3%
         ("kv_cache_dtype", "bf16"): [3120.0, 3110.0],
@@ -146,18 +148,20 @@ def test_model_proposals_change_the_best_towards_the_measured_gains(space: Any) 
     for (name, value), figures in values.items():
         for figure in figures:
             trials.append(record(space, len(trials), {**cutlass, name: value}, value=figure,
-                                 chosen_by=f"sweep: {name}={value}"))
-    strategy = GuidedStrategy(space, 0, GuidedSettings(model="before-combine"))
-    proposals = list(strategy._modelled(view(*trials), best))
+                                 move=sweep(name, value)))
+    settings = GuidedSettings(model="before-combine")
+    now = Round(view(*trials), best, fit_near(view(*trials), best, settings))
+    proposals = list(ModelProposer(GuidedStrategy(space, 0, settings).plan).candidates(now))
     assert proposals, "the model proposed nothing"
-    for config, reason in proposals:
-        assert reason.startswith("model: ")
-        assert config["moe_runner_backend"] == "flashinfer_cutlass"  # the patch's loss is counted
-    kv = [config.get("kv_cache_dtype") for config, _ in proposals]
+    for proposal in proposals:
+        assert proposal.move.kind is MoveKind.MODEL
+        assert {c.parameter: c.value for c in proposal.move.changes}.items() <= proposal.values.items()
+        assert proposal.values["moe_runner_backend"] == "flashinfer_cutlass"  # the patch's loss is counted
+    kv = [proposal.values.get("kv_cache_dtype") for proposal in proposals]
     assert kv.count("bf16") > 2 * kv.count("fp8_e4m3")  # a draw may still try the loss: Thompson
-    first, reason = proposals[0]
-    assert first["kv_cache_dtype"] == "bf16" or first["radix_cache"] is False
-    assert "expects +" in reason
+    first = proposals[0]
+    assert first.values["kv_cache_dtype"] == "bf16" or first.values["radix_cache"] is False
+    assert first.move.reason.startswith(f"model: {now.fit.rows} trials near the best, expects +")  # the user's
 
 
 def test_one_lucky_measurement_does_not_become_the_best_the_search_starts_from(space: Any) -> None:
@@ -173,7 +177,7 @@ def test_one_lucky_measurement_does_not_become_the_best_the_search_starts_from(s
     trials = [record(space, i, config, value=value) for i, (config, value) in enumerate(measured)]
     lucky = trials[0]
     assert view(*trials).best() is lucky  # the highest single figure
-    chosen = GuidedStrategy(space, 0)._modelled_best(view(*trials), lucky)
+    chosen = modelled_best(view(*trials), lucky, GuidedSettings())
     assert chosen.config.get("kv_cache_dtype") == "bf16", chosen.config
     # the default starts its proposals there; the measured best would keep the lucky one
     proposal = GuidedStrategy(space, 0).propose(view(*trials))

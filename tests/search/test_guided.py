@@ -1,9 +1,15 @@
 """The guided strategy on hand-made study views: a cap that binds yields a raise-the-cap
 proposal, an out-of-memory failure narrows the memory bracket, values that failed at start are
-not tried again, and the rules are the engine profile's data."""
+not tried again, and the rules are the engine profile's data.
+
+Proposals are read as typed moves (which proposer, which rule, the parameter, the value, the
+signal); a few tests pin the reason text a user sees."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +21,12 @@ from tuner.engines import load_profile
 from tuner.engines._profile import EngineProfile, TuningRule
 from tuner.space import load_space
 from tuner.study.attrs import Outcome
-from tuner.study.strategies import make_strategy
-from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy, cliff_bracket
+from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, make_strategy
+from tuner.study.strategies.guided import (
+    Candidate, GuidedSettings, GuidedStrategy, Reading, Round, Rule, RuleProposer, cliff_bracket,
+)
+from tuner.study.strategies.guided._cliff import RepairProposer
+from tuner.study.strategies.guided._combine import CombineProposer
 from tuner.study.view import StudyView, TrialRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +39,7 @@ def space() -> Any:
 
 def record(space: Any, number: int, changes: dict[str, Any], *, value: float | None = None,
            failure: str | None = None, observations: dict[str, float] | None = None,
-           chosen_by: str = "") -> TrialRecord:
+           move: Move | None = None) -> TrialRecord:
     config = dict(space.config({**space.baseline, **changes}, drop_inactive=True))
     failed = failure is not None
     return TrialRecord(
@@ -41,14 +51,37 @@ def record(space: Any, number: int, changes: dict[str, Any], *, value: float | N
         levels={} if failed else {64: value * 0.5, 1024: value},
         value=None if failed else value,
         observations=observations or {},
-        chosen_by=chosen_by,
+        chosen_by=move.reason if move is not None else "",
         is_baseline=number == 0,
         config_key=space.config(config).key(),
+        move=move,
     )
 
 
 def view(*records: TrialRecord) -> StudyView:
     return StudyView(records, records[0])
+
+
+def sweep(name: str, value: Any, *patches: str) -> Move:
+    """The sweep's move ``name = value`` (with ``patches`` applied)."""
+    return Move(MoveKind.SWEEP, (Change(name, value),), patches=patches)
+
+
+def rule(rule_id: str, name: str, was: Any, value: Any) -> Move:
+    """A rule's move of ``name`` from ``was`` to ``value``."""
+    return Move(MoveKind.RULE, (Change(name, value, was),), rule=rule_id, detail="a rule fired")
+
+
+def step(move: Move) -> tuple[MoveKind, str | None, Any, Any]:
+    """``(kind, parameter, was, value)`` of a one-change move."""
+    return move.kind, move.parameter, move.changes[0].was, move.value
+
+
+CAP_BINDS = "running_req_at_cap_fraction -> raise --max-running-requests"
+EAGER_LOWERS_CAP = "eager_fraction -> lower --max-running-requests"
+EAGER_RAISES_GRAPHS = "eager_fraction -> raise --cuda-graph-max-bs"
+KV_FULL_RAISES_MEMORY = "token_usage_max -> raise --mem-fraction-static"
+KV_FULL_ADMITS_MORE = "token_usage_max -> lower --schedule-conservativeness"
 
 
 def test_a_cap_that_binds_yields_a_raise_the_cap_proposal(space: Any) -> None:
@@ -57,9 +90,14 @@ def test_a_cap_that_binds_yields_a_raise_the_cap_proposal(space: Any) -> None:
         "queue_growing@1024": 1.0, "running_req_at_cap_fraction": 0.2,  # unsuffixed: the last level
     })
     proposal = make_strategy("guided", space, 0).propose(view(baseline))
-    assert proposal is not None
-    assert proposal.reason.startswith("rule: cap binds at 64 (#running-req = 64 for 93% of the level)")
+    assert proposal is not None and proposal.move is not None
+    assert proposal.move.rule == CAP_BINDS
+    assert proposal.move.signal == Signal("running_req_at_cap_fraction", 0.93, Source.SERVER_LOG)
+    assert step(proposal.move) == (MoveKind.RULE, "max_running_requests", 64, proposal.config["max_running_requests"])
     assert proposal.config["max_running_requests"] >= 1024  # at or above the top concurrency
+    # what the user sees: the rule's line from the engine profile, formatted with the log's figures
+    assert proposal.reason == proposal.move.reason == (
+        "rule: cap binds at 64 (#running-req = 64 for 93% of the level): max_running_requests 64 -> 1024")
     unchanged = {k: v for k, v in proposal.config.items() if k != "max_running_requests"}
     assert unchanged == {k: v for k, v in baseline.config.items() if k != "max_running_requests"}
 
@@ -69,7 +107,8 @@ def test_a_cap_at_the_top_concurrency_is_left_alone(space: Any) -> None:
         "max_running_requests": 1024, "running_req_at_cap_fraction": 0.9,
     })
     proposal = make_strategy("guided", space, 0).propose(view(best))
-    assert proposal is not None and "max_running_requests" not in proposal.reason
+    assert proposal is not None and proposal.move is not None
+    assert "max_running_requests" not in {change.parameter for change in proposal.move.changes}
 
 
 FULL_POOL = {"token_usage_max@1024": 1.0, "running_req_max@1024": 700.0}  # memory binds
@@ -83,14 +122,16 @@ def test_an_out_of_memory_failure_narrows_the_bracket(space: Any) -> None:
     assert cliff_bracket(view(held), "mem_fraction_static", grid) == (0.92, None, [0.93, 0.94, 0.95, 0.96])
     assert cliff_bracket(view(held, oom), "mem_fraction_static", grid) == (0.92, 0.95, [0.93, 0.94])
     proposal = make_strategy("guided", space, 0).propose(view(held, oom))
-    assert proposal is not None
-    assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.95"
+    assert proposal is not None and proposal.move is not None
+    assert step(proposal.move) == (MoveKind.CLIFF, "mem_fraction_static", 0.92, proposal.config["mem_fraction_static"])
+    assert proposal.move.signal == Signal("token_usage_max", 1.0, Source.SERVER_LOG)
+    assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.95"  # what the user sees
     assert proposal.config["mem_fraction_static"] in (0.93, 0.94)
     under_load = record(space, 2, {**uncapped, "mem_fraction_static": 0.94}, failure="unstable-at-1024")
     assert cliff_bracket(view(held, oom, under_load), "mem_fraction_static", grid)[:2] == (0.92, 0.94)
     proposal = make_strategy("guided", space, 0).propose(view(held, oom, under_load))
-    assert proposal is not None and proposal.config["mem_fraction_static"] == 0.93
-    assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.94"
+    assert proposal is not None and proposal.move is not None
+    assert step(proposal.move) == (MoveKind.CLIFF, "mem_fraction_static", 0.92, 0.93)
 
 
 def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -> None:
@@ -98,19 +139,23 @@ def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -
     # three trials that bracketed the cliff (mostly out of memory at start) bought nothing.
     uncapped = {"max_running_requests": 1024}
 
-    def first(observations: dict[str, float], settings: GuidedSettings = GuidedSettings()) -> str:
+    def first(observations: dict[str, float], settings: GuidedSettings = GuidedSettings()) -> Move:
         best = record(space, 0, {**uncapped, "mem_fraction_static": 0.92}, value=2000.0, observations=observations)
         proposal = GuidedStrategy(space, 0, settings).propose(view(best))
-        assert proposal is not None
-        return proposal.reason
+        assert proposal is not None and proposal.move is not None
+        return proposal.move
 
-    assert first(FULL_POOL).startswith("cliff: mem_fraction_static above 0.92")
+    def above(move: Move) -> bool:
+        kind, name, was, value = step(move)
+        return kind is MoveKind.CLIFF and name == "mem_fraction_static" and was == 0.92 and value > 0.92
+
+    assert above(first(FULL_POOL))
     roomy = {"token_usage_max@1024": 0.6, "running_req_max@1024": 1024.0}
-    assert first(roomy).startswith("sweep: "), first(roomy)
-    assert first(roomy, GuidedSettings(cliff="always")).startswith("cliff: ")  # the setting of before
+    assert first(roomy).kind is MoveKind.SWEEP, first(roomy)
+    assert first(roomy, GuidedSettings(cliff="always")).kind is MoveKind.CLIFF  # the setting of before
     # a log that gives no token usage (vLLM's is in percent and is not read) cannot say the pool
     # has room: the cliff is probed as before
-    assert first({"running_req_max@1024": 1024.0}).startswith("cliff: mem_fraction_static above 0.92")
+    assert above(first({"running_req_max@1024": 1024.0}))
 
 
 def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> None:
@@ -124,7 +169,7 @@ def test_a_value_that_failed_at_start_is_not_tried_again(space: Any) -> None:
     top = {"max_running_requests": 1024}
     best = record(space, 0, top, value=2000.0)
     garbage = record(space, 1, {**top, "attention_backend": "fa3"}, failure="wrong-output",
-                     chosen_by="sweep: attention_backend=fa3")
+                     move=sweep("attention_backend", "fa3"))
     strategy = GuidedStrategy(space, 0, GuidedSettings(explore_every=0))  # proposals only
     seen = [best, garbage]
     for number in range(2, 40):
@@ -133,11 +178,11 @@ def test_a_value_that_failed_at_start_is_not_tried_again(space: Any) -> None:
             break
         assert proposal.config.get("attention_backend") != "fa3", proposal.reason
         seen.append(record(space, number, {k: v for k, v in proposal.config.items()}, value=1000.0,
-                           chosen_by=proposal.reason))
-    reasons = [r.chosen_by for r in seen[2:]]
-    assert any(r.startswith("sweep: moe_runner_backend=flashinfer_cutlass with patch autotune_gate")
-               for r in reasons), reasons  # a backend that pays only with its patch gets it
-    assert len(reasons) == len(set(reasons))  # each change once
+                           move=proposal.move))
+    moves = [r.move for r in seen[2:]]
+    # a backend that pays only with its patch gets it
+    assert sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key in {m.key for m in moves}, moves
+    assert len(moves) == len({m.key for m in moves})  # each change once
 
 
 def test_rules_are_the_engine_profiles_data() -> None:
@@ -164,13 +209,17 @@ def test_decode_without_cuda_graphs_lowers_the_cap_under_the_graphs(space: Any) 
         "running_req_max@1024": 1024.0, "running_req_at_cap_fraction@1024": 0.95, "eager_fraction@1024": 1.0,
     })
     proposal = make_strategy("guided", space, 0).propose(view(best))
-    assert proposal is not None
+    assert proposal is not None and proposal.move is not None
+    assert proposal.move.rule == EAGER_LOWERS_CAP
+    assert proposal.move.signal == Signal("eager_fraction", 1.0, Source.SERVER_LOG)
+    assert step(proposal.move) == (MoveKind.RULE, "max_running_requests", 1024, 512)
     assert proposal.reason == ("rule: decode runs without CUDA graphs at 1024 running (100% of the level's "
-                               "batches): max_running_requests 1024 -> 512")
+                               "batches): max_running_requests 1024 -> 512")  # what the user sees
     assert proposal.config == {**best.config, "max_running_requests": 512}
-    lowered = record(space, 1, {"max_running_requests": 512}, value=1900.0, chosen_by=proposal.reason)
+    lowered = record(space, 1, {"max_running_requests": 512}, value=1900.0, move=proposal.move)
     proposal = make_strategy("guided", space, 0).propose(view(best, lowered))
-    assert proposal is not None and proposal.reason.endswith("cuda_graph_max_bs unset -> 512")
+    assert proposal is not None and proposal.move is not None and proposal.move.rule == EAGER_RAISES_GRAPHS
+    assert step(proposal.move) == (MoveKind.RULE, "cuda_graph_max_bs", None, 512)
 
 
 def test_a_cap_is_not_lowered_to_a_batch_the_graphs_still_do_not_cover(space: Any) -> None:
@@ -179,16 +228,16 @@ def test_a_cap_is_not_lowered_to_a_batch_the_graphs_still_do_not_cover(space: An
     # What helps is capturing larger batches; with 512 captured, 512 is back under them.
     eager = {"running_req_max@1024": 1000.0, "running_req_at_cap_fraction@1024": 0.0, "eager_fraction@1024": 1.0}
 
-    def first(captured: float, settings: GuidedSettings = GuidedSettings()) -> str:
+    def first(captured: float, settings: GuidedSettings = GuidedSettings()) -> tuple[Any, ...]:
         best = record(space, 0, {"max_running_requests": 1024, "cuda_graph_max_bs": int(captured)}, value=2000.0,
                       observations={**eager, "graph_max_bs": captured})
         proposal = GuidedStrategy(space, 0, settings).propose(view(best))
-        assert proposal is not None
-        return proposal.reason
+        assert proposal is not None and proposal.move is not None
+        return step(proposal.move)
 
-    assert first(64).endswith("cuda_graph_max_bs 64 -> 128")
-    assert first(512).endswith("max_running_requests 1024 -> 512")
-    assert first(64, GuidedSettings(lower_within=0)).endswith("max_running_requests 1024 -> 512")  # before
+    assert first(64) == (MoveKind.RULE, "cuda_graph_max_bs", 64, 128)
+    assert first(512) == (MoveKind.RULE, "max_running_requests", 1024, 512)
+    assert first(64, GuidedSettings(lower_within=0)) == (MoveKind.RULE, "max_running_requests", 1024, 512)  # before
 
 
 def test_a_lower_to_at_most_bound_belongs_to_a_rule_that_lowers() -> None:
@@ -219,7 +268,7 @@ def test_a_cap_lowered_from_every_best_is_one_value_the_model_learns(space: Any)
             if proposal.config["max_running_requests"] < 1024:
                 caps.append(proposal.config["max_running_requests"])
                 seen.append(record(space, len(seen), dict(proposal.config), value=0.75 * value,
-                                   chosen_by=proposal.reason))
+                                   move=proposal.move))
         return caps
 
     # one loss of 25% on the same value: the model is sure, and the next bests do not run it
@@ -232,27 +281,26 @@ def test_a_value_the_server_already_used_is_not_run_again(space: Any) -> None:
     # (`Capture cuda graph bs [1, 2, ..., 512]`): `--cuda-graph-max-bs 512` is the same server.
     assert load_profile("sglang").value_in_use == {"--cuda-graph-max-bs": "graph_max_bs"}
     eager = {"running_req_max@1024": 1024.0, "running_req_at_cap_fraction@1024": 0.95, "eager_fraction@1024": 1.0}
-    rule = "rule: decode runs without CUDA graphs at 1024 running (100% of the level's batches): "
 
-    def after_the_lowered_cap(captured: float) -> list[str]:
+    def after_the_lowered_cap(captured: float) -> list[Move]:
         best = record(space, 0, {"max_running_requests": 1024}, value=2000.0,
                       observations={**eager, "graph_max_bs": captured})
         seen = [best, record(space, 1, {"max_running_requests": 512}, value=1900.0,
-                             chosen_by=rule + "max_running_requests 1024 -> 512")]
+                             move=rule(EAGER_LOWERS_CAP, "max_running_requests", 1024, 512))]
         strategy = GuidedStrategy(space, 0)
         for number in range(2, 60):
             proposal = strategy.propose(view(*seen))
             if proposal is None:
                 break
-            seen.append(record(space, number, dict(proposal.config), value=1900.0, chosen_by=proposal.reason))
-        return [r.chosen_by for r in seen[2:]]
+            seen.append(record(space, number, dict(proposal.config), value=1900.0, move=proposal.move))
+        return [r.move for r in seen[2:] if r.move is not None]
 
     captured_512 = after_the_lowered_cap(512.0)
-    assert not any(r.endswith("cuda_graph_max_bs unset -> 512") or r == "sweep: cuda_graph_max_bs=512"
-                   for r in captured_512), captured_512
-    assert "sweep: cuda_graph_max_bs=256" in captured_512  # a value it did not use is still tried
+    assert not any(m.sets(kind, "cuda_graph_max_bs", 512) for m in captured_512
+                   for kind in (MoveKind.RULE, MoveKind.SWEEP)), captured_512
+    assert sweep("cuda_graph_max_bs", 256).key in {m.key for m in captured_512}  # a value it did not use is tried
     captured_256 = after_the_lowered_cap(256.0)  # a smaller card: unset captured less, 512 is a change
-    assert captured_256[0] == rule + "cuda_graph_max_bs unset -> 512"
+    assert step(captured_256[0]) == (MoveKind.RULE, "cuda_graph_max_bs", None, 512)
 
 
 def test_a_raised_cap_that_ran_out_of_memory_under_load_is_repaired_with_less_memory(space: Any) -> None:
@@ -260,13 +308,15 @@ def test_a_raised_cap_that_ran_out_of_memory_under_load_is_repaired_with_less_me
     # out under load. That says nothing about the cliff at 64: try the raise with less memory.
     baseline = record(space, 0, {}, value=400.0, observations={"running_req_max@1024": 64.0})
     raised = record(space, 1, {"max_running_requests": 1024}, failure="unstable-at-1024",
-                    chosen_by="rule: cap binds at 64 (#running-req = 64 for 95% of the level): "
-                              "max_running_requests 64 -> 1024")
+                    move=rule(CAP_BINDS, "max_running_requests", 64, 1024))
     proposal = make_strategy("guided", space, 0).propose(view(baseline, raised))
-    assert proposal is not None
+    assert proposal is not None and proposal.move is not None
     assert proposal.config == {**baseline.config, "max_running_requests": 1024, "mem_fraction_static": 0.90}
-    assert proposal.reason.startswith("repair: rule of trial 1 ran out of memory under load (unstable-at-1024): "
-                                      "mem_fraction_static 0.92 -> 0.9")
+    assert step(proposal.move) == (MoveKind.REPAIR, "mem_fraction_static", 0.92, 0.90)
+    assert (proposal.move.trial, proposal.move.rule) == (1, CAP_BINDS)
+    assert proposal.move.signal == Signal("failure_reason", "unstable-at-1024", Source.OUTCOME)
+    assert proposal.reason == ("repair: rule of trial 1 ran out of memory under load (unstable-at-1024): "
+                               "mem_fraction_static 0.92 -> 0.9")  # what the user sees
     grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
     repaired = record(space, 2, {"max_running_requests": 1024, "mem_fraction_static": 0.90}, value=1500.0,
                       observations={"running_req_max@1024": 1024.0})
@@ -280,16 +330,19 @@ def test_one_changes_that_measured_faster_are_combined(space: Any) -> None:
     top = {"max_running_requests": 1024}
     best = record(space, 0, top, value=2000.0)
     faster = [
-        record(space, 1, {**top, "radix_cache": False}, value=2080.0, chosen_by="sweep: radix_cache=False"),
+        record(space, 1, {**top, "radix_cache": False}, value=2080.0, move=sweep("radix_cache", False)),
         record(space, 2, {**top, "chunked_prefill_size": 4096}, value=2060.0,
-               chosen_by="sweep: chunked_prefill_size=4096"),
+               move=sweep("chunked_prefill_size", 4096)),
     ]
     strategy = GuidedStrategy(space, 0)
     seen = view(best, *faster)
     assert seen.best() is faster[0]
-    combined = next(strategy._combined(seen, faster[0]))
-    assert combined[0]["chunked_prefill_size"] == 4096 and combined[0]["radix_cache"] is False
-    assert combined[1] == "combine: chunked_prefill_size=4096 (+3%)"
+    combined = next(CombineProposer(strategy.plan).candidates(Round(seen, faster[0])))
+    assert combined.values["chunked_prefill_size"] == 4096 and combined.values["radix_cache"] is False
+    assert combined.move.kind is MoveKind.COMBINE
+    assert [(c.parameter, c.value, c.gain) for c in combined.move.changes] == [
+        ("chunked_prefill_size", 4096, pytest.approx(2060.0 / 2000.0))]
+    assert combined.move.reason == "combine: chunked_prefill_size=4096 (+3%)"  # what the user sees
 
 
 def test_a_failure_of_two_new_values_is_not_held_against_the_innocent_one(space: Any) -> None:
@@ -299,7 +352,7 @@ def test_a_failure_of_two_new_values_is_not_held_against_the_innocent_one(space:
     top = {"max_running_requests": 1024}
     best = record(space, 0, top, value=2000.0)
     both = record(space, 1, {**top, "attention_backend": "fa3", "moe_runner_backend": "flashinfer_cutlass",
-                             "autotune_gate": True}, failure="wrong-output", chosen_by="sampler: tpe")
+                             "autotune_gate": True}, failure="wrong-output")  # the sampler's: no move
     strategy = GuidedStrategy(space, 0, GuidedSettings(explore_every=0))
     seen = [best, both]
     for number in range(2, 40):
@@ -307,41 +360,53 @@ def test_a_failure_of_two_new_values_is_not_held_against_the_innocent_one(space:
         if proposal is None:
             break
         fa3 = proposal.config.get("attention_backend") == "fa3"
-        seen.append(record(space, number, dict(proposal.config), chosen_by=proposal.reason,
+        seen.append(record(space, number, dict(proposal.config), move=proposal.move,
                            **({"failure": "wrong-output"} if fa3 else {"value": 1000.0})))
-    reasons = [r.chosen_by for r in seen[2:]]
-    assert any(r.startswith("sweep: moe_runner_backend=flashinfer_cutlass") for r in reasons), reasons
-    assert not any(r.config.get("attention_backend") == "fa3" for r in seen[2:]), reasons
+    moves = [r.move for r in seen[2:] if r.move is not None]
+    assert any(m.sets(MoveKind.SWEEP, "moe_runner_backend", "flashinfer_cutlass") for m in moves), moves
+    assert not any(r.config.get("attention_backend") == "fa3" for r in seen[2:]), moves
 
 
-def _first_sweep(space: Any, strategy: GuidedStrategy, observations: dict[str, float] | None = None) -> list[str]:
-    """The first sweep's reasons, in order, on a study where every change measures the same."""
+AFTER_THE_SWEEP = (MoveKind.MODEL, MoveKind.COMBINE)
+
+
+def _first_sweep(space: Any, strategy: GuidedStrategy, observations: dict[str, float] | None = None) -> list[Move]:
+    """The first sweep's moves, in order, on a study where every change measures the same."""
     top = {"max_running_requests": 1024}
     seen = [record(space, 0, top, value=2000.0, observations=observations)]
     for number in range(1, 80):
         proposal = strategy.propose(view(*seen))
-        if proposal is None or proposal.reason.startswith(("model: ", "combine: ")):
+        if proposal is None or proposal.move is None or proposal.move.kind in AFTER_THE_SWEEP:
             break  # the first sweep is over
-        seen.append(record(space, number, dict(proposal.config), value=1900.0, chosen_by=proposal.reason))
-    return [r.chosen_by for r in seen[1:] if r.chosen_by.startswith("sweep: ")]
+        seen.append(record(space, number, dict(proposal.config), value=1900.0, move=proposal.move))
+    return [r.move for r in seen[1:] if r.move is not None and r.move.kind is MoveKind.SWEEP]
 
 
-def _graphs_after_the_rest(reasons: list[str]) -> bool:
-    graphs = [i for i, r in enumerate(reasons) if r.startswith(("sweep: cuda_graph=", "sweep: cuda_graph_max_bs="))]
-    others = [i for i, r in enumerate(reasons) if i not in graphs]
-    assert graphs and others, reasons
+def _parameters(moves: list[Move]) -> list[str]:
+    """The parameters the moves set, in their first move's order."""
+    return list(dict.fromkeys(str(m.parameter) for m in moves))
+
+
+def _graphs_after_the_rest(moves: list[Move]) -> bool:
+    graphs = [i for i, m in enumerate(moves) if m.parameter in ("cuda_graph", "cuda_graph_max_bs")]
+    others = [i for i, m in enumerate(moves) if i not in graphs]
+    assert graphs and others, moves
     return min(graphs) > max(others)
+
+
+def _same_changes(a: list[Move], b: list[Move]) -> bool:
+    return Counter(m.key for m in a) == Counter(m.key for m in b)
 
 
 def test_cuda_graphs_are_swept_last_unless_memory_binds(space: Any) -> None:
     # The profile's sweep_late: turning CUDA graphs off or capturing fewer batches trades decode
     # speed for memory, a change a person makes for a reason, not a first guess.
     assert load_profile("sglang").sweep_late == ["--disable-cuda-graph", "--cuda-graph-max-bs"]
-    reasons = _first_sweep(space, GuidedStrategy(space, 0))
-    assert _graphs_after_the_rest(reasons), reasons
-    assert any(r.startswith("sweep: radix_cache=") for r in reasons)  # the last in the space's order
+    moves = _first_sweep(space, GuidedStrategy(space, 0))
+    assert _graphs_after_the_rest(moves), moves
+    assert "radix_cache" in _parameters(moves)  # the last in the space's order
     in_space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_late=0)))
-    assert sorted(in_space_order) == sorted(reasons)  # the same changes, only the order moved
+    assert _same_changes(in_space_order, moves)  # the same changes, only the order moved
     assert not _graphs_after_the_rest(in_space_order)
     # the best's KV pool full at its top level: memory is the reason, graphs keep their place
     full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
@@ -358,18 +423,20 @@ def test_a_rule_that_raised_the_memory_itself_is_not_repaired(space: Any) -> Non
     full = {"running_req_max@1024": 1024.0, "token_usage_max@1024": 1.0, "queue_growing@1024": 0.0}
     best = record(space, 0, top, value=2000.0, observations=full)
     raised = record(space, 1, {**top, "mem_fraction_static": 0.94}, failure="unstable-at-1024",
-                    chosen_by="rule: KV pool full (495488 tokens, usage 100%, queue growing): "
-                              "mem_fraction_static 0.92 -> 0.94")
+                    move=rule(KV_FULL_RAISES_MEMORY, "mem_fraction_static", 0.92, 0.94))
     admitted = record(space, 2, {**top, "schedule_conservativeness": 0.6}, value=2100.0, observations=full,
-                      chosen_by="rule: KV pool full and the queue grows: admit more (token usage 100%): "
-                                "schedule_conservativeness unset -> 0.6")
+                      move=rule(KV_FULL_ADMITS_MORE, "schedule_conservativeness", None, 0.6))
     seen = view(best, raised, admitted)
-    assert not list(GuidedStrategy(space, 0)._repairs(seen, admitted))
+
+    def repairs(settings: GuidedSettings) -> list[Any]:
+        return list(RepairProposer(GuidedStrategy(space, 0, settings).plan).candidates(Round(seen, admitted)))
+
+    assert not repairs(GuidedSettings())
     proposal = GuidedStrategy(space, 0).propose(seen)
-    assert proposal is not None and not proposal.reason.startswith("repair: "), proposal.reason
+    assert proposal is not None and proposal.move is not None and proposal.move.kind is not MoveKind.REPAIR
     # the setting that repaired it (before): less memory with the best's own change undone
-    old = list(GuidedStrategy(space, 0, GuidedSettings(repair_own=0))._repairs(seen, admitted))
-    assert old and old[0][0]["schedule_conservativeness"] is None and old[0][0]["mem_fraction_static"] == 0.92
+    old = repairs(GuidedSettings(repair_own=0))
+    assert old and old[0].values["schedule_conservativeness"] is None and old[0].values["mem_fraction_static"] == 0.92
 
 
 def _proposals(space: Any, strategy: GuidedStrategy, value: Any, count: int,
@@ -383,7 +450,7 @@ def _proposals(space: Any, strategy: GuidedStrategy, value: Any, count: int,
         if proposal is None:
             break
         seen.append(record(space, number, dict(proposal.config), value=value(proposal.config),
-                           chosen_by=proposal.reason, observations=observations))
+                           move=proposal.move, observations=observations))
     return seen[1:]
 
 
@@ -402,8 +469,8 @@ def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space
 
     def triton_runs(known_loss: float) -> int:
         ran = _proposals(space, GuidedStrategy(space, 0, GuidedSettings(known_loss=known_loss)), value, 60)
-        assert any(r.chosen_by == "sweep: radix_cache=False" for r in ran)
-        assert sum(r.chosen_by.startswith("sweep: ") for r in ran) >= 25  # both sweeps ran
+        assert any(r.move is not None and r.move.key == sweep("radix_cache", False).key for r in ran)
+        assert sum(r.move is not None and r.move.kind is MoveKind.SWEEP for r in ran) >= 25  # both sweeps ran
         return sum(r.config.get("moe_runner_backend") == "triton" for r in ran)
 
     assert triton_runs(0.05) == 1
@@ -413,18 +480,18 @@ def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space
 def test_the_sweep_measures_the_cheapest_parameters_first(space: Any) -> None:
     # "cheap": a value that comes with a source patch first (someone wrote the patch for it), then
     # the parameters with the fewest values (radix cache: one change; chunked prefill: five).
-    reasons = _first_sweep(space, GuidedStrategy(space, 0))
-    names = list(dict.fromkeys(r.removeprefix("sweep: ").partition("=")[0] for r in reasons))
-    assert reasons[0] == "sweep: moe_runner_backend=flashinfer_cutlass with patch autotune_gate"
+    moves = _first_sweep(space, GuidedStrategy(space, 0))
+    names = _parameters(moves)
+    assert moves[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key
     assert names.index("radix_cache") < names.index("kv_cache_dtype") < names.index("chunked_prefill_size")
     assert names.index("schedule_conservativeness") > names.index("attention_backend")
     # memory binds (the best's KV pool full): the memory trades come right after the patched values
     full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
-    full_names = list(dict.fromkeys(r.removeprefix("sweep: ").partition("=")[0] for r in full))
+    full_names = _parameters(full)
     assert full_names[:2] == ["moe_runner_backend", "allreduce_fusion"]  # the two with patches
     assert set(full_names[2:4]) == {"cuda_graph", "cuda_graph_max_bs"}, full_names
     space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="space")))
-    assert sorted(space_order) == sorted(reasons)  # the same changes, only the order moved
+    assert _same_changes(space_order, moves)  # the same changes, only the order moved
 
 
 def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space: Any) -> None:
@@ -437,16 +504,16 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
         others = sum(config.get(k) != start.get(k) for k in config.keys() | start.keys())
         return 2000.0 * (0.5 if config.get("moe_runner_backend") != start["moe_runner_backend"] else 1.0) * 0.99**others
 
-    def first_sweep(settings: GuidedSettings) -> list[str]:
-        ran = _proposals(space, GuidedStrategy(space, 0, settings), value, 60)
-        ended = next((i for i, r in enumerate(ran) if r.chosen_by.startswith(("model: ", "combine: "))), len(ran))
-        return [r.chosen_by for r in ran[:ended] if r.chosen_by.startswith("sweep: ")]
+    def first_sweep(settings: GuidedSettings) -> list[Move]:
+        ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, settings), value, 60) if r.move]
+        ended = next((i for i, m in enumerate(ran) if m.kind in AFTER_THE_SWEEP), len(ran))
+        return [m for m in ran[:ended] if m.kind is MoveKind.SWEEP]
 
-    def moe_and_rest(reasons: list[str]) -> tuple[list[int], list[int]]:
-        moe = [i for i, reason in enumerate(reasons) if reason.startswith("sweep: moe_runner_backend=")]
-        rest = [i for i, reason in enumerate(reasons) if reason.startswith(
-            ("sweep: attention_backend=", "sweep: kv_cache_dtype=", "sweep: chunked_prefill_size=",
-             "sweep: schedule_conservativeness=", "sweep: radix_cache=", "sweep: cuda_graph"))]
+    def moe_and_rest(moves: list[Move]) -> tuple[list[int], list[int]]:
+        moe = [i for i, m in enumerate(moves) if m.parameter == "moe_runner_backend"]
+        rest = [i for i, m in enumerate(moves) if m.parameter in (
+            "attention_backend", "kv_cache_dtype", "chunked_prefill_size", "schedule_conservativeness",
+            "radix_cache", "cuda_graph", "cuda_graph_max_bs")]
         return moe, rest
 
     deferred = first_sweep(GuidedSettings())
@@ -456,3 +523,57 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
     in_place = first_sweep(GuidedSettings(defer_loss=0.0))
     moe, rest = moe_and_rest(in_place)
     assert len(moe) == 4 and moe[1] < max(rest), in_place  # without: right after the first
+
+
+def test_a_rule_added_to_the_profiles_table_yields_its_typed_move() -> None:
+    # docs/architecture.md's worked example: one entry of a profile's tuning_rules.
+    vllm = load_space(REPO / "search_spaces" / "vllm-cpu-tiny.yaml")
+    queue = TuningRule(observed="queue_growing", at_least=1, also_at_least={"running_req_at_cap_fraction": 0.5},
+                       change="--max-num-batched-tokens", direction="raise",
+                       says="the queue grows with the cap full ({running_req_at_cap_fraction:.0%} of the level)")
+    best = record(vllm, 0, {"max_num_batched_tokens": 2048}, value=300.0,
+                  observations={"queue_growing@32": 1.0, "running_req_at_cap_fraction@32": 0.8})
+    proposal = GuidedStrategy(vllm, 0, rules=[queue]).propose(view(best))
+    assert proposal is not None and proposal.move is not None
+    assert proposal.move == Move(MoveKind.RULE, (Change("max_num_batched_tokens", 4096, 2048),),
+                                 rule="queue_growing -> raise --max-num-batched-tokens",
+                                 signal=Signal("queue_growing", 1.0, Source.SERVER_LOG),
+                                 detail="the queue grows with the cap full (80% of the level)")
+    assert proposal.reason == "rule: the queue grows with the cap full (80% of the level): max_num_batched_tokens 2048 -> 4096"
+    assert GuidedStrategy(vllm, 0, rules=[]).propose(view(best)).move.kind is MoveKind.SWEEP  # without it
+
+
+class TopLevelFallsOff(Rule):
+    """docs/architecture.md's worked example of a rule as a class: the top level measured below
+    the one under it (the client's levels), so a saturating cap is lowered to that level."""
+
+    id = "top-level-falls-off"
+
+    def candidates(self, rules: RuleProposer, now: Round, reading: Reading) -> Iterator[Candidate]:
+        levels = now.incumbent.levels  # the client's clean levels: concurrency -> tok/s
+        if len(levels) < 2:
+            return
+        top, below = sorted(levels)[-1], sorted(levels)[-2]
+        if levels[top] >= levels[below]:
+            return
+        signal = Signal(f"tps@{top}", levels[top], Source.CLIENT)
+        for name, param in rules.plan.space.parameters.items():
+            was = now.incumbent.config.get(name)
+            if param.shape == "saturating" and was is not None and was > below and not reading.tried(name, below):
+                move = Move(MoveKind.RULE, (Change(name, below, was),), rule=self.id, signal=signal,
+                            detail=f"{levels[top]:.0f} tok/s at {top} below {levels[below]:.0f} at {below}")
+                yield Candidate({**now.incumbent.config, name: below}, move)
+
+
+def test_a_rule_of_ones_own_is_one_small_class(space: Any) -> None:
+    best = replace(record(space, 0, {"max_running_requests": 1024}, value=1500.0), levels={256: 2000.0, 1024: 1500.0})
+    strategy = GuidedStrategy(space, 0, rules=[TopLevelFallsOff()])
+    proposal = strategy.propose(view(best))
+    assert proposal is not None and proposal.move is not None
+    assert step(proposal.move) == (MoveKind.RULE, "max_running_requests", 1024, 256)
+    assert proposal.move.rule == "top-level-falls-off"
+    assert proposal.move.signal == Signal("tps@1024", 1500.0, Source.CLIENT)
+    # once tried (from a best within retry_gain), it is not proposed again
+    lowered = record(space, 1, {"max_running_requests": 256}, value=1400.0, move=proposal.move)
+    again = strategy.propose(view(best, lowered))
+    assert again is not None and again.move is not None and again.move.rule != "top-level-falls-off"

@@ -31,7 +31,7 @@ __all__ = [
     "set",
     "set_level_figures",
     "set_outcome",
-    "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY",
+    "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
     "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
     "PRUNED_REASON", "PRUNED_BY", "PRUNED_CLASSES", "WORKER", "WARM_START_FROM", "REUSED_ATTRS",
     "KEPT_ON_RETRY",
@@ -45,6 +45,7 @@ ENQUEUED = "enqueued"  # bool: queued by hand, by warm start or by a strategy's 
 RETRY_OF = "retry_of"  # int: the trial whose worker died; this one runs its configuration again
 REUSED_FROM = "reused_from"  # int: identical to this earlier trial, whose result it copies
 CHOSEN_BY = "chosen_by"  # str: why this configuration was chosen ("sampler: tpe", "rule: ...")
+MOVE = "move"  # dict: the strategy's move that chose it, as data (strategies._moves.Move.to_dict)
 LEVELS = "levels"  # list of dicts: each level's metrics (LevelMetrics.to_dict)
 TELEMETRY = "telemetry"  # dict: concurrency -> GPU telemetry summary
 OBSERVATIONS = "observations"  # dict: name -> number, what the server log and telemetry said
@@ -59,7 +60,7 @@ WARM_START_FROM = "warm_start_from"  # str: "<study>#<trial number>" a warm star
 # What a trial that reuses an earlier identical one copies from it.
 REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS)
 # What a configuration queued again (its worker died) keeps of the first attempt.
-KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, WARM_START_FROM)
+KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, MOVE, WARM_START_FROM)
 
 
 class Outcome(str, Enum):

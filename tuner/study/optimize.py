@@ -167,7 +167,8 @@ def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy, view: S
     except ConfigError as error:  # a strategy's mistake must not stop the study: the sampler draws
         progress.console.print(f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False)
         return
-    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={attrs.CHOSEN_BY: proposal.reason})
+    move = {attrs.MOVE: proposal.move.to_dict()} if proposal.move is not None else {}
+    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={attrs.CHOSEN_BY: proposal.reason, **move})
 
 
 def optimize_study(

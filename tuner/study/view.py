@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
+from tuner.study.strategies import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
 
@@ -46,7 +47,8 @@ class TrialRecord:
     ``levels``: concurrency -> output tokens/s of the clean levels only; ``observations``: what the
     server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
     ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
-    :mod:`tuner.study.observations`; ``chosen_by``: the one-line reason it was run.
+    :mod:`tuner.study.observations`; ``chosen_by``: the one-line reason it was run; ``move``: the
+    strategy's move that chose it, as data (None: the baseline, the sampler, by hand).
     """
 
     number: int
@@ -62,6 +64,7 @@ class TrialRecord:
     reused_from: int | None = None
     config_key: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    move: Move | None = None
 
     @property
     def ran(self) -> bool:
@@ -113,20 +116,23 @@ def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> Tria
     ua = trial.user_attrs
     outcome = attrs.outcome_of(trial)
     value = trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None
+    config = dict(ua.get(attrs.CONFIG) or {})
+    chosen_by = str(ua.get(attrs.CHOSEN_BY) or "")
     return TrialRecord(
         number=trial.number,
         state=trial.state,
-        config=dict(ua.get(attrs.CONFIG) or {}),
+        config=config,
         outcome=outcome,
         failure_reason=ua.get(attrs.FAILURE_REASON),
         levels=clean_levels(list(ua.get(attrs.LEVELS) or []), metric, max_failed_fraction),
         value=value,
         observations={k: float(v) for k, v in (ua.get(attrs.OBSERVATIONS) or {}).items() if v is not None},
-        chosen_by=str(ua.get(attrs.CHOSEN_BY) or ""),
+        chosen_by=chosen_by,
         is_baseline=bool(ua.get(attrs.IS_BASELINE)),
         reused_from=ua.get(attrs.REUSED_FROM),
         config_key=ua.get(attrs.CONFIG_KEY),
         params=dict(trial.params),
+        move=read_move(ua.get(attrs.MOVE), chosen_by, config),
     )
 
 

@@ -2,7 +2,8 @@
 
 A strategy (:class:`tuner.study.strategies._base.Strategy`) gives the study its Optuna sampler
 and may propose the next configuration itself from a typed view of the study, with a one-line
-reason. This module stays light (no Optuna import): the command line reads the names from it.
+reason and, for ``guided``, that reason as data (:class:`Move`, stored on the trial). This module
+stays light (no Optuna import): the command line reads the names from it.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from tuner.errors import ConfigError
+from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, read_move
 
 if TYPE_CHECKING:
     from tuner.study.strategies._base import Strategy
 
-__all__ = ["STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "resolve_strategy"]
+__all__ = [
+    "STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "resolve_strategy",
+    "Move", "MoveKind", "Change", "Signal", "Source", "read_move",
+]
 
 DEFAULT_STRATEGY = "guided"  # beats TPE-as-today on the emulator's model and on held-out generated landscapes (docs/search-efficiency.md)
 

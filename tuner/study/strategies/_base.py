@@ -2,8 +2,9 @@
 
 Each iteration of the optimize loop reads the study once (:func:`tuner.study.view.read_view`) and
 asks the strategy for a :class:`Proposal`. A proposal is run next (queued through
-``study.enqueue_trial``) and its reason is stored as the trial's ``chosen_by``; ``None`` lets the
-strategy's Optuna sampler draw the next configuration (``chosen_by = "sampler: <name>"``).
+``study.enqueue_trial``) and its reason is stored as the trial's ``chosen_by``, its move (when it
+has one) as the trial's ``move``; ``None`` lets the strategy's Optuna sampler draw the next
+configuration (``chosen_by = "sampler: <name>"``).
 """
 
 from __future__ import annotations
@@ -14,18 +15,26 @@ from typing import Any
 
 import optuna
 
+from tuner.study.strategies import Move
 from tuner.study.view import StudyView
 
-__all__ = ["Proposal", "Strategy"]
+__all__ = ["Proposal", "Strategy", "SpaceStrategy"]
 
 
 @dataclass(frozen=True)
 class Proposal:
     """A configuration to run next (parameter name -> value, None = unset) and why, in one line
-    (``rule: cap binds at 64 (#running-req = 64 for 93% of the level)``)."""
+    (``rule: cap binds at 64 (#running-req = 64 for 93% of the level): ...``); ``move``: that why
+    as data, when the strategy made a :class:`Move` (its ``reason`` is then ``move.reason``)."""
 
     config: dict[str, Any]
     reason: str
+    move: Move | None = None
+
+    @classmethod
+    def of(cls, config: dict[str, Any], move: Move) -> Proposal:
+        """The proposal of ``move``, its reason rendered from it."""
+        return cls(config, move.reason, move)
 
 
 class Strategy(ABC):
@@ -45,3 +54,12 @@ class Strategy(ABC):
     def sampled_reason(self) -> str:
         """The ``chosen_by`` of a configuration the sampler drew."""
         return f"sampler: {self.name}"
+
+
+class SpaceStrategy(Strategy):
+    """A strategy that :func:`tuner.study.strategies.make_strategy` makes from the search space
+    and the seed (``random``, ``tpe``, ``one-at-a-time``, ``guided``)."""
+
+    def __init__(self, space: Any, seed: int | None) -> None:
+        self.space = space
+        self.seed = seed

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
-
 from tuner.errors import ConfigError
-from tuner.study.strategies._base import Proposal, Strategy
+from tuner.study.strategies._base import Proposal
 from tuner.study.strategies._values import sweep_values
+from tuner.study.strategies.random_search import RandomStrategy
 from tuner.study.view import StudyView
 
 __all__ = ["OneAtATimeStrategy", "single_changes"]
@@ -51,15 +50,10 @@ def _key(space: Any, config: dict[str, Any]) -> str:
     return space.config(config, drop_inactive=True).key()
 
 
-class OneAtATimeStrategy(Strategy):
+class OneAtATimeStrategy(RandomStrategy):
+    """One change of the best at a time; the random sampler when every change was tried."""
+
     name = "one-at-a-time"
-
-    def __init__(self, space: Any, seed: int | None) -> None:
-        self.space = space
-        self.seed = seed
-
-    def sampler(self) -> optuna.samplers.BaseSampler:
-        return optuna.samplers.RandomSampler(seed=self.seed)
 
     def propose(self, view: StudyView) -> Proposal | None:
         best = view.best() or view.baseline

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import optuna
 
-from tuner.study.strategies._base import Strategy
+from tuner.study.strategies._base import SpaceStrategy
 
 __all__ = ["RandomStrategy"]
 
 
-class RandomStrategy(Strategy):
-    name = "random"
+class RandomStrategy(SpaceStrategy):
+    """Optuna's random sampler with the study's seed."""
 
-    def __init__(self, space: Any, seed: int | None) -> None:
-        self.space = space
-        self.seed = seed
+    name = "random"
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return optuna.samplers.RandomSampler(seed=self.seed)

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
-from tuner.study.strategies._base import Strategy
+from tuner.study.strategies._base import SpaceStrategy
 
 __all__ = ["TpeStrategy", "CrashAwareTPESampler", "tpe_settings", "CRASH_CONSTRAINT"]
 
@@ -94,14 +94,10 @@ class CrashAwareTPESampler(optuna.samplers.TPESampler):
         return super().sample_independent(self._seen(study), trial, param_name, param_distribution)
 
 
-class TpeStrategy(Strategy):
+class TpeStrategy(SpaceStrategy):
     """TPE as the tuner always ran it; crashes teach it (see the module docstring)."""
 
     name = "tpe"
-
-    def __init__(self, space: Any, seed: int | None) -> None:
-        self.space = space
-        self.seed = seed
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return CrashAwareTPESampler(**tpe_settings(self.seed))

@@ -1,0 +1,120 @@
+"""The memory cliff: an ``up_to_failure`` parameter is best just below where the server runs out
+of memory.
+
+While the best's KV pool is full (token usage at least 90% at its top level), the highest value
+that held and the lowest that failed above it form a bracket shared by every configuration
+(:func:`cliff_bracket`); it is bisected, then the best moves to the highest value that held
+(``cliff: mem_fraction_static bracket 0.92-0.95``). A pool with room to spare gains nothing from
+more memory (a log that gives no token usage cannot say so: the cliff is probed).
+
+A rule's change that ran out of memory under load (``unstable-at-<c>``) is repaired: tried
+again with each ``up_to_failure`` parameter lower, as a larger batch needs more headroom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tuner.study.attrs import Outcome
+from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
+from tuner.study.strategies.guided._common import changed, grid, room_to_spare, running_batch, token_usage
+from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
+from tuner.study.view import StudyView
+
+__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURES"]
+
+# Failures that say a capacity parameter went too far (out of memory at start or under load).
+CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
+
+
+def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None) -> tuple[Any, Any, list[Any]]:
+    """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
+    the highest value a trial ran clean with, the lowest value above it that ran out of memory
+    (at start or under load), and the ``values`` (its grid) strictly between them (above ``held`` when
+    nothing failed). Failures below a value that held are blamed on something else. With
+    ``batch`` (the running batch of the configuration it is for), a value held only in trials
+    whose server ran at least that many requests at once: memory that held at 64 running
+    requests says nothing of 1,024."""
+    held_values = [
+        r.config[name] for r in view.records
+        if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
+        and (batch is None or running_batch(r) is None or running_batch(r) >= 0.9 * batch)
+    ]
+    held = max(held_values) if held_values else None
+    failed_values = [
+        r.config[name] for r in view.failed()
+        if r.config.get(name) is not None
+        and (r.failure_reason or "").startswith(CAPACITY_FAILURES)
+        and (held is None or r.config[name] > held)
+    ]
+    failed = min(failed_values) if failed_values else None
+    inside = [v for v in values if (held is None or v > held) and (failed is None or v < failed)]
+    return held, failed, inside
+
+
+def bracket_text(held: Any, failed: Any) -> str:
+    """A cliff bracket in words; either end may be unknown (an unset value held no number)."""
+    if held is not None and failed is not None:
+        return f"bracket {held:g}-{failed:g}"
+    if failed is not None:
+        return f"below {failed:g}, nothing held yet"
+    return f"above {held:g}, no failure yet" if held is not None else "nothing held or failed yet"
+
+
+class CliffProposer(Proposer):
+    """Bisect each ``up_to_failure`` parameter's bracket from the best, while memory binds."""
+
+    def candidates(self, now: Round) -> Iterator[Candidate]:
+        inc = now.incumbent
+        if self.plan.settings.cliff == "full" and room_to_spare(inc):
+            return  # more memory cannot pay; a log that gives no token usage cannot say so
+        signal = Signal("token_usage_max", token_usage(inc), Source.SERVER_LOG)
+        for name, param in self.plan.space.parameters.items():
+            if param.shape != "up_to_failure" or name not in inc.config:
+                continue
+            current = inc.config[name]
+            held, failed, inside = cliff_bracket(now.view, name, grid(param), running_batch(inc))
+            span = bracket_text(held, failed)
+            if inside:
+                # bisect a bracket; with no failure yet, the highest value the constraints allow
+                probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]
+                for probe in probes:
+                    yield Candidate({**inc.config, name: probe},
+                                    Move(MoveKind.CLIFF, (Change(name, probe, current),), signal=signal, detail=span))
+            elif held is not None and current is not None and current < held:
+                yield Candidate({**inc.config, name: held},
+                                Move(MoveKind.CLIFF, (Change(name, held, current),), signal=signal,
+                                     detail=f"at {held:g}, the highest that held ({span})"))
+
+
+class RepairProposer(Proposer):
+    """A rule's change of the best that ran out of memory under load, tried again with each
+    ``up_to_failure`` parameter lower (two steps, then four, then eight). With ``repair_own``, a
+    rule that raised such a parameter itself is not repaired: that failure places the bracket."""
+
+    def candidates(self, now: Round) -> Iterator[Candidate]:
+        inc, space = now.incumbent, self.plan.space
+        capacity = {name for name, param in space.parameters.items() if param.shape == "up_to_failure"}
+        for record in reversed(now.view.failed()):
+            reason = record.failure_reason or ""
+            move = record.move
+            if not reason.startswith("unstable-at-") or move is None or move.kind is not MoveKind.RULE:
+                continue
+            if self.plan.settings.repair_own and move.parameter in capacity:
+                continue  # the rule moved the memory itself: the cliff's bracket has that failure
+            different = changed(record.config, inc.config) - capacity
+            if not different or len(different) > 2:
+                continue  # a probe of the cliff itself, or a change far from the best
+            start = {**inc.config, **{k: v for k, v in record.config.items() if k in different or k not in inc.config}}
+            signal = Signal("failure_reason", reason, Source.OUTCOME)
+            for name, param in space.parameters.items():
+                current = record.config.get(name)
+                if param.shape != "up_to_failure" or current is None:
+                    continue
+                below = [v for v in grid(param) if v < current]
+                for steps in (2, 4, 8):
+                    if len(below) >= steps:
+                        yield Candidate({**start, name: below[-steps]},
+                                        Move(MoveKind.REPAIR, (Change(name, below[-steps], current),),
+                                             rule=move.rule, signal=signal, trial=record.number))

@@ -1,0 +1,134 @@
+"""The sweep: each parameter's values, one change of the best at a time, each change once.
+
+A change that activates a source patch is tried with the patch applied first (a backend that
+only pays with its patch). The order (``sweep_order = "cheap"``): the parameters with a patched
+value first, then those with the fewest values (one trial measures a whole parameter); the
+profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for
+speed) after all the others, unless the best's KV pool is full (then memory is the reason to try
+them, right after the patched values); a parameter whose values measured so far all lost at
+least ``defer_loss`` against the best waits for the end (its other values are likely losses
+too; numbers lie on a curve and keep their place). ``again``: a second pass from the best,
+counting only the changes measured from this very configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tuner.errors import ConfigError
+from tuner.study.strategies._moves import Change, Move, MoveKind
+from tuner.study.strategies._values import sweep_values
+from tuner.study.strategies.guided._common import changed, natural, pool_full
+from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
+from tuner.study.view import TrialRecord
+
+__all__ = ["SweepProposer", "sweep_key"]
+
+
+def sweep_key(name: str, value: Any, patches: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    """The identity of the sweep's change ``name = value`` (with ``patches`` applied)."""
+    return Move(MoveKind.SWEEP, (Change(name, value),), patches=patches).key
+
+
+class SweepProposer(Proposer):
+    """One change of the best at a time (see the module docstring)."""
+
+    def __init__(self, plan: Plan, again: bool = False) -> None:
+        super().__init__(plan)
+        self.again = again
+
+    def candidates(self, now: Round) -> Iterator[Candidate]:
+        plan, inc = self.plan, now.incumbent
+        done = {r.move.key: r for r in now.view.records if r.move is not None and r.move.kind is MoveKind.SWEEP
+                and (not self.again or changed(r.config, inc.config) <= {r.move.parameter})}
+        swept = []
+        for name, param in plan.space.parameters.items():
+            if name not in inc.config or param.shape is not None:
+                continue
+            current = inc.config[name]
+            values = [
+                v for v in sweep_values(param, plan.settings.sweep_points)
+                if not (v == current and type(v) is type(current))
+                and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
+            ]
+            changes = [
+                Candidate(values_, Move(MoveKind.SWEEP, (Change(name, value, current),), patches=patched))
+                for value in self._ordered(name, values, current, inc, done)
+                for values_, patched in self._with_activated(inc.config, name, value)
+            ]
+            # a value that comes with a source patch first: someone wrote the patch for it
+            changes.sort(key=lambda change: not change.move.patches)
+            swept.append((any(change.move.patches for change in changes), len(values), changes, name))
+        full = pool_full(inc)
+        lost = {name for _, _, _, name in swept if self._lost(name, done, inc)}
+        if plan.settings.sweep_order == "fewest":
+            swept.sort(key=lambda item: (not item[0], item[1]))
+        elif plan.settings.sweep_order == "cheap":
+            # patched values (in the space's order), memory trades when memory binds, then the
+            # parameters with the fewest values: more parameters measured for the trials spent
+            swept.sort(key=lambda item: (0 if item[0] else 1 if full and item[3] in plan.late else 2,
+                                         0 if item[0] else item[1]))
+        if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
+            swept.sort(key=lambda item: item[3] in plan.late)  # trades made for a reason go last
+        swept.sort(key=lambda item: item[3] in lost)
+        for _, _, changes, _ in swept:
+            yield from (change for change in changes if change.move.key not in done)
+
+    def _lost(self, name: str, done: dict[Any, TrialRecord], inc: TrialRecord) -> bool:
+        """Whether every value of ``name`` measured in this sweep lost at least ``defer_loss``
+        against the best (its other values are likely to lose too: they wait for the end)."""
+        settings = self.plan.settings
+        if not settings.defer_loss or not inc.value:
+            return False
+        if self.plan.space.parameters[name].numeric_options():
+            return False  # a number's other values lie on a curve: one loss says little of them
+        measured = [r.value for r in done.values() if r.move is not None and r.move.parameter == name
+                    and r.value is not None]
+        return bool(measured) and all(v < (1 - settings.defer_loss) * inc.value for v in measured)
+
+    def _ordered(self, name: str, values: list[Any], current: Any, inc: TrialRecord,
+                 done: dict[Any, TrialRecord]) -> list[Any]:
+        """The values to try, in order. Four or more numbers are searched as one hump: both
+        ends and the middle first, then only the neighbours of the best measured so far."""
+        numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                         | ({current} if isinstance(current, (int, float)) and not isinstance(current, bool) else set()))
+        if len(numbers) < 4:
+            return values
+        others = [v for v in values if v not in numbers]
+        first = [numbers[0], numbers[-1], numbers[len(numbers) // 2]]
+        score = {v: _score(done.get(sweep_key(name, v))) for v in numbers}
+        if current in score:
+            score[current] = inc.value or 0.0
+        untried = [v for v in first if v != current and score[v] is None]
+        if untried:
+            return untried + others
+        best = max((v for v in numbers if score[v] is not None), key=lambda v: score[v])
+        at = numbers.index(best)
+        near = [numbers[i] for i in (at - 1, at + 1) if 0 <= i < len(numbers) and numbers[i] != current]
+        return [v for v in near if score[v] is None] + others
+
+    def _with_activated(self, start: dict[str, Any], name: str,
+                        value: Any) -> Iterator[tuple[dict[str, Any], tuple[str, ...]]]:
+        """The change, with parameters it activates at their default; source patches it
+        activates are tried applied first (then not)."""
+        space = self.plan.space
+        params = space.parameters
+        fill = {n: natural(p) for n, p in params.items()}
+        base = {**fill, **start, name: value}
+        patches = [n for n, p in params.items() if n not in start and n != name and p.kind == "patch"]
+        try:
+            active = space.config({**base, **{n: True for n in patches}}, drop_inactive=True)
+        except ConfigError:
+            active = {}
+        activated = tuple(n for n in patches if n in active)
+        if activated:
+            yield {**base, **{n: True for n in activated}}, activated
+        yield base, ()
+
+
+def _score(record: TrialRecord | None) -> float | None:
+    """What a sweep trial measured (0 when it failed; None when there is none)."""
+    if record is None:
+        return None
+    return record.value if record.value is not None else max(record.levels.values(), default=0.0)
