@@ -22,7 +22,7 @@ from typing import Any, Self
 from tests.support.sshd import free_port
 from tuner.emulator.calibration import FIXED_ARGV
 
-__all__ = ["BASE_ARGV", "REPO", "Emulator", "get_json", "patch_gate", "post_json"]
+__all__ = ["BASE_ARGV", "REPO", "Emulator", "emulator_with_keys", "get_json", "patch_gate", "post_json"]
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_ARGV = (*FIXED_ARGV, "--moe-runner-backend", "flashinfer_cutlass",
@@ -152,3 +152,16 @@ class Emulator:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def emulator_with_keys(root: Path, keys: dict[str, str]) -> Emulator:
+    """An emulator (not started) that enforces ``keys`` (``{"--api-key": ..., "--admin-api-key":
+    ...}``), given as SGLang takes them from the tuner: a ``--config`` file of secret flags."""
+    from tuner.emulator import prepare_host_root
+    from tuner.space._launch import secret_flags_yaml
+
+    env = prepare_host_root(root)
+    patch_gate(root / "site")
+    config = root / "secret-flags.yaml"
+    config.write_text(secret_flags_yaml(keys))
+    return Emulator([*BASE_ARGV, "--config", str(config)], root, env=env, time_scale=100.0)

@@ -16,9 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, patch_gate
-from tuner.emulator import prepare_host_root
-from tuner.space._launch import secret_flags_yaml
+from tests.emulator.helpers import Emulator, emulator_with_keys
 
 API_KEY = "sk-emulated-5e1f0c2a"
 ADMIN_KEY = "admin-emulated-77d3b9e4"
@@ -26,12 +24,7 @@ ADMIN_KEY = "admin-emulated-77d3b9e4"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    root = tmp_path_factory.mktemp("host")
-    env = prepare_host_root(root)
-    patch_gate(root / "site")
-    config = root / "secret-flags.yaml"
-    config.write_text(secret_flags_yaml({"--api-key": API_KEY, "--admin-api-key": ADMIN_KEY}))
-    with Emulator([*BASE_ARGV, "--config", str(config)], root, env=env, time_scale=100.0) as emulator:
+    with emulator_with_keys(tmp_path_factory.mktemp("host"), {"--api-key": API_KEY, "--admin-api-key": ADMIN_KEY}) as emulator:
         assert emulator.wait_ready(30), emulator.log()
         yield emulator
 

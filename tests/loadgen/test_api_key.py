@@ -19,14 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, patch_gate
+from tests.emulator.helpers import Emulator, emulator_with_keys
 from tests.loadgen.test_cli_bench import RUN_TUNER
-from tuner.emulator import prepare_host_root
 from tuner.errors import TunerError
 from tuner.loadgen import LevelSpec, auth_headers, run_level
 from tuner.loadgen.bench_serving import run_bench_serving
 from tuner.probe import run_probe
-from tuner.space._launch import secret_flags_yaml
 
 API_KEY = "sk-client-test-0b5d2e91"
 VLLM_PYTHON = "/opt/tuner-venvs/vllm/bin/python"  # has transformers (bench_serving's tokenizer)
@@ -36,12 +34,7 @@ SPEC = LevelSpec(concurrency=4, num_requests=8, input_len=16, output_len=8, time
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    root = tmp_path_factory.mktemp("host")
-    env = prepare_host_root(root)
-    patch_gate(root / "site")
-    config = root / "secret-flags.yaml"
-    config.write_text(secret_flags_yaml({"--api-key": API_KEY}))
-    with Emulator([*BASE_ARGV, "--config", str(config)], root, env=env, time_scale=100.0) as emulator:
+    with emulator_with_keys(tmp_path_factory.mktemp("host"), {"--api-key": API_KEY}) as emulator:
         assert emulator.wait_ready(30), emulator.log()
         yield emulator
 
