@@ -16,20 +16,24 @@ Run: ``python tests/support/pacing_server.py --port 0`` prints ``PORT <n>`` once
 
 from __future__ import annotations
 
+
 import argparse
 import asyncio
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
+
+if __package__:  # imported as tests.support.<name>
+    from tests.support.child_server import ChildServer, option_args
+else:  # run as a script: its own folder is on sys.path
+    from child_server import ChildServer, option_args  # type: ignore[no-redef]
 
 __all__ = ["PacingServer"]
 
@@ -345,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(_serve(parser.parse_args(argv)))
 
 
-class PacingServer:
+class PacingServer(ChildServer):
     """The server in a child process of its own group; a context manager that always stops it.
 
     Args:
@@ -353,57 +357,12 @@ class PacingServer:
     """
 
     def __init__(self, **options: Any) -> None:
-        self.args = []
-        for name, value in options.items():
-            flag = "--" + name.replace("_", "-")
-            if value is True:
-                self.args.append(flag)
-            elif value is not None and value is not False:
-                self.args += [flag, str(value)]
-        self.process: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self, timeout_s: float = 20.0) -> PacingServer:
-        """Start the server and wait until it listens."""
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--port", "0", *self.args],
-            stdout=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
-        line = self.process.stdout.readline() if ready else ""
-        if line.startswith("PORT "):
-            self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-            return self
-        self.stop()
-        raise RuntimeError(f"pacing server did not start: {self.args}")
+        super().__init__(Path(__file__).resolve(), option_args(options), "pacing server")
 
     def kill(self) -> None:
         """SIGKILL the server's process group (as a crash would)."""
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
-
-    def stop(self) -> None:
-        """Stop the server and reap it; safe to call twice."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 if __name__ == "__main__":

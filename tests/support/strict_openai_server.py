@@ -34,15 +34,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import select
-import signal
-import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Self
+
+if __package__:  # imported as tests.support.<name>
+    from tests.support.child_server import ChildServer, option_args
+else:  # run as a script: its own folder is on sys.path
+    from child_server import ChildServer, option_args  # type: ignore[no-redef]
 
 from aiohttp import web
 
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(_serve(options))
 
 
-class StrictServer:
+class StrictServer(ChildServer):
     """The server in a child process of its own group; a context manager that always stops it.
 
     Args:
@@ -217,34 +217,11 @@ class StrictServer:
     """
 
     def __init__(self, model: str = "/models/strict", **options: Any) -> None:
-        self.args = [model]
-        for name, value in options.items():
-            flag = "--" + name.replace("_", "-")
-            if value is True:
-                self.args.append(flag)
-            elif value is not None and value is not False:
-                self.args += [flag, str(value)]
-        self.process: subprocess.Popen[str] | None = None
-        self.url = ""
+        super().__init__(Path(__file__).resolve(), [model, *option_args(options)], "strict server")
 
-    def start(self, timeout_s: float = 30.0) -> StrictServer:
+    def start(self, timeout_s: float = 30.0) -> Self:
         """Start the server and wait until it listens."""
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--port", "0", *self.args],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.process.stdout], [], [], deadline - time.monotonic())
-            line = self.process.stdout.readline() if ready else ""
-            if line.startswith("PORT "):
-                self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-                return self
-            if not line:
-                break
-        self.stop()
-        raise RuntimeError(f"strict server did not start: {self.args}")
+        return super().start(timeout_s)
 
     def stats(self) -> dict[str, Any]:
         """The server's record of every request it got."""
@@ -252,26 +229,6 @@ class StrictServer:
 
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as answer:
             return json.load(answer)
-
-    def stop(self) -> None:
-        """Stop the server's process group and reap it; safe to call twice."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 if __name__ == "__main__":
