@@ -83,6 +83,7 @@ async def _worker(
             phase.next_index += 1
             log.after[index], previous = previous, index
             if arrivals is not None:
+                log.due[index] = arrivals[index]
                 delay = arrivals[index] - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)

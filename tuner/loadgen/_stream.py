@@ -74,6 +74,7 @@ class RequestLog:
         self.status = [NOT_RUN] * size
         self.start = [0.0] * size  # its arrival: when sent, or an emulator's arrival stamp
         self.sent = [0.0] * size  # when this client sent it, on its own clock (any server)
+        self.due = [0.0] * size  # an open loop: when its schedule said to send it (0: closed loop)
         self.end = [0.0] * size
         self.event_times: list[list[float]] = [[] for _ in range(size)]
         self.event_counts: list[list[int | None]] = [[] for _ in range(size)]

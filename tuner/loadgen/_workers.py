@@ -68,7 +68,7 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
     offset = 0
     for part in parts:
         span = slice(offset, offset + part.size)
-        for name in ("status", "start", "sent", "end", "event_times", "event_counts", "output_tokens",
+        for name in ("status", "start", "sent", "due", "end", "event_times", "event_counts", "output_tokens",
                      "input_tokens", "asked"):
             getattr(merged, name)[span] = getattr(part, name)
         merged.after[span] = [a + offset if a >= 0 else -1 for a in part.after]

@@ -245,6 +245,8 @@ def optimize_study(
                 idle = -1
                 summary.ran += 1
                 with get_heartbeat_thread(trial._trial_id, study._storage):
+                    if not is_baseline:  # another worker may have asked for the baseline between
+                        _await_reference(study, space, trial, progress)  # the wait above and ask
                     state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary, progress)
                 summary.states[state.name] = summary.states.get(state.name, 0) + 1
                 frozen = study._storage.get_trial(trial._trial_id)
@@ -262,6 +264,21 @@ def optimize_study(
     summary.patience_stop = patience.exhausted
     progress.run_finished(summary)
     return summary
+
+
+def _await_reference(study: optuna.Study, space: Any, trial: optuna.Trial, progress: ProgressView) -> None:
+    """Wait, inside this trial (its heartbeat running), for the baseline's probe outputs.
+
+    The wait before ``ask`` and the ``ask`` are not one step: a second worker that found no
+    baseline running yet may be handed the next queued configuration just as the first worker
+    starts the baseline, and would probe it with nothing to compare against (an enqueued fa3 then
+    passed, on CI). Raises the reference's error with this trial recorded FAIL."""
+    wait_for_probe_reference(study, space, say=progress.console.print)
+    try:
+        require_probe_reference(study, space)
+    except TunerError as error:
+        _fail_if_running(study, trial, "host-error", str(error))
+        raise
 
 
 def _fail_if_running(study: optuna.Study, trial: optuna.Trial, reason: str, detail: str) -> None:
