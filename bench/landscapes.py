@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.space import Config, load_space
-from tuner.study.attrs import reusable_failure
+from tuner.study.record import reusable_failure
 
 __all__ = [
     "Outcome",

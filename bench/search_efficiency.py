@@ -64,15 +64,10 @@ from landscapes import (  # noqa: E402
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
 from tuner.space import Config, load_space  # noqa: E402
-from tuner.study import attrs  # noqa: E402
-from tuner.study.feasibility import FeasibilityCheck  # noqa: E402
-from tuner.study.objective import PROBE_REFERENCE_ATTR, TrialRunner  # noqa: E402
-from tuner.study.optimize import optimize_study  # noqa: E402
-from tuner.study.progress import ProgressView  # noqa: E402
-from tuner.study.run import study_pruner  # noqa: E402
-from tuner.study.storage import make_sampler  # noqa: E402
-from tuner.study.strategies import make_strategy  # noqa: E402
-from tuner.study.strategies._base import Strategy  # noqa: E402
+from tuner.study.record import CHOSEN_BY, outcome_of
+from tuner.study.trial import PROBE_REFERENCE_ATTR, FeasibilityCheck, TrialRunner  # noqa: E402
+from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
+from tuner.study.strategies import Strategy, make_sampler, make_strategy  # noqa: E402
 from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
 from tuner.timescale import TimeScale  # noqa: E402
 
@@ -288,7 +283,7 @@ def run_strategy(
 
 
 def _ran_on_host(trial: optuna.trial.FrozenTrial) -> bool:
-    return attrs.outcome_of(trial).ran and "config" in trial.user_attrs
+    return outcome_of(trial).ran and "config" in trial.user_attrs
 
 
 def host_runs(study: optuna.Study) -> list[Config]:
@@ -300,7 +295,7 @@ def _as_run(study: optuna.Study) -> Run:
     trials = [t for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
     return Run(
         [Config(t.user_attrs["config"]) for t in trials],
-        [str(t.user_attrs.get(attrs.CHOSEN_BY) or "") for t in trials],
+        [str(t.user_attrs.get(CHOSEN_BY) or "") for t in trials],
         [STARTUP_MIN + LEVEL_MIN * len(t.user_attrs.get("levels") or []) for t in trials],
     )
 

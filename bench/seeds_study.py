@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from emulated_fidelity import run_demo  # noqa: E402
 from tuner.space import load_space  # noqa: E402
-from tuner.study.results import baseline_record, best_stable  # noqa: E402
+from tuner.study.record import baseline_record, best_stable  # noqa: E402
 from tuner.study.storage import default_storage_url, open_storage  # noqa: E402
 
 TOP_LEVEL = 1024

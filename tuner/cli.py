@@ -54,7 +54,7 @@ def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a f
 
 def _target(space, emulate: bool, host: str | None, key: str | None, known_hosts: str | None,
             accept: bool, port: int | None):
-    from tuner.study.target import build_target
+    from tuner.study.trial import build_target
 
     return build_target(
         space, emulate=emulate, host_override=host, key_path=key, known_hosts=known_hosts,
@@ -93,18 +93,18 @@ def optimize(
     client_workers: ClientWorkersOpt = 1,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
-    from tuner.study.run import OptimizeOptions, run_optimize
+    from tuner.study.loop import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
-    from tuner.study.strategies._base import Strategy
+    from tuner.study.strategies import Strategy
 
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
-    from tuner.study.traffic import request_source
+    from tuner.study.trial import request_source
 
     requests = request_source(space.workload_for(emulate), space.path)  # a bad dataset: exit 2 here
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
-        from tuner.study.dry_run import print_dry_run
+        from tuner.study.loop import print_dry_run
 
         proposes = chosen.name if type(chosen).propose is not Strategy.propose else None
         print_dry_run(space, trials, chosen.sampler(), emulate, Console(), proposes)
@@ -133,7 +133,7 @@ def best(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Show the best stable trial."""
-    from tuner.study.results import best_stable
+    from tuner.study.record import best_stable
     from tuner.study.storage import load_existing_study
 
     space = _load(space_path)
@@ -189,8 +189,8 @@ def doctor(
 ) -> None:
     """Preflight checks of the host: SSH, versions, GPUs, flags, port, disk, patches."""
     from tuner.doctor import format_checks
-    from tuner.study.preflight import preflight_checks
-    from tuner.study.run import patch_manager
+    from tuner.study.loop import preflight_checks
+    from tuner.study.loop import patch_manager
 
     space = _load(space_path)
     target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
@@ -212,10 +212,11 @@ def enqueue(
     emulate: EmulateOpt = False,
 ) -> None:
     """Queue a configuration by hand: the baseline with --set changes; runs before sampled ones."""
-    from tuner.study.enqueue import configuration_with, enqueue_configuration, parse_assignments
-    from tuner.study.optimize import ensure_baseline_queued
-    from tuner.study.run import study_directions, study_pruner
-    from tuner.study.storage import create_or_resume, make_sampler, open_storage
+    from tuner.study.loop import configuration_with, enqueue_configuration, parse_assignments
+    from tuner.study.loop import ensure_baseline_queued
+    from tuner.study.loop import study_directions, study_pruner
+    from tuner.study.storage import create_or_resume, open_storage
+    from tuner.study.strategies import make_sampler
 
     space = _load(space_path)
     config = configuration_with(space, parse_assignments(assignments))
@@ -245,9 +246,9 @@ def validate(
     port: PortOpt = None,
 ) -> None:
     """Soak the best configurations at their peak concurrency; unstable ones are never exported."""
-    from tuner.study.run import patch_manager
+    from tuner.study.loop import patch_manager
     from tuner.study.storage import load_existing_study
-    from tuner.study.validate import DEFAULT_SOAK_S, validate_study
+    from tuner.study.loop import DEFAULT_SOAK_S, validate_study
 
     space = _load(space_path)
     if space.objective.metric == "goodput":

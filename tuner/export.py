@@ -19,7 +19,7 @@ import optuna
 
 from tuner.engines import load_profile
 from tuner.errors import ConfigError
-from tuner.study.results import TrialRecord, best_stable, records
+from tuner.study.record import TrialRecord, best_stable, records
 
 __all__ = ["render_launch_script", "write_launch_script"]
 

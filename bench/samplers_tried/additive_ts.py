@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 import search_efficiency as se
 from tuner.errors import ConfigError
 from tuner.space import Config, load_space
-from tuner.study.feasibility import FeasibilityModel, training_label
+from tuner.study.trial import FeasibilityModel, training_label
 
 
 def grid(param):

@@ -13,10 +13,8 @@ import optuna
 from rich.console import Console
 import search_efficiency as se
 from tuner.space import load_space, Config
-from tuner.study.feasibility import FeasibilityCheck
-from tuner.study.optimize import optimize_study
-from tuner.study.progress import ProgressView
-from tuner.study.pruner import BaselinePruner
+from tuner.study.trial import BaselinePruner, FeasibilityCheck
+from tuner.study.loop import ProgressView, optimize_study
 
 TARGETS = {"emulated": 4467.0}
 

@@ -6,7 +6,7 @@ from scipy.stats import norm
 from sklearn.ensemble import RandomForestRegressor, ExtraTreesRegressor
 import search_efficiency as se
 from tuner.space import load_space, Config
-from tuner.study.feasibility import FeasibilityModel, training_label
+from tuner.study.trial import FeasibilityModel, training_label
 from additive_ts import AdditiveTS, observed
 
 class SmacLike(AdditiveTS):

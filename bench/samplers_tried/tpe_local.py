@@ -2,7 +2,7 @@
 import search_efficiency as se
 from optuna.samplers import BaseSampler
 from tuner.space import load_space
-from tuner.study.storage import make_sampler
+from tuner.study.strategies import make_sampler
 from additive_ts import AdditiveTS
 
 class Hybrid(BaseSampler):

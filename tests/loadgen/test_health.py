@@ -85,7 +85,7 @@ def test_verdict_reads_the_signals_of_the_clock_that_timed_the_level() -> None:
 
 def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
     from tuner.space._workload import Objective
-    from tuner.study.objective import objective_value
+    from tuner.study.trial import objective_value
 
     def level(c: int, tps: float, bound: str | None = None) -> dict:
         return {"concurrency": c, "completed": c, "failed": 0, "stop_reason": None,
@@ -126,7 +126,7 @@ def test_connects_that_timed_out_while_the_client_lagged_are_the_clients_doing()
 
 
 def test_a_level_the_client_stopped_while_measuring_itself_fails_as_measurement_bound() -> None:
-    from tuner.study.objective import _client_failure
+    from tuner.study.trial._runner import _client_failure
 
     class NoLog:
         def log_excerpt(self) -> str:

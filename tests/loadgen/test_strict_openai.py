@@ -19,7 +19,7 @@ from tests.loadgen.test_cli_bench import tuner_bench
 from tests.support.strict_openai_server import StrictServer
 from tuner.loadgen import Dialect, LevelSpec, complete, run_level
 from tuner.space import load_space
-from tuner.study.traffic import request_dialect
+from tuner.study.trial import request_dialect
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests/fixtures/transformers"

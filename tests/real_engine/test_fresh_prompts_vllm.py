@@ -36,8 +36,7 @@ from tests.traffic.test_goodput import GLM5, _Session
 from tuner.errors import ServerFailure
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.space import load_space
-from tuner.study.goodput import measure_goodput
-from tuner.study.traffic import rate_level
+from tuner.study.trial import measure_goodput, rate_level
 from tuner.timescale import TimeScale
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]

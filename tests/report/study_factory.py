@@ -24,7 +24,7 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
-from tuner.study.attrs import level_figures
+from tuner.study.record import level_figures
 
 LEVELS = (64, 256, 512, 1024)
 INPUT_LEN = OUTPUT_LEN = 256

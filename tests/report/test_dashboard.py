@@ -11,7 +11,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from tests.report.dashboard import attrs_of, running_dashboard
-from tuner.study.attrs import level_figures
+from tuner.study.record import level_figures
 
 
 def check_dashboard_shows_study(storage_url: str, study_name: str, log: Path) -> None:

@@ -17,7 +17,7 @@ from tests.report.processes import group_members
 from tests.report.test_dashboard import check_dashboard_shows_study
 from tests.study.conftest import EmulatedStudy
 from tuner.report import FIGURE_COUNT
-from tuner.study.attrs import level_figures
+from tuner.study.record import level_figures
 
 # A small emulated workload, so that six trials take well under a minute.
 SMALL = {

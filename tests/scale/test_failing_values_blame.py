@@ -9,8 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner.study.blame import blamed_values
-from tuner.study.feasibility import failing_values
+from tuner.study.trial import blamed_values, failing_values
 
 BASE = {"moe_runner_backend": "flashinfer_cutlass", "cuda_graph": True,
         "attention_backend": "flashinfer", "mem_fraction_static": 0.9}

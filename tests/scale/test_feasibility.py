@@ -14,7 +14,7 @@ from optuna.trial import TrialState, create_trial
 
 from bench.search_efficiency import ModelHost, host_runs, run_loop
 from tuner.space import Config, load_space
-from tuner.study.feasibility import (
+from tuner.study.trial import (
     FeasibilityCheck,
     FeasibilityGate,
     FeasibilityModel,

@@ -13,11 +13,9 @@ from rich.console import Console
 
 from bench.search_efficiency import ModelHost, ModelRunner
 from tuner.space import load_space
-from tuner.study.feasibility import FeasibilityCheck
-from tuner.study.optimize import optimize_study
-from tuner.study.progress import ProgressView
-from tuner.study.pruner import BaselinePruner
-from tuner.study.storage import make_sampler
+from tuner.study.trial import BaselinePruner, FeasibilityCheck
+from tuner.study.loop import ProgressView, optimize_study
+from tuner.study.strategies._samplers import make_sampler
 
 GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 

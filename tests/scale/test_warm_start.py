@@ -13,8 +13,12 @@ from optuna.trial import TrialState, create_trial
 
 from tuner.errors import ConfigError
 from tuner.space import load_space
-from tuner.study.optimize import ensure_baseline_queued
-from tuner.study.warm_start import WARM_START_ATTR, warm_start, warm_start_candidates
+from tuner.study.loop import (
+    WARM_START_ATTR,
+    ensure_baseline_queued,
+    warm_start,
+    warm_start_candidates,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GLM5 = REPO / "search_spaces" / "glm5.yaml"

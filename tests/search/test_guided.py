@@ -20,14 +20,13 @@ from pydantic import ValidationError
 from tuner.engines import load_profile
 from tuner.engines._profile import EngineProfile, TuningRule
 from tuner.space import load_space
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, make_strategy
 from tuner.study.strategies.guided import (
     Candidate, GuidedSettings, GuidedStrategy, Reading, Round, Rule, RuleProposer, cliff_bracket,
 )
 from tuner.study.strategies.guided._cliff import RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
-from tuner.study.view import StudyView, TrialRecord
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,14 +21,11 @@ from landscapes import GeneratedLandscape  # noqa: E402
 from search_efficiency import ModelRunner  # noqa: E402
 
 from tuner.space import load_space  # noqa: E402
-from tuner.study import attrs  # noqa: E402
-from tuner.study.objective import PROBE_REFERENCE_ATTR  # noqa: E402
-from tuner.study.optimize import optimize_study  # noqa: E402
-from tuner.study.progress import ProgressView  # noqa: E402
-from tuner.study.run import study_pruner  # noqa: E402
+from tuner.study.record import CHOSEN_BY, CONFIG, MOVE, read_view  # noqa: E402
+from tuner.study.trial import PROBE_REFERENCE_ATTR  # noqa: E402
+from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
 from tuner.study.strategies import Move, MoveKind  # noqa: E402
 from tuner.study.strategies.guided import GuidedStrategy  # noqa: E402
-from tuner.study.view import read_view  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SEED = 3
@@ -59,25 +56,25 @@ def _without_moves(study: optuna.Study, space: Any) -> optuna.Study:
     for t in study.trials:
         old.add_trial(create_trial(
             state=t.state, values=t.values, params=t.params, distributions=t.distributions,
-            user_attrs={k: v for k, v in t.user_attrs.items() if k != attrs.MOVE},
+            user_attrs={k: v for k, v in t.user_attrs.items() if k != MOVE},
             system_attrs=t.system_attrs, intermediate_values=t.intermediate_values,
         ))
     return old
 
 
 def _trials(study: optuna.Study) -> list[tuple[Any, ...]]:
-    return [(t.number, t.state, t.user_attrs.get(attrs.CONFIG), t.user_attrs.get(attrs.CHOSEN_BY), t.values)
+    return [(t.number, t.state, t.user_attrs.get(CONFIG), t.user_attrs.get(CHOSEN_BY), t.values)
             for t in study.trials]
 
 
 def test_every_proposal_stores_its_move_and_an_older_study_resumes_the_same(space: Any) -> None:
     study = _study(space)
     _run(study, space, 24)
-    stored = [(t.user_attrs[attrs.CHOSEN_BY], Move.from_dict(t.user_attrs[attrs.MOVE]))
-              for t in study.trials if attrs.MOVE in t.user_attrs]
+    stored = [(t.user_attrs[CHOSEN_BY], Move.from_dict(t.user_attrs[MOVE]))
+              for t in study.trials if MOVE in t.user_attrs]
     assert all(move.reason == chosen_by for chosen_by, move in stored)
     assert {MoveKind.RULE, MoveKind.SWEEP} <= {move.kind for _, move in stored}
-    unmoved = {t.user_attrs[attrs.CHOSEN_BY] for t in study.trials if attrs.MOVE not in t.user_attrs}
+    unmoved = {t.user_attrs[CHOSEN_BY] for t in study.trials if MOVE not in t.user_attrs}
     assert unmoved <= {"baseline", "sampler: guided"}, unmoved
 
     old = _without_moves(study, space)

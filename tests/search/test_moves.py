@@ -13,12 +13,11 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from tuner.space import load_space
-from tuner.study import attrs
+from tuner.study.record import CHOSEN_BY, CONFIG, CONFIG_KEY, MOVE, RETRY_OF, read_view
 from tuner.study.storage import retry_later
 from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, read_move
 from tuner.study.strategies._legacy_moves import legacy_move
 from tuner.study.strategies._moves import value_key
-from tuner.study.view import read_view
 
 REPO = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -117,7 +116,7 @@ def test_a_trial_no_move_chose_has_none(text: str) -> None:
 def _add(study: optuna.Study, space: Any, changes: dict[str, Any], **user_attrs: Any) -> None:
     config = space.config({**space.baseline, **changes}, drop_inactive=True)
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=1000.0, user_attrs={
-        attrs.CONFIG: dict(config), attrs.CONFIG_KEY: config.key(), **user_attrs}))
+        CONFIG: dict(config), CONFIG_KEY: config.key(), **user_attrs}))
 
 
 def test_the_view_reads_a_stored_move_and_an_old_trials_text_alike(space: Any) -> None:
@@ -136,11 +135,11 @@ def test_the_view_reads_a_stored_move_and_an_old_trials_text_alike(space: Any) -
 def test_a_retry_keeps_the_move_of_the_trial_it_runs_again(space: Any) -> None:
     move = MOVES[4]
     study = optuna.create_study(direction="maximize")
-    study.enqueue_trial({"x": 1}, user_attrs={attrs.CHOSEN_BY: move.reason, attrs.MOVE: move.to_dict()})
+    study.enqueue_trial({"x": 1}, user_attrs={CHOSEN_BY: move.reason, MOVE: move.to_dict()})
     trial = study.ask()
     trial.suggest_int("x", 0, 2)
     study.tell(trial, state=TrialState.FAIL)
     retry_later(study, study.trials[0])
     again = study.ask()
-    assert again.user_attrs[attrs.RETRY_OF] == 0
-    assert Move.from_dict(again.user_attrs[attrs.MOVE]) == move and again.user_attrs[attrs.CHOSEN_BY] == move.reason
+    assert again.user_attrs[RETRY_OF] == 0
+    assert Move.from_dict(again.user_attrs[MOVE]) == move and again.user_attrs[CHOSEN_BY] == move.reason

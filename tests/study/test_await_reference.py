@@ -16,10 +16,10 @@ from rich.console import Console
 
 from tuner.errors import TunerError
 from tuner.space import load_space
-from tuner.study.objective import PROBE_REFERENCE_ATTR
-from tuner.study.optimize import _await_reference
-from tuner.study.progress import ProgressView
-from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.trial import PROBE_REFERENCE_ATTR
+from tuner.study.loop._optimize import _await_reference
+from tuner.study.loop import ProgressView
+from tuner.study.record import IS_BASELINE
 
 GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 
@@ -27,7 +27,7 @@ GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 def _two_running(tmp_path: Path) -> tuple[optuna.Study, optuna.Trial, optuna.Trial]:
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", direction="maximize")
     baseline = study.ask()  # worker A's
-    baseline.set_user_attr(BASELINE_ATTR, True)
+    baseline.set_user_attr(IS_BASELINE, True)
     other = study.ask()  # worker B's, asked before A's probe ran
     return study, baseline, other
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.study.conftest import GLM5
-from tuner.study.placeholder_host import is_placeholder
+from tuner.study.trial import is_placeholder
 
 
 def tuner(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

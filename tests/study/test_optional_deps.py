@@ -12,7 +12,12 @@ import pytest
 
 from tests.study.conftest import GLM5, REPO
 from tuner.errors import ConfigError
-from tuner.study.optional_deps import EXTRAS, SAMPLER_EXTRAS, require_extra, require_sampler
+from tuner.study.strategies._optional_deps import (
+    EXTRAS,
+    SAMPLER_EXTRAS,
+    require_extra,
+    require_sampler,
+)
 
 # Runs the CLI with the given modules made unimportable (sys.modules[name] = None).
 WITHOUT = ("import sys\nfor name in sys.argv.pop(1).split(','): sys.modules[name] = None\n"

@@ -10,7 +10,13 @@ import optuna
 import pytest
 
 from tuner.emulator.calibration import point
-from tuner.study.pruner import BASELINE_ATTR, BaselinePruner, below_baseline, clean_values, measurement_order
+from tuner.study.record import IS_BASELINE
+from tuner.study.trial import (
+    BaselinePruner,
+    below_baseline,
+    clean_values,
+    measurement_order,
+)
 
 
 def _levels(point_id: str) -> dict[int, float]:
@@ -51,7 +57,7 @@ def test_unclean_levels_are_not_compared() -> None:
 def test_pruner_inside_an_optuna_study() -> None:
     study = optuna.create_study(direction="maximize", pruner=BaselinePruner(0.10))
     base = study.ask()
-    base.set_user_attr(BASELINE_ATTR, True)
+    base.set_user_attr(IS_BASELINE, True)
     levels = []
     for step, value in {64: 757.0, 256: 880.0, 512: 880.0}.items():
         levels.append(_level(step, value))

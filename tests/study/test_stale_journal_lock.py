@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.study.storage import STALE_LOCK_S
+from tuner.study.storage._storage import STALE_LOCK_S
 
 HOLD_AND_WAIT = """
 import sys, time

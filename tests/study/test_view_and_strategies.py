@@ -18,13 +18,11 @@ from tuner.engines import load_profile
 from tuner.errors import ConfigError
 from tuner.observations import LogObserver, level_observations
 from tuner.space import load_space
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
-from tuner.study.feasibility import FeasibilityCheck
+from tuner.study.record import CONFIG, CONFIG_KEY, Outcome, outcome_of, read_view, set_outcome
+from tuner.study.trial import FeasibilityCheck
 from tuner.study.strategies import DEFAULT_STRATEGY, make_strategy, resolve_strategy
 from tuner.study.strategies.one_at_a_time import single_changes
 from tuner.study.strategies.tpe import CrashAwareTPESampler
-from tuner.study.view import read_view
 
 GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -47,7 +45,7 @@ def _add(study: optuna.Study, space: Any, config: dict[str, Any], state: TrialSt
         value=value if state == TrialState.COMPLETE else None,
         params=space.params_for_enqueue(full),
         distributions=_distributions(study, space, full),
-        user_attrs={attrs.CONFIG: dict(full), attrs.CONFIG_KEY: full.key(), **user_attrs},
+        user_attrs={CONFIG: dict(full), CONFIG_KEY: full.key(), **user_attrs},
     ))
 
 
@@ -75,18 +73,18 @@ def _distributions(study: optuna.Study, space: Any, config: Any) -> dict[str, An
 ])
 def test_outcome_of_reads_each_stored_meaning(state, ua, outcome) -> None:
     trial = create_trial(state=state, value=1.0 if state == TrialState.COMPLETE else None, user_attrs=ua)
-    assert attrs.outcome_of(trial) == outcome
+    assert outcome_of(trial) == outcome
 
 
 def test_a_pruned_outcome_round_trips_through_the_stored_attributes() -> None:
     study = optuna.create_study()
     for outcome in (Outcome.BELOW_BASELINE, Outcome.CONSTRAINT, Outcome.GATED):
         trial = study.ask()
-        attrs.set_outcome(trial, outcome, "why")
+        set_outcome(trial, outcome, "why")
         study.tell(trial, state=TrialState.PRUNED)
-    assert [attrs.outcome_of(t) for t in study.trials] == [Outcome.BELOW_BASELINE, Outcome.CONSTRAINT, Outcome.GATED]
+    assert [outcome_of(t) for t in study.trials] == [Outcome.BELOW_BASELINE, Outcome.CONSTRAINT, Outcome.GATED]
     with pytest.raises(ValueError):
-        attrs.set_outcome(study.ask(), Outcome.FAILED, "not a PRUNED meaning")
+        set_outcome(study.ask(), Outcome.FAILED, "not a PRUNED meaning")
 
 
 # -- the view ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from tests.loadgen.test_cli_bench import tuner_bench
 from tuner.errors import ConfigError
 from tuner.loadgen import RandomLengths, SharedPrefix, load_file_pool
 from tuner.loadgen._dataset_files import read_dataset
-from tuner.study.traffic import request_source
+from tuner.study.trial import request_source
 
 
 def _sharegpt(path: Path, n: int, indent: int | None = 2) -> Path:

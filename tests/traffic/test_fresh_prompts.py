@@ -23,9 +23,7 @@ from tests.traffic.test_goodput import GLM5, _Session
 from tuner.errors import ServerFailure
 from tuner.loadgen import LevelMetrics, LevelSpec, load_file_pool, run_level
 from tuner.space import load_space
-from tuner.study.goodput import measure_goodput
-from tuner.study.objective import TrialRunner
-from tuner.study.traffic import request_source
+from tuner.study.trial import TrialRunner, measure_goodput, request_source
 from tuner.timescale import TimeScale
 
 OUTPUT_LEN = 24  # warm-up requests ask for 16 tokens: the server's record tells them apart

@@ -9,7 +9,7 @@ import yaml
 
 from tuner.errors import ConfigError
 from tuner.space import load_space
-from tuner.study.goodput import RateSearch, level_verdict
+from tuner.study.trial import RateSearch, level_verdict
 
 GLM5 = Path(__file__).resolve().parents[2] / "search_spaces" / "glm5.yaml"
 
@@ -162,8 +162,8 @@ def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float
            start_rate: float = 1, max_levels: int = 6):
     import optuna
 
-    from tuner.study import attrs
-    from tuner.study.goodput import measure_goodput
+    from tuner.study.record import IS_BASELINE
+    from tuner.study.trial import measure_goodput
 
     path = tmp_path / "g.yaml"
     document = _objective(p99_ttft_ms=1000)
@@ -172,7 +172,7 @@ def _trial(tmp_path: Path, capacity: float, client_limit: float, baseline: float
     space = load_space(path)
     study = optuna.create_study(direction="maximize")
     if baseline is not None:
-        study.add_trial(optuna.trial.create_trial(value=baseline, user_attrs={attrs.IS_BASELINE: True}))
+        study.add_trial(optuna.trial.create_trial(value=baseline, user_attrs={IS_BASELINE: True}))
     trial = study.ask()
     runner = _Runner(space, study, capacity, client_limit)
     return lambda: measure_goodput(runner, trial, _Session(), space.workload_for(False)), trial
@@ -243,7 +243,7 @@ def test_a_goodput_trial_records_what_the_server_log_said_at_each_rate(tmp_path:
 
 
 def test_the_strategies_see_a_goodput_trial_s_levels_as_the_rate_it_met() -> None:
-    from tuner.study.view import clean_levels
+    from tuner.study.record import clean_levels
 
     levels = [_level(concurrency=512, request_rate=r, meets_slo=met)
               for r, met in ((1.0, True), (2.0, True), (4.0, False), (3.0, True))]

@@ -20,7 +20,7 @@ import pandas as pd
 from tuner.errors import ConfigError
 from tuner.report._summary import peak_level
 from tuner.report._view import read_study
-from tuner.study.attrs import LEVEL_FIGURES, level_figures
+from tuner.study.record import LEVEL_FIGURES, level_figures
 
 __all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
 

@@ -14,8 +14,7 @@ from typing import Any
 import optuna
 
 from tuner.errors import ConfigError
-from tuner.study import attrs
-from tuner.study.results import TrialRecord, best_stable, records
+from tuner.study.record import FAILURE_REASON, TrialRecord, best_stable, records
 
 __all__ = [
     "INACTIVE",
@@ -138,7 +137,7 @@ def outcome_of(trial: TrialRecord) -> str:
     if trial.state == "PRUNED":
         return f"pruned: {trial.outcome.pruned_by or 'baseline'}"
     if trial.state == "FAIL":
-        return str(trial.user_attrs.get(attrs.FAILURE_REASON) or "failed")
+        return str(trial.user_attrs.get(FAILURE_REASON) or "failed")
     return trial.state.lower()
 
 

@@ -1,4 +1,11 @@
-"""The Optuna study: storage and resume, the baseline pruner, one trial, the optimize loop, results.
+"""The Optuna study, in rooms by question (each a package of private modules behind ``__all__``):
 
-Import from the submodules (``tuner.study.run``, ``tuner.study.results``, ...).
+- :mod:`tuner.study.loop`: the run and the loop over trials (optimize, progress, dry run,
+  preflight, warm start, enqueue, validate, the host claim);
+- :mod:`tuner.study.trial`: one trial (the runner, its outcome, the probe reference, the
+  feasibility gate, the baseline pruner, goodput, traffic, the target host);
+- :mod:`tuner.study.record`: what is stored on a trial and how it is read back (attribute keys,
+  the typed trial record, the study view, results);
+- :mod:`tuner.study.storage`: where a study lives (file, SQL, journal), resume, stale workers;
+- :mod:`tuner.study.strategies`: search strategies and the sampler factory.
 """

@@ -2,8 +2,10 @@
 
 A strategy (:class:`tuner.study.strategies._base.Strategy`) gives the study its Optuna sampler
 and may propose the next configuration itself from a typed view of the study, with a one-line
-reason and, for ``guided``, that reason as data (:class:`Move`, stored on the trial). This module
-stays light (no Optuna import): the command line reads the names from it.
+reason and, for ``guided``, that reason as data (:class:`Move`, stored on the trial). The sampler
+factory (:func:`make_sampler`, ``--sampler NAME``) lives here too. This module stays light (no
+Optuna import): the command line reads the names from it; the names that need Optuna
+(:data:`_LAZY`) are imported on first use.
 """
 
 from __future__ import annotations
@@ -14,12 +16,30 @@ from tuner.errors import ConfigError
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, read_move
 
 if TYPE_CHECKING:
-    from tuner.study.strategies._base import Strategy
+    from tuner.study.strategies._base import Proposal, SpaceStrategy, Strategy
+    from tuner.study.strategies._samplers import SAMPLERS, SamplerStrategy, StudySampler, make_sampler
 
 __all__ = [
     "STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "resolve_strategy",
     "Move", "MoveKind", "Change", "Signal", "Source", "read_move",
+    "Strategy", "SpaceStrategy", "Proposal",
+    "SAMPLERS", "make_sampler", "SamplerStrategy", "StudySampler",
 ]
+
+# Public names whose modules import Optuna: loaded when first asked for (PEP 562).
+_LAZY = {
+    "Strategy": "_base", "SpaceStrategy": "_base", "Proposal": "_base",
+    "SAMPLERS": "_samplers", "make_sampler": "_samplers", "SamplerStrategy": "_samplers",
+    "StudySampler": "_samplers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 DEFAULT_STRATEGY = "guided"  # beats TPE-as-today on the emulator's model and on held-out generated landscapes (docs/search-efficiency.md)
 

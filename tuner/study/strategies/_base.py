@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 
 from tuner.study.strategies import Move
-from tuner.study.view import StudyView
+from tuner.study.record import StudyView
 
 __all__ = ["Proposal", "Strategy", "SpaceStrategy"]
 

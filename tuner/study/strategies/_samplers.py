@@ -8,9 +8,34 @@ from typing import Any
 import optuna
 
 from tuner.study.strategies._base import Strategy
-from tuner.study.storage import make_sampler
+from tuner.errors import ConfigError
+from tuner.study.strategies._optional_deps import require_sampler
 
-__all__ = ["SamplerStrategy", "StudySampler"]
+__all__ = ["SAMPLERS", "SamplerStrategy", "StudySampler", "make_sampler"]
+
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+
+
+def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    """One of the samplers Optuna offers, by short name (``tpe`` by default)."""
+    samplers = optuna.samplers
+    factories = {
+        # constant_liar: with several workers, a trial still running elsewhere counts as a poor one,
+        # so two workers do not sample the same neighbourhood (no effect with one worker).
+        "tpe": lambda: samplers.TPESampler(
+            seed=seed, multivariate=True, group=True, n_startup_trials=6, constant_liar=True
+        ),
+        "random": lambda: samplers.RandomSampler(seed=seed),
+        "gp": lambda: samplers.GPSampler(seed=seed),
+        "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
+        "qmc": lambda: samplers.QMCSampler(seed=seed),
+        "nsga2": lambda: samplers.NSGAIISampler(seed=seed),
+        "bruteforce": lambda: samplers.BruteForceSampler(seed=seed),
+    }
+    if name not in factories:
+        raise ConfigError(f"--sampler {name}: unknown; fix: use one of {', '.join(SAMPLERS)}")
+    require_sampler(name)  # torch for gp, cmaes for cmaes: before any host time
+    return factories[name]()
 
 
 class SamplerStrategy(Strategy):

@@ -14,7 +14,7 @@ from tuner.errors import ConfigError
 from tuner.study.strategies._base import Proposal
 from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.random_search import RandomStrategy
-from tuner.study.view import StudyView
+from tuner.study.record import StudyView
 
 __all__ = ["OneAtATimeStrategy", "single_changes"]
 

@@ -15,8 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, outcome_of
 from tuner.study.strategies._base import SpaceStrategy
 
 __all__ = ["TpeStrategy", "CrashAwareTPESampler", "tpe_settings", "CRASH_CONSTRAINT"]
@@ -61,7 +60,7 @@ class _StudyAsTpeSeesIt:
     def _get_trials(self, deepcopy: bool = True, states: Any = None, use_cache: bool = False) -> list[FrozenTrial]:
         shown = []
         for trial in self._study._get_trials(deepcopy=False, states=None, use_cache=use_cache):
-            outcome = attrs.outcome_of(trial, follow_reuse=True)
+            outcome = outcome_of(trial, follow_reuse=True)
             if outcome == Outcome.GATED:
                 continue
             if outcome == Outcome.FAILED and trial.params:

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, StudyView
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 from tuner.study.strategies.guided._common import changed, grid, room_to_spare, running_batch, token_usage
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
-from tuner.study.view import StudyView
 
 __all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURES"]
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind
 from tuner.study.strategies.guided._common import MISSING, changed, hashable
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
-from tuner.study.view import StudyView, TrialRecord
 
 __all__ = ["CombineProposer", "one_change_gains"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.study.strategies._values import sweep_values
-from tuner.study.view import TrialRecord
+from tuner.study.record import TrialRecord
 
 __all__ = [
     "MISSING", "FULL_POOL", "top_level_observations", "running_batch", "token_usage", "pool_full",

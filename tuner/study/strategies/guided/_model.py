@@ -25,7 +25,7 @@ from tuner.study.strategies.additive import ABSENT, AdditiveFit, fit_additive
 from tuner.study.strategies.guided._common import distance
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.strategies.guided._settings import GuidedSettings
-from tuner.study.view import StudyView, TrialRecord
+from tuner.study.record import StudyView, TrialRecord
 
 __all__ = ["fit_near", "modelled_best", "known_loss", "ModelProposer"]
 

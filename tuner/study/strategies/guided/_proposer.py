@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.study.strategies._moves import Move
 from tuner.study.strategies.additive import AdditiveFit
 from tuner.study.strategies.guided._settings import GuidedSettings
-from tuner.study.view import StudyView, TrialRecord
+from tuner.study.record import StudyView, TrialRecord
 
 if TYPE_CHECKING:
     from tuner.study.strategies.guided._rules import Rule

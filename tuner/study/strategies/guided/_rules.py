@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.guided._cliff import cliff_bracket
 from tuner.study.strategies.guided._common import doublings, grid, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
-from tuner.study.view import StudyView, TrialRecord
 
 __all__ = ["Rule", "Reading", "ProfileRule", "CapBelowTopConcurrency", "BUILT_IN_RULES", "RuleProposer", "rule_id"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tuner.errors import ConfigError
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._base import Proposal
 from tuner.study.strategies.guided._cliff import CliffProposer, RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
@@ -26,7 +26,6 @@ from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Ru
 from tuner.study.strategies.guided._settings import GuidedSettings
 from tuner.study.strategies.guided._sweep import SweepProposer
 from tuner.study.strategies.tpe import TpeStrategy
-from tuner.study.view import StudyView, TrialRecord
 
 __all__ = ["GuidedStrategy"]
 

@@ -21,7 +21,7 @@ from tuner.study.strategies._moves import Change, Move, MoveKind
 from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.guided._common import changed, natural, pool_full
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
-from tuner.study.view import TrialRecord
+from tuner.study.record import TrialRecord
 
 __all__ = ["SweepProposer", "sweep_key"]
 

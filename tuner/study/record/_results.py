@@ -9,9 +9,19 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
-from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.record._keys import (
+    CHOSEN_BY,
+    CONFIG,
+    FAILURE_DETAIL,
+    FAILURE_REASON,
+    IS_BASELINE,
+    LEVELS,
+    PRUNED_REASON,
+    REUSED_FROM,
+    STABLE,
+    Outcome,
+    outcome_of,
+)
 
 __all__ = ["TrialRecord", "records", "best_stable", "baseline_record", "VALIDATION_ATTR"]
 
@@ -49,24 +59,24 @@ def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
     ua = dict(trial.user_attrs)
     if str(trial.number) in validations:
         ua[VALIDATION_ATTR] = validations[str(trial.number)]
-    reason = ua.get(attrs.FAILURE_REASON) or ua.get(attrs.PRUNED_REASON)
+    reason = ua.get(FAILURE_REASON) or ua.get(PRUNED_REASON)
     return TrialRecord(
         number=trial.number,
         state=trial.state.name,
         value=trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None,
         params=dict(trial.params),
-        config=dict(ua.get(attrs.CONFIG, {})),
-        is_baseline=bool(ua.get(BASELINE_ATTR)),
-        stable=bool(ua.get(attrs.STABLE)) and trial.state == TrialState.COMPLETE,
+        config=dict(ua.get(CONFIG, {})),
+        is_baseline=bool(ua.get(IS_BASELINE)),
+        stable=bool(ua.get(STABLE)) and trial.state == TrialState.COMPLETE,
         reason=reason,
-        detail=ua.get(attrs.FAILURE_DETAIL),
+        detail=ua.get(FAILURE_DETAIL),
         command_line=ua.get("command_line"),
-        levels=list(ua.get(attrs.LEVELS, [])),
+        levels=list(ua.get(LEVELS, [])),
         user_attrs=dict(ua),
         trial_id=trial._trial_id,
-        reused_from=ua.get(attrs.REUSED_FROM),
-        outcome=attrs.outcome_of(trial, follow_reuse=True),
-        chosen_by=str(ua.get(attrs.CHOSEN_BY) or ("baseline" if ua.get(attrs.IS_BASELINE) else "")),
+        reused_from=ua.get(REUSED_FROM),
+        outcome=outcome_of(trial, follow_reuse=True),
+        chosen_by=str(ua.get(CHOSEN_BY) or ("baseline" if ua.get(IS_BASELINE) else "")),
     )
 
 

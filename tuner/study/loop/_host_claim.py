@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from tuner.host import HostClaim
-from tuner.study.target import Target
+from tuner.study.trial import Target
 
 __all__ = ["claim_host", "release_host"]
 

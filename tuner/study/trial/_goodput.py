@@ -35,9 +35,16 @@ from optuna.trial import TrialState
 from tuner.errors import ConfigError, ServerFailure
 from tuner.observations import level_observations
 from tuner.space._problems import problem_message
-from tuner.study import attrs
-from tuner.study.pruner import BASELINE_ATTR
-from tuner.study.traffic import rate_level
+from tuner.study.record import (
+    IS_BASELINE,
+    LEVELS,
+    OBSERVATIONS,
+    PRUNED_REASON,
+    STABLE,
+    TELEMETRY,
+    store,
+)
+from tuner.study.trial._traffic import rate_level
 
 __all__ = ["GOODPUT_ATTR", "NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
            "measure_goodput", "require_baseline_goodput"]
@@ -118,7 +125,7 @@ def level_verdict(level: dict[str, Any], objective: Any) -> str | None:
 def baseline_goodput(study: optuna.Study) -> float | None:
     """The baseline trial's goodput, once it completed."""
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if frozen.user_attrs.get(BASELINE_ATTR) and frozen.value is not None:
+        if frozen.user_attrs.get(IS_BASELINE) and frozen.value is not None:
             return float(frozen.value)
     return None
 
@@ -128,7 +135,7 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     objective = runner.space.objective
     search = objective.goodput
     scale = runner.target.time_scale
-    reference = None if trial.user_attrs.get(BASELINE_ATTR) else baseline_goodput(runner.study)
+    reference = None if trial.user_attrs.get(IS_BASELINE) else baseline_goodput(runner.study)
     floor = reference * (1 - objective.prune_margin) if reference else None
     plan = RateSearch(search.start_rate, search.max_rate, search.max_levels, search.resolution, floor)
     levels: list[dict[str, Any]] = []
@@ -157,29 +164,29 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
         level["meets_slo"], level["slo_miss"] = why is None, why
         levels.append(level)
         plan.record(rate, why is None)
-        attrs.set(trial, attrs.LEVELS, levels)
-        attrs.set(trial, attrs.TELEMETRY, telemetry)
-        attrs.set(trial, f"tps@{rate:g}rps", level["output_throughput"])
-        attrs.set(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
-        attrs.set(trial, GOODPUT_ATTR, plan.goodput)
+        store(trial, LEVELS, levels)
+        store(trial, TELEMETRY, telemetry)
+        store(trial, f"tps@{rate:g}rps", level["output_throughput"])
+        store(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
+        store(trial, GOODPUT_ATTR, plan.goodput)
         seen = level_observations(getattr(session, "observer", None), session.phase,
                                   int(level["concurrency"]), cap, level.get("gpu"))
         observations.update({f"{name}@{rate:g}rps": value for name, value in seen.items() if name != "kv_tokens"})
         if rate >= max(plan.tried):  # unsuffixed: the highest rate tried so far
             observations.update(seen)
-        attrs.set(trial, attrs.OBSERVATIONS, observations)
+        store(trial, OBSERVATIONS, observations)
         runner.on_level(metrics, k, search.max_levels)
         if floor is not None and why is not None and rate <= floor and not metrics.measurement_bound:
             raise optuna.TrialPruned(
                 f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
                 f"{objective.prune_margin:.0%}): missed at {rate:g} req/s, {why}"
             )
-    attrs.set(trial, attrs.STABLE, all(not lv.get("stop_reason") for lv in levels))
+    store(trial, STABLE, all(not lv.get("stop_reason") for lv in levels))
     bound = [lv for lv in levels if lv.get("measurement_bound")]
     if plan.met is None and bound:
         raise ServerFailure("measurement-bound", bound[0]["measurement_bound"])
     if bound:
-        attrs.set(trial, "note", f"goodput capped by the client: measurement-bound at "
+        store(trial, "note", f"goodput capped by the client: measurement-bound at "
                                  f"{min(lv['request_rate'] for lv in bound):g} req/s")
     if plan.met is None and all(lv.get("stop_reason") for lv in levels):
         raise ServerFailure(f"unstable-at-{levels[0]['concurrency']}",
@@ -210,15 +217,15 @@ def require_baseline_goodput(study: optuna.Study, space: Any) -> None:
     """
     if space.objective.metric != "goodput":
         return
-    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE_ATTR)]
+    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(IS_BASELINE)]
     pending = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
     if not baselines or any(t.state in pending for t in baselines):
         return
     last = baselines[-1]
-    reason = str(last.user_attrs.get(attrs.PRUNED_REASON) or "")
+    reason = str(last.user_attrs.get(PRUNED_REASON) or "")
     if last.state != TrialState.PRUNED or not reason.startswith(NO_RATE_MET):
         return
-    lowest = min((lv["request_rate"] for lv in last.user_attrs.get(attrs.LEVELS, [])),
+    lowest = min((lv["request_rate"] for lv in last.user_attrs.get(LEVELS, [])),
                  default=space.objective.goodput.start_rate)
     slo = ", ".join(f"{name} {value:g}" for name, value in space.objective.slo.model_dump().items()
                     if value is not None)

@@ -25,11 +25,14 @@ from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_
 from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
-from tuner.study import attrs
-from tuner.study.goodput import measure_goodput
-from tuner.study.pruner import BASELINE_ATTR, measurement_order, should_prune_against_baseline
-from tuner.study.target import Target
-from tuner.study.traffic import request_dialect
+from tuner.study.record import IS_BASELINE, LEVELS, OBSERVATIONS, TELEMETRY, store, store_level_figures
+from tuner.study.trial._goodput import measure_goodput
+from tuner.study.trial._pruner import (
+    measurement_order,
+    should_prune_against_baseline,
+)
+from tuner.study.trial._target import Target
+from tuner.study.trial._traffic import request_dialect
 from tuner.telemetry import GpuSampler, under_utilised
 
 __all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR", "MIN_WALL_TIMEOUT_S"]
@@ -106,7 +109,7 @@ class TrialRunner:
         timeouts = self.space.timeouts
         workload = self.space.workload_for(self.emulate)
         run_dir = f"{self.target.run_root.rstrip('/')}/{self.study.study_name}/trial-{trial.number:04d}"
-        attrs.set(trial, "run_dir", run_dir)
+        store(trial, "run_dir", run_dir)
         session = ServerSession(
             self.target.host,
             self.target.profile,
@@ -125,7 +128,7 @@ class TrialRunner:
         try:
             self.on_phase("patching")
             self.patches.set_active(set(launch.patches))
-            attrs.set(trial, "patch_checksums", self.patches.checksums())
+            store(trial, "patch_checksums", self.patches.checksums())
             self.on_phase("starting server")
             with session:
                 self.on_phase("waiting until ready")
@@ -133,18 +136,18 @@ class TrialRunner:
                     max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)),
                     poll_s=EMULATED_READY_POLL_S if scale.emulated else None,
                 )
-                attrs.set(trial, "ready_s", round(scale.duration(ready_s), 2))
+                store(trial, "ready_s", round(scale.duration(ready_s), 2))
                 self._probe(trial, session)
                 if self.space.objective.metric == "goodput":
                     return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
-            attrs.set(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
+            store(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
             if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
-                attrs.set(trial, "handover_wait_s", round(session.handover_wait_s, 1))
-            attrs.set(trial, "log_excerpt", session.log_excerpt())
+                store(trial, "handover_wait_s", round(session.handover_wait_s, 1))
+            store(trial, "log_excerpt", session.log_excerpt())
             self._fetch_log(session, trial)
-            attrs.set(trial, "engine_version", self.engine_version)
+            store(trial, "engine_version", self.engine_version)
             self.patches.set_active(set())
 
     def _probe(self, trial: optuna.Trial, session: ServerSession) -> None:
@@ -153,7 +156,7 @@ class TrialRunner:
             return
         self.on_phase("correctness probe")
         session.phase = "probe"
-        reference = None if trial.user_attrs.get(BASELINE_ATTR) else self.study.user_attrs.get(PROBE_REFERENCE_ATTR)
+        reference = None if trial.user_attrs.get(IS_BASELINE) else self.study.user_attrs.get(PROBE_REFERENCE_ATTR)
         try:
             result = run_probe(
                 session.base_url,
@@ -171,8 +174,8 @@ class TrialRunner:
             ) from None
         except TunerError as error:
             raise self._probe_failure(session, error) from None
-        attrs.set(trial, "probe_outputs", list(result.outputs))
-        if trial.user_attrs.get(BASELINE_ATTR):
+        store(trial, "probe_outputs", list(result.outputs))
+        if trial.user_attrs.get(IS_BASELINE):
             self.study.set_user_attr(PROBE_REFERENCE_ATTR, list(result.outputs))
         failure = session.failure()
         if failure is not None:
@@ -236,13 +239,13 @@ class TrialRunner:
                 telemetry[str(concurrency)] = gpu
                 level["gpu"] = gpu
             levels.append(level)
-            attrs.set(trial, attrs.LEVELS, levels)
-            attrs.set_level_figures(trial, level)
-            attrs.set(trial, attrs.TELEMETRY, telemetry)
+            store(trial, LEVELS, levels)
+            store_level_figures(trial, level)
+            store(trial, TELEMETRY, telemetry)
             seen = level_observations(session.observer, session.phase, concurrency, cap, level.get("gpu"))
             observations.update({f"{name}@{concurrency}": value for name, value in seen.items() if name != "kv_tokens"})
             observations.update(seen)  # unsuffixed: the highest level measured so far
-            attrs.set(trial, attrs.OBSERVATIONS, observations)
+            store(trial, OBSERVATIONS, observations)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
@@ -256,10 +259,10 @@ class TrialRunner:
                     "with concurrency: the lower levels left cannot overturn it"
                 )
         value, stable = objective_value(levels, self.space.objective)
-        attrs.set(trial, "stable", stable)
+        store(trial, "stable", stable)
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
         if "gpu" in peak and under_utilised(peak["gpu"]):
-            attrs.set(trial, "note", "under-utilised: peak-level GPU power below half the limit")
+            store(trial, "note", "under-utilised: peak-level GPU power below half the limit")
         if value is None and any(level.get("measurement_bound") for level in levels):
             raise ServerFailure("measurement-bound", next(
                 lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")))
@@ -301,7 +304,7 @@ class TrialRunner:
         if not self.space.objective.minimize:
             trial.report(value, step=concurrency)
             return trial.should_prune()
-        if trial.user_attrs.get(BASELINE_ATTR):
+        if trial.user_attrs.get(IS_BASELINE):
             return False
         objective = self.space.objective
         return should_prune_against_baseline(
@@ -325,8 +328,8 @@ class TrialRunner:
                 raw = str(Path(folder) / "server.log")  # 0700 folder: unscrubbed, never readable
                 self.target.host.fetch(session.handle.log_path, raw)
                 session.scrubber.file(raw, str(local))
-            attrs.set(trial, "log_file", str(local.resolve()))
-            attrs.set(trial, "server_log_mtime", self._mtime(session.handle.log_path))
+            store(trial, "log_file", str(local.resolve()))
+            store(trial, "server_log_mtime", self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass
 

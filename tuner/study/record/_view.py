@@ -14,8 +14,19 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
+from tuner.study.record._keys import (
+    CHOSEN_BY,
+    CONFIG,
+    CONFIG_KEY,
+    FAILURE_REASON,
+    IS_BASELINE,
+    LEVELS,
+    MOVE,
+    OBSERVATIONS,
+    REUSED_FROM,
+    Outcome,
+    outcome_of,
+)
 from tuner.study.strategies import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
@@ -114,25 +125,25 @@ class StudyView:
 
 def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> TrialRecord:
     ua = trial.user_attrs
-    outcome = attrs.outcome_of(trial)
+    outcome = outcome_of(trial)
     value = trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None
-    config = dict(ua.get(attrs.CONFIG) or {})
-    chosen_by = str(ua.get(attrs.CHOSEN_BY) or "")
+    config = dict(ua.get(CONFIG) or {})
+    chosen_by = str(ua.get(CHOSEN_BY) or "")
     return TrialRecord(
         number=trial.number,
         state=trial.state,
         config=config,
         outcome=outcome,
-        failure_reason=ua.get(attrs.FAILURE_REASON),
-        levels=clean_levels(list(ua.get(attrs.LEVELS) or []), metric, max_failed_fraction),
+        failure_reason=ua.get(FAILURE_REASON),
+        levels=clean_levels(list(ua.get(LEVELS) or []), metric, max_failed_fraction),
         value=value,
-        observations={k: float(v) for k, v in (ua.get(attrs.OBSERVATIONS) or {}).items() if v is not None},
+        observations={k: float(v) for k, v in (ua.get(OBSERVATIONS) or {}).items() if v is not None},
         chosen_by=chosen_by,
-        is_baseline=bool(ua.get(attrs.IS_BASELINE)),
-        reused_from=ua.get(attrs.REUSED_FROM),
-        config_key=ua.get(attrs.CONFIG_KEY),
+        is_baseline=bool(ua.get(IS_BASELINE)),
+        reused_from=ua.get(REUSED_FROM),
+        config_key=ua.get(CONFIG_KEY),
         params=dict(trial.params),
-        move=read_move(ua.get(attrs.MOVE), chosen_by, config),
+        move=read_move(ua.get(MOVE), chosen_by, config),
     )
 
 

@@ -9,8 +9,6 @@ FAIL (``interrupted``, or ``worker-died`` when found on the next start) and may 
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +20,44 @@ from optuna.trial import TrialState
 
 from tuner.errors import ConfigError, ServerFailure, TunerError
 from tuner.scrub import Scrubber
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
-from tuner.study.feasibility import FeasibilityCheck, GateDecision
-from tuner.study.goodput import require_baseline_goodput
-from tuner.study.objective import TrialRunner
-from tuner.study.probe_reference import require_probe_reference, wait_for_probe_reference
-from tuner.study.progress import ProgressView
-from tuner.study.storage import fail_stale_trials, retry_later, storage_file
-from tuner.study.strategies._samplers import StudySampler
-from tuner.study.strategies._base import Strategy
-from tuner.study.view import StudyView, TrialRecord, read_view
+from tuner.study.record import (
+    CHOSEN_BY,
+    CONFIG,
+    CONFIG_KEY,
+    ENQUEUED,
+    FAILURE_DETAIL,
+    FAILURE_REASON,
+    IS_BASELINE,
+    LEVELS,
+    MOVE,
+    RETRY_OF,
+    REUSED_ATTRS,
+    REUSED_FROM,
+    WARM_START_FROM,
+    WORKER,
+    Outcome,
+    StudyView,
+    TrialRecord,
+    outcome_of,
+    read_view,
+    scrubbing,
+    set_outcome,
+    store,
+    store_level_figures,
+)
+from tuner.study.trial import (
+    FeasibilityCheck,
+    GateDecision,
+    TrialRunner,
+    require_baseline_goodput,
+    require_probe_reference,
+    wait_for_probe_reference,
+)
+from tuner.study.loop._progress import ProgressView
+from tuner.study.storage import fail_stale_trials, storage_file, worker_id
+from tuner.study.strategies import Strategy, StudySampler
 
-__all__ = ["optimize_study", "OptimizeSummary", "mark_dead_workers", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
+__all__ = ["optimize_study", "OptimizeSummary", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
 
 # How many configurations in a row may be skipped or reused before the space counts as exhausted.
 MAX_IDLE_ASKS = 30
@@ -79,57 +102,25 @@ class Patience:
                 self.best = value
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def mark_dead_workers(study: optuna.Study) -> int:
-    """Fail RUNNING trials left by a tuner on this machine that is no longer alive (and queue
-    their configurations again: the worker died, not the configuration)."""
-    me = socket.gethostname()
-    marked = 0
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = str(trial.user_attrs.get(attrs.WORKER, ""))
-        machine, _, pid = worker.rpartition(":")
-        if machine != me or not pid.isdigit() or _pid_alive(int(pid)):
-            continue
-        study._storage.set_trial_user_attr(trial._trial_id, attrs.FAILURE_REASON, "worker-died")
-        study._storage.set_trial_user_attr(
-            trial._trial_id, attrs.FAILURE_DETAIL, "the tuner running this trial was killed"
-        )
-        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        retry_later(study, trial)
-        marked += 1
-    return marked
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
     for trial in study.get_trials(deepcopy=False):
-        if not trial.user_attrs.get(attrs.IS_BASELINE):
+        if not trial.user_attrs.get(IS_BASELINE):
             continue
-        outcome = attrs.outcome_of(trial)
+        outcome = outcome_of(trial)
         if outcome in (Outcome.COMPLETE, Outcome.WAITING, Outcome.FAILED, Outcome.REUSED):
             return
         if outcome == Outcome.RUNNING:  # on another worker (a dead worker's is failed and queued again)
             return
-    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={attrs.IS_BASELINE: True})
+    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={IS_BASELINE: True})
 
 
 def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> None:
-    for key in attrs.REUSED_ATTRS:
+    for key in REUSED_ATTRS:
         if key in earlier.user_attrs:
-            attrs.set(trial, key, earlier.user_attrs[key])
-    for level in earlier.user_attrs.get(attrs.LEVELS, []):
-        attrs.set_level_figures(trial, level)
-    attrs.set(trial, attrs.REUSED_FROM, earlier.number)
+            store(trial, key, earlier.user_attrs[key])
+    for level in earlier.user_attrs.get(LEVELS, []):
+        store_level_figures(trial, level)
+    store(trial, REUSED_FROM, earlier.number)
     if len(study.directions) == 1:
         for step, value in earlier.intermediate_values.items():
             trial.report(value, step)
@@ -142,15 +133,15 @@ def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.Froze
 def why_chosen(trial: optuna.Trial, strategy: Strategy) -> tuple[str, bool]:
     """The trial's ``chosen_by`` and whether the sampler drew it (only those meet the gate)."""
     ua = trial.user_attrs
-    if ua.get(attrs.CHOSEN_BY):
-        return str(ua[attrs.CHOSEN_BY]), False
-    if ua.get(attrs.IS_BASELINE):
+    if ua.get(CHOSEN_BY):
+        return str(ua[CHOSEN_BY]), False
+    if ua.get(IS_BASELINE):
         return "baseline", False
-    if ua.get(attrs.RETRY_OF) is not None:
-        return f"retry of trial {ua[attrs.RETRY_OF]} (its worker died)", False
-    if ua.get(attrs.WARM_START_FROM):
-        return f"warm start: {ua[attrs.WARM_START_FROM]}", False
-    if ua.get(attrs.ENQUEUED):
+    if ua.get(RETRY_OF) is not None:
+        return f"retry of trial {ua[RETRY_OF]} (its worker died)", False
+    if ua.get(WARM_START_FROM):
+        return f"warm start: {ua[WARM_START_FROM]}", False
+    if ua.get(ENQUEUED):
         return "enqueued by hand", False
     return strategy.sampled_reason, True
 
@@ -167,8 +158,8 @@ def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy, view: S
     except ConfigError as error:  # a strategy's mistake must not stop the study: the sampler draws
         progress.console.print(f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False)
         return
-    move = {attrs.MOVE: proposal.move.to_dict()} if proposal.move is not None else {}
-    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={attrs.CHOSEN_BY: proposal.reason, **move})
+    move = {MOVE: proposal.move.to_dict()} if proposal.move is not None else {}
+    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={CHOSEN_BY: proposal.reason, **move})
 
 
 def optimize_study(
@@ -207,16 +198,16 @@ def optimize_study(
         _queue_proposal(study, space, strategy, view, progress)
         trial = study.ask()
         try:
-            is_baseline = bool(trial.user_attrs.get(attrs.IS_BASELINE))
+            is_baseline = bool(trial.user_attrs.get(IS_BASELINE))
             chosen_by, sampled = why_chosen(trial, strategy)
             config = space.suggest(trial)
             key = config.key()
-            attrs.set(trial, attrs.CONFIG, dict(config))
-            attrs.set(trial, attrs.CONFIG_KEY, key)
-            attrs.set(trial, attrs.CHOSEN_BY, chosen_by)
-            attrs.set(trial, attrs.WORKER, worker_id())
-            attrs.set(trial, "host", runner.target.host.name)
-            attrs.set(trial, "emulated", runner.target.emulated)
+            store(trial, CONFIG, dict(config))
+            store(trial, CONFIG_KEY, key)
+            store(trial, CHOSEN_BY, chosen_by)
+            store(trial, WORKER, worker_id())
+            store(trial, "host", runner.target.host.name)
+            store(trial, "emulated", runner.target.emulated)
             violations = [] if is_baseline else space.constraint_violations(config)
             skips = [v.reason for v in violations if v.action == "skip"]
             if not is_baseline and unavailable_patches:
@@ -225,12 +216,12 @@ def optimize_study(
             earlier = finished.get(key)
             gate = _feasibility(feasibility, sampled, config, earlier)
             if skips:
-                attrs.set_outcome(trial, Outcome.CONSTRAINT, "constraint: " + "; ".join(skips))
+                set_outcome(trial, Outcome.CONSTRAINT, "constraint: " + "; ".join(skips))
                 study.tell(trial, state=TrialState.PRUNED)
                 summary.skipped += 1
                 progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
             elif gate is not None and gate.skip is not None:
-                attrs.set_outcome(trial, Outcome.GATED, gate.skip)
+                set_outcome(trial, Outcome.GATED, gate.skip)
                 study.tell(trial, state=TrialState.PRUNED)
                 summary.skipped_unsafe += 1
                 progress.trial_skipped(trial.number, gate.skip)
@@ -241,7 +232,7 @@ def optimize_study(
             else:
                 if gate is not None and gate.note is not None:
                     chosen_by = f"{chosen_by}; {gate.note}"
-                    attrs.set(trial, attrs.CHOSEN_BY, chosen_by)
+                    store(trial, CHOSEN_BY, chosen_by)
                 idle = -1
                 summary.ran += 1
                 with get_heartbeat_thread(trial._trial_id, study._storage):
@@ -285,8 +276,8 @@ def _fail_if_running(study: optuna.Study, trial: optuna.Trial, reason: str, deta
     """Record an interrupted trial as FAIL (unless it already finished), so none stays RUNNING."""
     if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
         return
-    attrs.set(trial, attrs.FAILURE_REASON, reason)
-    attrs.set(trial, attrs.FAILURE_DETAIL, detail)
+    store(trial, FAILURE_REASON, reason)
+    store(trial, FAILURE_DETAIL, detail)
     study.tell(trial, state=TrialState.FAIL)
 
 
@@ -319,7 +310,7 @@ def _run_one(
     launch = space.render(
         config, command=runner.target.command, port=runner.target.port, local=runner.target.local
     )
-    with attrs.scrubbing(Scrubber.of(launch.secret_values())):  # nothing stored shows a secret
+    with scrubbing(Scrubber.of(launch.secret_values())):  # nothing stored shows a secret
         return _run_launch(study, runner, trial, config, launch, is_baseline, chosen_by, summary,
                            progress)
 
@@ -335,11 +326,11 @@ def _run_launch(
     summary: OptimizeSummary,
     progress: ProgressView,
 ) -> TrialState:
-    attrs.set(trial, "command_line", launch.command_line)
-    attrs.set(trial, "env", launch.masked_env())
-    attrs.set(trial, "patches", sorted(launch.patches))
+    store(trial, "command_line", launch.command_line)
+    store(trial, "env", launch.masked_env())
+    store(trial, "patches", sorted(launch.patches))
     if launch.warnings:
-        attrs.set(trial, "warnings", list(launch.warnings))
+        store(trial, "warnings", list(launch.warnings))
     progress.trial_started(trial.number, summary.ran, config, is_baseline, chosen_by)
     runner.on_phase = progress.phase
     runner.on_level = progress.level_done
@@ -347,21 +338,21 @@ def _run_launch(
     try:
         value = runner.run(trial, config, launch)
     except optuna.TrialPruned as pruned:
-        attrs.set_outcome(trial, Outcome.BELOW_BASELINE, str(pruned))
+        set_outcome(trial, Outcome.BELOW_BASELINE, str(pruned))
         study.tell(trial, state=TrialState.PRUNED)
         progress.trial_finished(trial.number, "PRUNED", None, str(pruned), time.monotonic() - started)
         return TrialState.PRUNED
     except ServerFailure as failure:
-        attrs.set(trial, attrs.FAILURE_REASON, failure.reason)
-        attrs.set(trial, attrs.FAILURE_DETAIL, failure.detail)
-        attrs.set(trial, "failure_excerpt", failure.excerpt)
-        attrs.set(trial, "failure_noticed_at", failure.noticed_at)
+        store(trial, FAILURE_REASON, failure.reason)
+        store(trial, FAILURE_DETAIL, failure.detail)
+        store(trial, "failure_excerpt", failure.excerpt)
+        store(trial, "failure_noticed_at", failure.noticed_at)
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
         return TrialState.FAIL
     except TunerError as error:  # host trouble: the configuration is not to blame
-        attrs.set(trial, attrs.FAILURE_REASON, "host-error")
-        attrs.set(trial, attrs.FAILURE_DETAIL, str(error))
+        store(trial, FAILURE_REASON, "host-error")
+        store(trial, FAILURE_DETAIL, str(error))
         study.tell(trial, state=TrialState.FAIL)
         progress.trial_finished(trial.number, "FAIL", None, f"host-error: {error}", time.monotonic() - started)
         return TrialState.FAIL

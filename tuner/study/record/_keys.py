@@ -28,8 +28,8 @@ __all__ = [
     "level_figures",
     "reusable_failure",
     "scrubbing",
-    "set",
-    "set_level_figures",
+    "store",
+    "store_level_figures",
     "set_outcome",
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
     "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
@@ -132,7 +132,7 @@ _SCRUBBER: ContextVar[Scrubber | None] = ContextVar("tuner_attrs_scrubber", defa
 
 @contextmanager
 def scrubbing(scrubber: Scrubber) -> Iterator[None]:
-    """Within this block, every :func:`set` replaces ``scrubber``'s secret values by ``***``
+    """Within this block, every :func:`store` replaces ``scrubber``'s secret values by ``***``
     (log excerpts, failure details, command lines: whatever a trial stores while it runs)."""
     token = _SCRUBBER.set(scrubber)
     try:
@@ -141,7 +141,7 @@ def scrubbing(scrubber: Scrubber) -> Iterator[None]:
         _SCRUBBER.reset(token)
 
 
-def set(trial: optuna.Trial, key: str, value: Any) -> None:
+def store(trial: optuna.Trial, key: str, value: Any) -> None:
     """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists), scrubbed
     of the running launch's secrets (:func:`scrubbing`)."""
     stored = json.loads(json.dumps(value, default=str))
@@ -153,8 +153,8 @@ def set_outcome(trial: optuna.Trial, outcome: Outcome, reason: str) -> None:
     """Store a PRUNED outcome's class and reason (the caller then tells Optuna PRUNED)."""
     if outcome.pruned_by is None:
         raise ValueError(f"{outcome} is not a PRUNED outcome")
-    set(trial, PRUNED_REASON, reason)
-    set(trial, PRUNED_BY, outcome.pruned_by)
+    store(trial, PRUNED_REASON, reason)
+    store(trial, PRUNED_BY, outcome.pruned_by)
 
 
 # Each level's headline figures are also stored flat (``tps@256``, ``p99_ttft_ms@256``, ...):
@@ -172,8 +172,8 @@ def level_figures(level: dict[str, Any]) -> dict[str, Any]:
     return {f"{name}@{level['concurrency']}": level.get(key) for name, key in LEVEL_FIGURES}
 
 
-def set_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
+def store_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
     """Store one level's headline figures as flat attributes (see :data:`LEVEL_FIGURES`)."""
     for key, value in level_figures(level).items():
-        set(trial, key, value)
+        store(trial, key, value)
 

@@ -23,18 +23,16 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study import attrs
+from tuner.study.record import IS_BASELINE, LEVELS
 
 __all__ = [
     "BaselinePruner",
     "measurement_order",
-    "BASELINE_ATTR",
     "below_baseline",
     "clean_values",
     "should_prune_against_baseline",
 ]
 
-BASELINE_ATTR = attrs.IS_BASELINE
 
 
 def measurement_order(levels: list[int] | tuple[int, ...]) -> list[int]:
@@ -85,9 +83,9 @@ def clean_values(levels: list[dict[str, Any]], metric: str, max_failed_fraction:
 def _baseline(study: optuna.Study) -> tuple[list[dict[str, Any]], float | None] | None:
     """The baseline's levels and objective value (None when it failed), once it ran."""
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        if frozen.user_attrs.get(BASELINE_ATTR) and frozen.user_attrs.get(attrs.LEVELS):
+        if frozen.user_attrs.get(IS_BASELINE) and frozen.user_attrs.get(LEVELS):
             value = frozen.values[0] if frozen.state == TrialState.COMPLETE and frozen.values else None
-            return list(frozen.user_attrs[attrs.LEVELS]), value
+            return list(frozen.user_attrs[LEVELS]), value
     return None
 
 
@@ -149,11 +147,11 @@ class BaselinePruner(BasePruner):
         self.levels = tuple(levels) if levels is not None else None
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        if trial.user_attrs.get(BASELINE_ATTR):
+        if trial.user_attrs.get(IS_BASELINE):
             return False
         return should_prune_against_baseline(
             study,
-            list(trial.user_attrs.get(attrs.LEVELS, [])),
+            list(trial.user_attrs.get(LEVELS, [])),
             metric=self.metric,
             max_failed_fraction=self.max_failed_fraction,
             margin=self.margin,

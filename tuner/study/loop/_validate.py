@@ -23,11 +23,10 @@ from tuner.errors import ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import LevelSpec, run_level
 from tuner.patches import PatchManager
-from tuner.study.host_claim import claim_host, release_host
-from tuner.study.objective import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
-from tuner.study.results import VALIDATION_ATTR, TrialRecord, records
-from tuner.study.target import Target
-from tuner.study.traffic import request_dialect
+from tuner.study.loop._host_claim import claim_host, release_host
+from tuner.study.trial._runner import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
+from tuner.study.record import VALIDATION_ATTR, TrialRecord, records
+from tuner.study.trial import Target, request_dialect
 
 __all__ = ["ValidationResult", "validate_study", "DEFAULT_SOAK_S"]
 

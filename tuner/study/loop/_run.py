@@ -20,25 +20,28 @@ from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
-from tuner.study.feasibility import GATE_EXPLORE, FeasibilityCheck, failing_values
-from tuner.study.host_claim import claim_host, release_host
-from tuner.study.objective import TrialRunner
-from tuner.study.optimize import OptimizeSummary, local_runs_dir, mark_dead_workers, optimize_study
-from tuner.study.preflight import (
+from tuner.study.trial import (
+    GATE_EXPLORE,
+    BaselinePruner,
+    FeasibilityCheck,
+    Target,
+    TrialRunner,
+    failing_values,
+    request_source,
+)
+from tuner.study.loop._host_claim import claim_host, release_host
+from tuner.study.loop._optimize import OptimizeSummary, local_runs_dir, optimize_study
+from tuner.study.storage import create_or_resume, mark_dead_workers, open_storage
+from tuner.study.loop._preflight import (
     PATCH_CHECK_PREFIX,
     preflight_checks,
     read_engine_version,
     server_environment,
     unavailable_patches,
 )
-from tuner.study.progress import ProgressView
-from tuner.study.pruner import BaselinePruner
-from tuner.study.storage import create_or_resume, open_storage
-from tuner.study.strategies import resolve_strategy
-from tuner.study.strategies._base import Strategy
-from tuner.study.traffic import request_source
-from tuner.study.target import Target
-from tuner.study.warm_start import warm_start
+from tuner.study.loop._progress import ProgressView
+from tuner.study.strategies import Strategy, resolve_strategy
+from tuner.study.loop._warm_start import warm_start
 
 __all__ = ["OptimizeOptions", "run_optimize", "open_study", "patch_manager", "study_directions", "study_pruner"]
 

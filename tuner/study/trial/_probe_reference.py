@@ -23,8 +23,8 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import TunerError
-from tuner.study.objective import PROBE_REFERENCE_ATTR
-from tuner.study.pruner import BASELINE_ATTR
+from tuner.study.trial._runner import PROBE_REFERENCE_ATTR
+from tuner.study.record import IS_BASELINE
 from tuner.study.storage import fail_stale_trials
 
 __all__ = ["require_probe_reference", "wait_for_probe_reference"]
@@ -32,7 +32,7 @@ __all__ = ["require_probe_reference", "wait_for_probe_reference"]
 
 def _baseline_running(study: optuna.Study) -> bool:
     return any(
-        t.user_attrs.get(BASELINE_ATTR)
+        t.user_attrs.get(IS_BASELINE)
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     )
 
@@ -65,7 +65,7 @@ def require_probe_reference(study: optuna.Study, space: Any) -> None:
     """
     if not space.probe.prompts or PROBE_REFERENCE_ATTR in study.user_attrs:
         return
-    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE_ATTR)]
+    baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(IS_BASELINE)]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE) for t in baselines):
         return  # queued, running, or run by a runner without a probe (the search benchmark's model)
     last = baselines[-1] if baselines else None

@@ -19,7 +19,7 @@ from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
 from tuner.handover import GpuState
 from tuner.host import Host, HostSpec, open_host
-from tuner.study.placeholder_host import refuse_placeholder_host
+from tuner.study.trial._placeholder_host import refuse_placeholder_host
 from tuner.timescale import TimeScale
 
 __all__ = ["Target", "build_target", "parse_host_option"]

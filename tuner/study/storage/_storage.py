@@ -16,15 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
-from optuna.storages._heartbeat import is_heartbeat_enabled
-from optuna.trial import TrialState
 
 from tuner.errors import ConfigError
-from tuner.study.optional_deps import require_sampler
-from tuner.study import attrs
 
 STALE_LOCK_S = 30  # a journal lock unchanged this long was left by a killed writer (Optuna's default)
 
@@ -35,15 +30,10 @@ __all__ = [
     "open_storage",
     "create_or_resume",
     "load_existing_study",
-    "make_sampler",
-    "SAMPLERS",
     "FINGERPRINT_ATTR",
-    "retry_later",
-    "fail_stale_trials",
 ]
 
 FINGERPRINT_ATTR = "tuner_fingerprint"
-SAMPLERS = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -83,41 +73,6 @@ def storage_file(url: str) -> Path | None:
     if url.startswith("sqlite:///"):
         return Path(url.removeprefix("sqlite:///"))
     return None if "://" in url else Path(url)
-
-
-def fail_stale_trials(study: optuna.Study) -> list[int]:
-    """FAIL ``worker-died`` the RUNNING trials whose worker stopped sending heartbeats, and queue
-    their configurations again; the numbers of the trials failed here.
-
-    Optuna's own ``fail_stale_trials`` fails the trial first and calls its callback after, when a
-    finished trial can no longer take the reason; so the reason is written first here. When two
-    workers find the same stale trial, only the one whose state change wins queues it again.
-    """
-    storage = study._storage
-    if not is_heartbeat_enabled(storage):
-        return []
-    failed = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
-        try:
-            storage.set_trial_user_attr(trial_id, attrs.FAILURE_REASON, "worker-died")
-            storage.set_trial_user_attr(
-                trial_id, attrs.FAILURE_DETAIL, "its worker stopped sending heartbeats; queued again"
-            )
-            if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                failed.append(trial_id)
-        except UpdateFinishedTrialError:  # another worker failed it first
-            continue
-    for trial_id in failed:
-        retry_later(study, storage.get_trial(trial_id))
-    return [storage.get_trial(trial_id).number for trial_id in failed]
-
-
-def retry_later(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """Queue a trial's configuration again (only for trials whose worker died)."""
-    if not trial.params:
-        return
-    keep = {k: v for k, v in trial.user_attrs.items() if k in attrs.KEPT_ON_RETRY}
-    study.enqueue_trial(trial.params, user_attrs={**keep, attrs.RETRY_OF: trial.number})
 
 
 def _with_driver(url: str) -> str:
@@ -172,28 +127,6 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> BaseStorage
         )
     except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
         raise ConfigError(f"--storage {url}: cannot open ({type(exc).__name__}: {exc})".splitlines()[0]) from exc
-
-
-def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
-    """One of the samplers Optuna offers, by short name (``tpe`` by default)."""
-    samplers = optuna.samplers
-    factories = {
-        # constant_liar: with several workers, a trial still running elsewhere counts as a poor one,
-        # so two workers do not sample the same neighbourhood (no effect with one worker).
-        "tpe": lambda: samplers.TPESampler(
-            seed=seed, multivariate=True, group=True, n_startup_trials=6, constant_liar=True
-        ),
-        "random": lambda: samplers.RandomSampler(seed=seed),
-        "gp": lambda: samplers.GPSampler(seed=seed),
-        "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
-        "qmc": lambda: samplers.QMCSampler(seed=seed),
-        "nsga2": lambda: samplers.NSGAIISampler(seed=seed),
-        "bruteforce": lambda: samplers.BruteForceSampler(seed=seed),
-    }
-    if name not in factories:
-        raise ConfigError(f"--sampler {name}: unknown; fix: use one of {', '.join(SAMPLERS)}")
-    require_sampler(name)  # torch for gp, cmaes for cmaes: before any host time
-    return factories[name]()
 
 
 def create_or_resume(

@@ -31,9 +31,8 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.space._conditions import same_value
-from tuner.study import attrs
-from tuner.study.attrs import Outcome
-from tuner.study.blame import blamed_values, shown
+from tuner.study.record import CONFIG, FAILURE_DETAIL, FAILURE_REASON, Outcome, outcome_of
+from tuner.study.trial._blame import blamed_values, shown
 
 __all__ = [
     "FEASIBILITY_PRUNER",
@@ -57,9 +56,9 @@ _TREES = 50
 def training_label(trial: FrozenTrial) -> bool | None:
     """True: it failed by its configuration; False: it ran; None: it says nothing (not run,
     reused from an earlier trial, or failed for a reason outside the configuration)."""
-    if attrs.CONFIG not in trial.user_attrs:
+    if CONFIG not in trial.user_attrs:
         return None
-    outcome = attrs.outcome_of(trial)
+    outcome = outcome_of(trial)
     if outcome == Outcome.FAILED:
         return True
     if outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE):
@@ -109,7 +108,7 @@ class FeasibilityModel:
         for trial in study.get_trials(deepcopy=False):
             label = training_label(trial)
             if label is not None:
-                model.update(trial.user_attrs[attrs.CONFIG], label, trial.number)
+                model.update(trial.user_attrs[CONFIG], label, trial.number)
         return model
 
     def update(self, config: Mapping[str, Any], failed: bool, number: int | None = None) -> None:
@@ -286,7 +285,7 @@ class FeasibilityCheck:
         """A finished trial: recorded when it says something (:func:`training_label`)."""
         label = training_label(trial)
         if label is not None:
-            self.record(trial.user_attrs[attrs.CONFIG], label, trial.number)
+            self.record(trial.user_attrs[CONFIG], label, trial.number)
 
 
 def failing_values(
@@ -305,11 +304,11 @@ def failing_values(
         label = training_label(trial)
         if label is None:
             continue
-        config = trial.user_attrs[attrs.CONFIG]
+        config = trial.user_attrs[CONFIG]
         ran.update((name, shown(value)) for name, value in config.items())
         if label:
-            failures.append((config, str(trial.user_attrs.get(attrs.FAILURE_DETAIL) or ""),
-                             trial.user_attrs.get(attrs.FAILURE_REASON) or "unknown"))
+            failures.append((config, str(trial.user_attrs.get(FAILURE_DETAIL) or ""),
+                             trial.user_attrs.get(FAILURE_REASON) or "unknown"))
     failed: Counter[tuple[str, str]] = Counter()
     reasons: dict[tuple[str, str], Counter[str]] = {}
     blamed = blamed_values(ran, ((config, detail) for config, detail, _ in failures))

@@ -13,11 +13,11 @@ import optuna
 import yaml
 
 from tuner.errors import ConfigError
-from tuner.study import attrs
+from tuner.study.record import ENQUEUED
 
 __all__ = ["parse_assignments", "configuration_with", "enqueue_configuration", "ENQUEUED_ATTR"]
 
-ENQUEUED_ATTR = attrs.ENQUEUED
+ENQUEUED_ATTR = ENQUEUED
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:

@@ -21,14 +21,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
 from tuner.space import Config
-from tuner.study import attrs
-from tuner.study.enqueue import ENQUEUED_ATTR
-from tuner.study.optimize import ensure_baseline_queued
+from tuner.study.record import CONFIG, CONFIG_KEY, STABLE, WARM_START_FROM
+from tuner.study.loop._enqueue import ENQUEUED_ATTR
+from tuner.study.loop._optimize import ensure_baseline_queued
 from tuner.study.storage import open_storage, storage_file
 
 __all__ = ["WARM_START_ATTR", "Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
-WARM_START_ATTR = attrs.WARM_START_FROM  # "<study>#<trial number>" on each enqueued trial
+WARM_START_ATTR = WARM_START_FROM  # "<study>#<trial number>" on each enqueued trial
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ def _studies(url: str, study_name: str | None) -> list[optuna.Study]:
 def _stable(trial: FrozenTrial) -> bool:
     return (
         trial.state == TrialState.COMPLETE
-        and bool(trial.user_attrs.get(attrs.STABLE))
-        and isinstance(trial.user_attrs.get(attrs.CONFIG), dict)
+        and bool(trial.user_attrs.get(STABLE))
+        and isinstance(trial.user_attrs.get(CONFIG), dict)
         and trial.user_attrs.get("validation", {}).get("stable", True)
     )
 
@@ -117,7 +117,7 @@ def warm_start_candidates(
     for value, name, trial in sorted(found, key=lambda f: (-f[0], f[1], f[2].number)):
         source = f"{name}#{trial.number}"
         try:
-            candidates.append(Candidate(source, value, _fit(space, trial.user_attrs[attrs.CONFIG])))
+            candidates.append(Candidate(source, value, _fit(space, trial.user_attrs[CONFIG])))
         except ConfigError as error:
             candidates.append(Candidate(source, value, None, str(error)))
     return candidates
@@ -127,8 +127,8 @@ def _known_keys(study: optuna.Study, space: Any) -> set[str]:
     """Configurations the new study has run or queued (the baseline included)."""
     keys = {space.baseline.key()}
     for trial in study.get_trials(deepcopy=False):
-        if attrs.CONFIG_KEY in trial.user_attrs:
-            keys.add(trial.user_attrs[attrs.CONFIG_KEY])
+        if CONFIG_KEY in trial.user_attrs:
+            keys.add(trial.user_attrs[CONFIG_KEY])
         elif trial.state == TrialState.WAITING:
             try:
                 queued = trial.params or trial.system_attrs.get("fixed_params", {})

@@ -10,7 +10,7 @@ from tuner import doctor
 from tuner.errors import TunerError
 from tuner.host._run_root import inspect_run_root
 from tuner.patches import PatchManager
-from tuner.study.target import Target
+from tuner.study.trial import Target
 
 __all__ = ["check_run_root", "preflight_checks", "read_engine_version", "server_environment",
            "unavailable_patches", "PATCH_CHECK_PREFIX"]

@@ -1,0 +1,82 @@
+"""The optimize loop: the run from claim to release (`_run`), the loop over trials (`_optimize`),
+what the terminal shows (`_progress`), the dry run, and the commands that act on a study around it:
+preflight, warm start, enqueue, validate (soaks), the host claim.
+"""
+
+from __future__ import annotations
+
+from tuner.study.loop._run import (
+    OptimizeOptions,
+    run_optimize,
+    open_study,
+    patch_manager,
+    study_directions,
+    study_pruner,
+)
+from tuner.study.loop._optimize import (
+    optimize_study,
+    OptimizeSummary,
+    ensure_baseline_queued,
+    MAX_IDLE_ASKS,
+)
+from tuner.study.loop._progress import ProgressView
+from tuner.study.loop._dry_run import print_dry_run, estimate_trial_host_seconds
+from tuner.study.loop._preflight import (
+    check_run_root,
+    preflight_checks,
+    read_engine_version,
+    server_environment,
+    unavailable_patches,
+    PATCH_CHECK_PREFIX,
+)
+from tuner.study.loop._host_claim import claim_host, release_host
+from tuner.study.loop._warm_start import (
+    WARM_START_ATTR,
+    Candidate,
+    storage_url,
+    warm_start,
+    warm_start_candidates,
+)
+from tuner.study.loop._enqueue import (
+    parse_assignments,
+    configuration_with,
+    enqueue_configuration,
+    ENQUEUED_ATTR,
+)
+from tuner.study.loop._validate import ValidationResult, validate_study, DEFAULT_SOAK_S
+
+__all__ = [
+    "OptimizeOptions",
+    "run_optimize",
+    "open_study",
+    "patch_manager",
+    "study_directions",
+    "study_pruner",
+    "optimize_study",
+    "OptimizeSummary",
+    "ensure_baseline_queued",
+    "MAX_IDLE_ASKS",
+    "ProgressView",
+    "print_dry_run",
+    "estimate_trial_host_seconds",
+    "check_run_root",
+    "preflight_checks",
+    "read_engine_version",
+    "server_environment",
+    "unavailable_patches",
+    "PATCH_CHECK_PREFIX",
+    "claim_host",
+    "release_host",
+    "WARM_START_ATTR",
+    "Candidate",
+    "storage_url",
+    "warm_start",
+    "warm_start_candidates",
+    "parse_assignments",
+    "configuration_with",
+    "enqueue_configuration",
+    "ENQUEUED_ATTR",
+    "ValidationResult",
+    "validate_study",
+    "DEFAULT_SOAK_S",
+]

@@ -1,0 +1,30 @@
+"""Where a study lives: file, SQL or journal storage, create or resume (`_storage`), and the trials
+of workers that died (`_stale`).
+"""
+
+from __future__ import annotations
+
+from tuner.study.storage._storage import (
+    default_storage_url,
+    resolve_storage,
+    storage_file,
+    open_storage,
+    create_or_resume,
+    load_existing_study,
+    FINGERPRINT_ATTR,
+)
+from tuner.study.storage._stale import fail_stale_trials, mark_dead_workers, retry_later, worker_id
+
+__all__ = [
+    "default_storage_url",
+    "resolve_storage",
+    "storage_file",
+    "open_storage",
+    "create_or_resume",
+    "load_existing_study",
+    "FINGERPRINT_ATTR",
+    "fail_stale_trials",
+    "mark_dead_workers",
+    "retry_later",
+    "worker_id",
+]

@@ -1,0 +1,86 @@
+"""One trial: the runner on the host (`_runner`: patch, start, probe, measure), what became of it
+(`_outcome`), the probe reference, the feasibility gate, the baseline pruner, goodput, the
+request source, the target host and the placeholder guard, which values a failure is put down to.
+"""
+
+from __future__ import annotations
+
+from tuner.study.trial._runner import (
+    TrialRunner,
+    objective_value,
+    PROBE_REFERENCE_ATTR,
+    MIN_WALL_TIMEOUT_S,
+)
+from tuner.study.trial._probe_reference import require_probe_reference, wait_for_probe_reference
+from tuner.study.trial._feasibility import (
+    FEASIBILITY_PRUNER,
+    GATE_EXPLORE,
+    GateDecision,
+    FeasibilityCheck,
+    FeasibilityGate,
+    FeasibilityModel,
+    failing_values,
+    training_label,
+)
+from tuner.study.trial._pruner import (
+    BaselinePruner,
+    measurement_order,
+    below_baseline,
+    clean_values,
+    should_prune_against_baseline,
+)
+from tuner.study.trial._goodput import (
+    GOODPUT_ATTR,
+    NO_RATE_MET,
+    RateSearch,
+    baseline_goodput,
+    level_verdict,
+    measure_goodput,
+    require_baseline_goodput,
+)
+from tuner.study.trial._traffic import dataset_path, rate_level, request_dialect, request_source
+from tuner.study.trial._target import Target, build_target, parse_host_option
+from tuner.study.trial._placeholder_host import PLACEHOLDER_ADDRESS, is_placeholder, refuse_placeholder_host
+from tuner.study.trial._blame import Failure, blamed_values, shown
+
+__all__ = [
+    "TrialRunner",
+    "objective_value",
+    "PROBE_REFERENCE_ATTR",
+    "MIN_WALL_TIMEOUT_S",
+    "require_probe_reference",
+    "wait_for_probe_reference",
+    "FEASIBILITY_PRUNER",
+    "GATE_EXPLORE",
+    "GateDecision",
+    "FeasibilityCheck",
+    "FeasibilityGate",
+    "FeasibilityModel",
+    "failing_values",
+    "training_label",
+    "BaselinePruner",
+    "measurement_order",
+    "below_baseline",
+    "clean_values",
+    "should_prune_against_baseline",
+    "GOODPUT_ATTR",
+    "NO_RATE_MET",
+    "RateSearch",
+    "baseline_goodput",
+    "level_verdict",
+    "measure_goodput",
+    "require_baseline_goodput",
+    "dataset_path",
+    "rate_level",
+    "request_dialect",
+    "request_source",
+    "Target",
+    "build_target",
+    "parse_host_option",
+    "PLACEHOLDER_ADDRESS",
+    "is_placeholder",
+    "refuse_placeholder_host",
+    "Failure",
+    "blamed_values",
+    "shown",
+]
