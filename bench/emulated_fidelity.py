@@ -32,6 +32,7 @@ from tuner.emulator import predict_throughput  # noqa: E402
 from tuner.emulator.cli_args import parse_server_args  # noqa: E402
 from tuner.space import load_space  # noqa: E402
 from tuner.study.storage import default_storage_url, open_storage  # noqa: E402
+from tuner.study.record import COMMAND_LINE, IS_BASELINE, LEVELS, PATCHES  # noqa: E402
 
 TOLERANCE = 0.10
 
@@ -65,9 +66,9 @@ def _flags(command_line: str) -> dict[str, Any]:
 
 
 def model_figure(trial: optuna.trial.FrozenTrial, level: dict[str, Any], workload: Any) -> float:
-    patches = set(trial.user_attrs.get("patches") or [])
+    patches = set(trial.user_attrs.get(PATCHES) or [])
     result = predict_throughput(
-        _flags(trial.user_attrs["command_line"]),
+        _flags(trial.user_attrs[COMMAND_LINE]),
         "autotune_gate" in patches,
         "force_allreduce_fusion" in patches,
         int(level["concurrency"]),
@@ -92,7 +93,7 @@ def report(space_path: Path, workdir: Path) -> dict[str, Any]:
     for trial in study.get_trials(deepcopy=False):
         if "command_line" not in trial.user_attrs:
             continue  # reused: a copy of a trial that ran, not a run of its own
-        for level in trial.user_attrs.get("levels") or []:
+        for level in trial.user_attrs.get(LEVELS) or []:
             if level.get("measurement_bound"):
                 flagged += 1
             if trial.state != optuna.trial.TrialState.COMPLETE:
@@ -109,7 +110,7 @@ def report(space_path: Path, workdir: Path) -> dict[str, Any]:
             print(f"{trial.number:5d} {level['concurrency']:5d} {level['output_throughput']:10,.0f}"
                   f" {model:9,.0f}  {shown}  {note}")
     complete = [t for t in study.get_trials(deepcopy=False) if t.values]
-    baseline = next((t.values[0] for t in complete if t.user_attrs.get("is_baseline")), None)
+    baseline = next((t.values[0] for t in complete if t.user_attrs.get(IS_BASELINE)), None)
     best = max((t.values[0] for t in complete), default=None)
     within = sum(abs(r - 1) <= TOLERANCE for r in ratios)
     summary = {

@@ -64,8 +64,9 @@ from landscapes import (  # noqa: E402
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
 from tuner.space import Config, load_space  # noqa: E402
-from tuner.study.record import CHOSEN_BY, outcome_of
-from tuner.study.trial import PROBE_REFERENCE_ATTR, FeasibilityCheck, TrialRunner  # noqa: E402
+from tuner.study.record import CHOSEN_BY, CONFIG, LEVELS, outcome_of  # noqa: E402
+from tuner.study.record import PROBE_REFERENCE  # noqa: E402
+from tuner.study.trial import FeasibilityCheck, TrialRunner  # noqa: E402
 from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
 from tuner.study.strategies import Strategy, make_sampler, make_strategy  # noqa: E402
 from tuner.study.strategies.tpe import tpe_settings  # noqa: E402
@@ -263,7 +264,7 @@ def run_strategy(
     )
     # A model host has its probe reference (each outcome was measured with the probe), so a
     # baseline that failed under load does not stop the run.
-    study.set_user_attr(PROBE_REFERENCE_ATTR, [])
+    study.set_user_attr(PROBE_REFERENCE, [])
     gate = FeasibilityCheck.from_study(study, space) if getattr(strategy, "gate", False) else None
     runner = ModelRunner(landscape, seed, study, noise_run)
     progress = ProgressView(Console(file=io.StringIO()))
@@ -288,15 +289,15 @@ def _ran_on_host(trial: optuna.trial.FrozenTrial) -> bool:
 
 def host_runs(study: optuna.Study) -> list[Config]:
     """The configurations a study ran on the host, in order (not skipped, not reused)."""
-    return [Config(t.user_attrs["config"]) for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
+    return [Config(t.user_attrs[CONFIG]) for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
 
 
 def _as_run(study: optuna.Study) -> Run:
     trials = [t for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
     return Run(
-        [Config(t.user_attrs["config"]) for t in trials],
+        [Config(t.user_attrs[CONFIG]) for t in trials],
         [str(t.user_attrs.get(CHOSEN_BY) or "") for t in trials],
-        [STARTUP_MIN + LEVEL_MIN * len(t.user_attrs.get("levels") or []) for t in trials],
+        [STARTUP_MIN + LEVEL_MIN * len(t.user_attrs.get(LEVELS) or []) for t in trials],
     )
 
 

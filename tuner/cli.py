@@ -140,7 +140,7 @@ def best(
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     record = best_stable(study)
-    emulated = bool(study.user_attrs.get("emulated"))
+    emulated = bool(study.user_attrs.get(EMULATED))
     if as_json:
         print(json.dumps({
             "study": name, "trial": record.number, "emulated": emulated,
@@ -295,6 +295,7 @@ def dashboard(
 
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
 from tuner.cli_report import report, trials  # noqa: E402
+from tuner.study.record import EMULATED  # noqa: E402
 
 app.command("bench")(bench)
 app.command("report")(report)

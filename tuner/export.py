@@ -19,7 +19,16 @@ import optuna
 
 from tuner.engines import load_profile
 from tuner.errors import ConfigError
-from tuner.study.record import TrialRecord, best_stable, records
+from tuner.study.record import (
+    EMULATED,
+    ENGINE_VERSION,
+    PATCH_CHECKSUMS,
+    TIME_SCALE,
+    VALIDATION,
+    TrialRecord,
+    best_stable,
+    records,
+)
 
 __all__ = ["render_launch_script", "write_launch_script"]
 
@@ -75,7 +84,7 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
         "#!/usr/bin/env bash",
         f"# Launch script exported by tuner on {dt.date.today().isoformat()}{label}",
         f"# study: {study.study_name}  trial: {record.number}  engine version: "
-        f"{record.user_attrs.get('engine_version', 'unknown')}",
+        f"{record.user_attrs.get(ENGINE_VERSION, 'unknown')}",
         f"# measured: {record.value:,.0f} output tok/s (best clean level){' emulated' if emulated else ''}",
     ]
     for level in record.levels:
@@ -83,13 +92,13 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
             f"#   c={level['concurrency']}: {level['output_throughput']:,.0f} output tok/s, "
             f"p99 TTFT {level['p99_ttft_ms']:,.0f} ms, median TPOT {level['median_tpot_ms']:,.1f} ms"
         )
-    validation = record.user_attrs.get("validation")
+    validation = record.user_attrs.get(VALIDATION)
     if validation:
         lines.append(
             f"# validated: {validation.get('runs', '?')} soak runs, "
             f"{validation.get('mean_output_throughput', 0):,.0f} ± {validation.get('std_output_throughput', 0):,.0f} tok/s"
         )
-    for name, digest in sorted((record.user_attrs.get("patch_checksums") or {}).items()):
+    for name, digest in sorted((record.user_attrs.get(PATCH_CHECKSUMS) or {}).items()):
         lines.append(f"# patch {name}: {digest}")
     return lines
 
@@ -105,7 +114,7 @@ def render_launch_script(
         if not matches or matches[0].state != "COMPLETE":
             raise ConfigError(f"--trial {trial_number}: no completed trial with that number")
         record = matches[0]
-    emulated = bool(study.user_attrs.get("emulated"))
+    emulated = bool(study.user_attrs.get(EMULATED))
     config = space.config_from_params(record.params)
     profile = load_profile(space.engine)
     placeholder = "tuner-emulator"
@@ -130,7 +139,7 @@ def render_launch_script(
         spec = {"name": name, "package": patch.package, "file": patch.file, "find": patch.find, "replace": patch.replace}
         lines += ["", f"# source patch: {name}", f'"$PYTHON" - {shlex.quote(json.dumps(spec))} <<\'TUNER_PATCH\'', _PATCH_PY.strip(), "TUNER_PATCH"]
     if emulated:
-        scale = float(study.user_attrs.get("time_scale", 1))
+        scale = float(study.user_attrs.get(TIME_SCALE, 1))
         interval = space.workload_for(True).stream_interval
         cmd = (
             f'"$PYTHON" -m tuner.emulator --time-scale {scale:g} --stream-interval {interval} '
@@ -138,7 +147,7 @@ def render_launch_script(
         )
     else:
         cmd = launch.shell_join(launch.argv) + launch.shell_secret_args()
-    ready_timeout = space.timeouts.ready_s / float(study.user_attrs.get("time_scale", 1) or 1)
+    ready_timeout = space.timeouts.ready_s / float(study.user_attrs.get(TIME_SCALE, 1) or 1)
     health = f"http://127.0.0.1:{port}{profile.health_path}"
     lines += [
         "",

@@ -17,6 +17,7 @@ import search_efficiency as se
 from tuner.errors import ConfigError
 from tuner.space import Config, load_space
 from tuner.study.trial import FeasibilityModel, training_label
+from tuner.study.record import CONFIG, PRUNED_BY, REUSED_FROM
 
 
 def grid(param):
@@ -35,7 +36,7 @@ def grid(param):
 
 def observed(trial):
     if trial.state == TrialState.COMPLETE and trial.values: return trial.values[0]
-    if trial.state == TrialState.PRUNED and trial.user_attrs.get("pruned_by") == "baseline" and trial.intermediate_values:
+    if trial.state == TrialState.PRUNED and trial.user_attrs.get(PRUNED_BY) == "baseline" and trial.intermediate_values:
         return max(trial.intermediate_values.values())
     return None
 
@@ -135,13 +136,13 @@ class AdditiveTS(BaseSampler):
         X, y, seen = [], [], set()
         feas = FeasibilityModel(self.space)
         for t in trials:
-            cfg = t.user_attrs.get("config")
+            cfg = t.user_attrs.get(CONFIG)
             if cfg is None: continue
             seen.add(Config(cfg).key())
             lab = training_label(t)
             if lab is not None: feas.update(cfg, lab, t.number)
             v = observed(t)
-            if v is not None and t.user_attrs.get("reused_from") is None:
+            if v is not None and t.user_attrs.get(REUSED_FROM) is None:
                 X.append(self.enc.vec(cfg)); y.append(math.log(max(v, 1e-3)))
         if not X: return self.random_config()
         X = np.array(X); y = np.array(y); ybar = y.mean()
@@ -150,7 +151,7 @@ class AdditiveTS(BaseSampler):
         cov = np.linalg.inv(A); cov = (cov + cov.T) / 2
         mu = cov @ (X.T @ (y - ybar)) / self.sigma**2
         w = self.np.multivariate_normal(mu, cov, method="cholesky")
-        ranked = sorted([(observed(t), t.user_attrs["config"]) for t in trials
+        ranked = sorted([(observed(t), t.user_attrs[CONFIG]) for t in trials
                          if observed(t) is not None and "config" in t.user_attrs], key=lambda p: -p[0])
         cands = []
         for _, c in ranked[: self.top]: cands += self.around(c, self.radius)

@@ -7,6 +7,7 @@ from sklearn.ensemble import RandomForestRegressor, ExtraTreesRegressor
 import search_efficiency as se
 from tuner.space import load_space, Config
 from tuner.study.trial import FeasibilityModel, training_label
+from tuner.study.record import CONFIG, REUSED_FROM
 from additive_ts import AdditiveTS, observed
 
 class SmacLike(AdditiveTS):
@@ -26,13 +27,13 @@ class SmacLike(AdditiveTS):
         trials = study.get_trials(deepcopy=False)
         feas = FeasibilityModel(self.space); X, y, seen = [], [], set()
         for t in trials:
-            cfg = t.user_attrs.get("config")
+            cfg = t.user_attrs.get(CONFIG)
             if cfg is None: continue
             seen.add(Config(cfg).key())
             lab = training_label(t)
             if lab is not None: feas.update(cfg, lab, t.number)
             v = observed(t)
-            if t.user_attrs.get("reused_from") is not None: continue
+            if t.user_attrs.get(REUSED_FROM) is not None: continue
             if v is not None: X.append(feas.vector(cfg)); y.append(math.log(max(v, 1.0)))
             elif lab and self.fail_value == "impute": X.append(feas.vector(cfg)); y.append(None)
         if len([v for v in y if v is not None]) < 2 or self.rng.random() < self.interleave:
@@ -42,7 +43,7 @@ class SmacLike(AdditiveTS):
         Model = ExtraTreesRegressor if self.extra else RandomForestRegressor
         forest = Model(n_estimators=50, max_features=None if self.extra else 0.83, min_samples_leaf=1,
                        bootstrap=True, random_state=self.rng.randrange(1 << 30)).fit(X, y)
-        incumbents = sorted({Config(t.user_attrs["config"]).key(): (observed(t), t.user_attrs["config"]) for t in trials if observed(t) is not None and "config" in t.user_attrs}.values(), key=lambda p: -p[0])
+        incumbents = sorted({Config(t.user_attrs[CONFIG]).key(): (observed(t), t.user_attrs[CONFIG]) for t in trials if observed(t) is not None and "config" in t.user_attrs}.values(), key=lambda p: -p[0])
         cands = [self.random_config() for _ in range(self.n_random)]
         # local search: iterated best-improvement from the top 5 incumbents on predicted mean
         def mean_std(cs):

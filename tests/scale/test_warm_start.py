@@ -13,8 +13,8 @@ from optuna.trial import TrialState, create_trial
 
 from tuner.errors import ConfigError
 from tuner.space import load_space
+from tuner.study.record import WARM_START_FROM
 from tuner.study.loop import (
-    WARM_START_ATTR,
     ensure_baseline_queued,
     warm_start,
     warm_start_candidates,
@@ -97,7 +97,7 @@ def test_best_stable_configurations_that_fit_are_queued_after_the_baseline(
     assert len(waiting) == 3
     asked = [study.ask() for _ in waiting]
     assert [dict(space.suggest(t)) for t in asked] == [dict(space.baseline), fitted_winner, second]
-    assert [t.user_attrs.get(WARM_START_ATTR) for t in asked] == [None, "k2#0", "k2-b#0"]
+    assert [t.user_attrs.get(WARM_START_FROM) for t in asked] == [None, "k2#0", "k2-b#0"]
     assert all(t.user_attrs.get("enqueued") for t in asked[1:])
 
 

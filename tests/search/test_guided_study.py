@@ -22,7 +22,7 @@ from search_efficiency import ModelRunner  # noqa: E402
 
 from tuner.space import load_space  # noqa: E402
 from tuner.study.record import CHOSEN_BY, CONFIG, MOVE, read_view  # noqa: E402
-from tuner.study.trial import PROBE_REFERENCE_ATTR  # noqa: E402
+from tuner.study.record import PROBE_REFERENCE  # noqa: E402
 from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
 from tuner.study.strategies import Move, MoveKind  # noqa: E402
 from tuner.study.strategies.guided import GuidedStrategy  # noqa: E402
@@ -38,7 +38,7 @@ def space() -> Any:
 
 def _study(space: Any) -> optuna.Study:
     study = optuna.create_study(directions=["maximize"], pruner=study_pruner(space))
-    study.set_user_attr(PROBE_REFERENCE_ATTR, [])  # a model host has its probe reference
+    study.set_user_attr(PROBE_REFERENCE, [])  # a model host has its probe reference
     return study
 
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from tuner.errors import TunerError
 from tuner.space import load_space
-from tuner.study.trial import PROBE_REFERENCE_ATTR
+from tuner.study.record import PROBE_REFERENCE
 from tuner.study.loop._optimize import _await_reference
 from tuner.study.loop import ProgressView
 from tuner.study.record import IS_BASELINE
@@ -35,14 +35,14 @@ def _two_running(tmp_path: Path) -> tuple[optuna.Study, optuna.Trial, optuna.Tri
 def test_the_other_worker_waits_for_the_baseline_s_probe_outputs(tmp_path: Path) -> None:
     study, _, other = _two_running(tmp_path)
     space = load_space(GLM5)
-    timer = threading.Timer(0.5, study.set_user_attr, (PROBE_REFERENCE_ATTR, ["ok"] * 3))
+    timer = threading.Timer(0.5, study.set_user_attr, (PROBE_REFERENCE, ["ok"] * 3))
     timer.start()
     out = io.StringIO()
     started = time.monotonic()
     _await_reference(study, space, other, ProgressView(Console(file=out)))
     assert time.monotonic() - started >= 0.5
     assert "waiting for the baseline" in out.getvalue()
-    assert study.user_attrs[PROBE_REFERENCE_ATTR] == ["ok"] * 3
+    assert study.user_attrs[PROBE_REFERENCE] == ["ok"] * 3
 
 
 def test_a_baseline_that_failed_fails_the_waiting_trial_and_stops(tmp_path: Path) -> None:

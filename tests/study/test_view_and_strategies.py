@@ -18,7 +18,20 @@ from tuner.engines import load_profile
 from tuner.errors import ConfigError
 from tuner.observations import LogObserver, level_observations
 from tuner.space import load_space
-from tuner.study.record import CONFIG, CONFIG_KEY, Outcome, outcome_of, read_view, set_outcome
+from tuner.errors import ServerFailure
+from tuner.study.record import (
+    CONFIG,
+    CONFIG_KEY,
+    FAILURE_EXCERPT,
+    FAILURE_REASON,
+    PRUNED_REASON,
+    REUSED_FROM,
+    Outcome,
+    TrialOutcome,
+    outcome_of,
+    read_view,
+    write_outcome,
+)
 from tuner.study.trial import FeasibilityCheck
 from tuner.study.strategies import DEFAULT_STRATEGY, make_strategy, resolve_strategy
 from tuner.study.strategies.one_at_a_time import single_changes
@@ -79,12 +92,42 @@ def test_outcome_of_reads_each_stored_meaning(state, ua, outcome) -> None:
 def test_a_pruned_outcome_round_trips_through_the_stored_attributes() -> None:
     study = optuna.create_study()
     for outcome in (Outcome.BELOW_BASELINE, Outcome.CONSTRAINT, Outcome.GATED):
-        trial = study.ask()
-        set_outcome(trial, outcome, "why")
-        study.tell(trial, state=TrialState.PRUNED)
+        write_outcome(study, study.ask(), TrialOutcome.pruned(outcome, "why"))
     assert [outcome_of(t) for t in study.trials] == [Outcome.BELOW_BASELINE, Outcome.CONSTRAINT, Outcome.GATED]
+    assert {t.user_attrs[PRUNED_REASON] for t in study.trials} == {"why"}
     with pytest.raises(ValueError):
-        set_outcome(study.ask(), Outcome.FAILED, "not a PRUNED meaning")
+        TrialOutcome.pruned(Outcome.FAILED, "not a PRUNED meaning")
+
+
+def test_every_outcome_written_by_the_one_writer_reads_back_as_its_class() -> None:
+    """Each value the trial code returns is written in Optuna's terms and read back as its class:
+    a server failure of the configuration, one of the run, a completed trial, and a trial that
+    copies each of them."""
+    study = optuna.create_study(direction="maximize")
+    results = [
+        TrialOutcome.complete([812.0]),
+        TrialOutcome.server_failed(ServerFailure("oom-at-start", "CUDA out of memory", "log tail")),
+        TrialOutcome.run_failed("host-error", "ssh: connection reset"),
+        TrialOutcome.pruned(Outcome.BELOW_BASELINE, "below the baseline"),
+    ]
+    for result in results:
+        trial = study.ask()
+        if result.outcome == Outcome.BELOW_BASELINE:
+            trial.report(300.0, 1024)
+        write_outcome(study, trial, result)
+    written = study.get_trials()
+    assert [t.state for t in written] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL, TrialState.PRUNED]
+    assert [outcome_of(t) for t in written] == [Outcome.COMPLETE, Outcome.FAILED, Outcome.RUN_FAILED, Outcome.BELOW_BASELINE]
+    assert written[1].user_attrs[FAILURE_EXCERPT] == "log tail"
+    assert written[2].user_attrs[FAILURE_REASON] == "host-error" and FAILURE_EXCERPT not in written[2].user_attrs
+    for earlier in list(written):
+        write_outcome(study, study.ask(), TrialOutcome.reused(earlier))
+    copies = study.get_trials()[len(written):]
+    assert [t.state for t in copies] == [t.state for t in written]
+    assert [t.user_attrs[REUSED_FROM] for t in copies] == [t.number for t in written]
+    assert [outcome_of(t) for t in copies] == [Outcome.REUSED] * 4
+    assert [outcome_of(t, follow_reuse=True) for t in copies] == [outcome_of(t) for t in written]
+    assert copies[0].values == [812.0] and copies[3].intermediate_values == {1024: 300.0}
 
 
 # -- the view ---------------------------------------------------------------------------------------

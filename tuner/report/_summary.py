@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from tuner.report._view import StudyView, changes_from
+from tuner.study.record import VALIDATION
 
 __all__ = ["measurement_bound_html", "peak_level", "summary_html", "top_trials_html"]
 
@@ -54,7 +55,7 @@ def _tps(value: float | None) -> str:
 
 
 def _validation_card(best) -> str:
-    validation = best.user_attrs.get("validation")
+    validation = best.user_attrs.get(VALIDATION)
     if not validation:
         return _card("validation", "not yet", "run `tuner validate` before deploying")
     runs = validation.get("runs", "?")

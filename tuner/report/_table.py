@@ -20,7 +20,14 @@ import pandas as pd
 from tuner.errors import ConfigError
 from tuner.report._summary import peak_level
 from tuner.report._view import read_study
-from tuner.study.record import LEVEL_FIGURES, level_figures
+from tuner.study.record import (
+    EMULATED,
+    HOST_SECONDS,
+    LEVEL_FIGURES,
+    READY_S,
+    VALIDATION,
+    level_figures,
+)
 
 __all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
 
@@ -55,18 +62,18 @@ def _row(trial: Any, emulated: bool) -> dict[str, Any]:
         row[f"{BOUND}@{level['concurrency']}"] = bool(level.get("measurement_bound"))
     peak = peak_level(trial.levels) or {}
     gpu = peak.get("gpu") or {}
-    validation = ua.get("validation") or {}
+    validation = ua.get(VALIDATION) or {}
     row.update(
         {
             "peak_concurrency": peak.get("concurrency"),
             "peak_mean_power_w": gpu.get("mean_power_w"),
             "peak_mean_util_pct": gpu.get("mean_util_pct"),
-            "ready_s": ua.get("ready_s"),
-            "host_seconds": ua.get("host_seconds"),
+            "ready_s": ua.get(READY_S),
+            "host_seconds": ua.get(HOST_SECONDS),
             "validated": validation.get("stable") if validation else None,
             "validated_mean_tps": validation.get("mean_output_throughput"),
             "validated_std_tps": validation.get("std_output_throughput"),
-            "emulated": bool(ua.get("emulated", emulated)),
+            "emulated": bool(ua.get(EMULATED, emulated)),
             "command_line": trial.command_line,
         }
     )

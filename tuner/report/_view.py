@@ -14,7 +14,15 @@ from typing import Any
 import optuna
 
 from tuner.errors import ConfigError
-from tuner.study.record import FAILURE_REASON, TrialRecord, best_stable, records
+from tuner.study.record import (
+    EMULATED,
+    FAILURE_REASON,
+    TELEMETRY,
+    VALIDATION,
+    TrialRecord,
+    best_stable,
+    records,
+)
 
 __all__ = [
     "INACTIVE",
@@ -68,7 +76,7 @@ class StudyView:
     def emulated(self) -> bool:
         """True when the study ran on the emulated host (its figures are labelled so)."""
         return bool(self.attrs.get("emulated")) or any(
-            t.user_attrs.get("emulated") for t in self.trials
+            t.user_attrs.get(EMULATED) for t in self.trials
         )
 
     @property
@@ -100,7 +108,7 @@ class StudyView:
             for level in trial.levels:
                 gpu = (
                     level.get("gpu")
-                    or trial.user_attrs.get("telemetry", {}).get(str(level["concurrency"]))
+                    or trial.user_attrs.get(TELEMETRY, {}).get(str(level["concurrency"]))
                     or {}
                 )
                 found.append(
@@ -131,7 +139,7 @@ def outcome_of(trial: TrialRecord) -> str:
     """A trial's outcome in a few words: ``ok``, ``pruned: baseline``, its failure reason, or
     ``unstable in soak`` when ``tuner validate`` found it broke under a long run."""
     if trial.state == "COMPLETE":
-        if (trial.user_attrs.get("validation") or {}).get("stable") is False:
+        if (trial.user_attrs.get(VALIDATION) or {}).get("stable") is False:
             return "unstable in soak"
         return "ok" if trial.stable or "stable" not in trial.user_attrs else "ok (unstable level)"
     if trial.state == "PRUNED":

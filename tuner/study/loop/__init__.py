@@ -31,7 +31,6 @@ from tuner.study.loop._preflight import (
 )
 from tuner.study.loop._host_claim import claim_host, release_host
 from tuner.study.loop._warm_start import (
-    WARM_START_ATTR,
     Candidate,
     storage_url,
     warm_start,
@@ -41,7 +40,6 @@ from tuner.study.loop._enqueue import (
     parse_assignments,
     configuration_with,
     enqueue_configuration,
-    ENQUEUED_ATTR,
 )
 from tuner.study.loop._validate import ValidationResult, validate_study, DEFAULT_SOAK_S
 
@@ -67,7 +65,6 @@ __all__ = [
     "PATCH_CHECK_PREFIX",
     "claim_host",
     "release_host",
-    "WARM_START_ATTR",
     "Candidate",
     "storage_url",
     "warm_start",
@@ -75,7 +72,6 @@ __all__ = [
     "parse_assignments",
     "configuration_with",
     "enqueue_configuration",
-    "ENQUEUED_ATTR",
     "ValidationResult",
     "validate_study",
     "DEFAULT_SOAK_S",

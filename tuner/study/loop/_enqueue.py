@@ -15,9 +15,8 @@ import yaml
 from tuner.errors import ConfigError
 from tuner.study.record import ENQUEUED
 
-__all__ = ["parse_assignments", "configuration_with", "enqueue_configuration", "ENQUEUED_ATTR"]
+__all__ = ["parse_assignments", "configuration_with", "enqueue_configuration"]
 
-ENQUEUED_ATTR = ENQUEUED
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:
@@ -43,4 +42,4 @@ def configuration_with(space: Any, overrides: dict[str, Any]) -> Any:
 
 def enqueue_configuration(study: optuna.Study, space: Any, config: Any) -> None:
     """Queue ``config`` in the study (it runs before sampled configurations)."""
-    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={ENQUEUED_ATTR: True})
+    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={ENQUEUED: True})

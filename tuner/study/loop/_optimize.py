@@ -18,39 +18,42 @@ import optuna
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
-from tuner.errors import ConfigError, ServerFailure, TunerError
+from tuner.errors import ConfigError, TunerError
 from tuner.scrub import Scrubber
 from tuner.study.record import (
     CHOSEN_BY,
+    COMMAND_LINE,
     CONFIG,
     CONFIG_KEY,
+    EMULATED,
     ENQUEUED,
-    FAILURE_DETAIL,
-    FAILURE_REASON,
+    ENV,
+    HOST,
     IS_BASELINE,
-    LEVELS,
     MOVE,
+    PATCHES,
     RETRY_OF,
-    REUSED_ATTRS,
-    REUSED_FROM,
     WARM_START_FROM,
+    WARNINGS,
     WORKER,
     Outcome,
     StudyView,
+    TrialOutcome,
     TrialRecord,
     outcome_of,
     read_view,
     scrubbing,
-    set_outcome,
     store,
-    store_level_figures,
+    write_outcome,
 )
 from tuner.study.trial import (
     FeasibilityCheck,
     GateDecision,
     TrialRunner,
+    outcome_without_running,
     require_baseline_goodput,
     require_probe_reference,
+    run_outcome,
     wait_for_probe_reference,
 )
 from tuner.study.loop._progress import ProgressView
@@ -74,6 +77,15 @@ class OptimizeSummary:
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
     patience_stop: bool = False
+
+    def settled(self, outcome: Outcome) -> None:
+        """Count a configuration settled without running (skipped, gated or reused)."""
+        if outcome == Outcome.CONSTRAINT:
+            self.skipped += 1
+        elif outcome == Outcome.GATED:
+            self.skipped_unsafe += 1
+        else:
+            self.reused += 1
 
 
 class Patience:
@@ -112,22 +124,6 @@ def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
         if outcome == Outcome.RUNNING:  # on another worker (a dead worker's is failed and queued again)
             return
     study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={IS_BASELINE: True})
-
-
-def _reuse(study: optuna.Study, trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> None:
-    for key in REUSED_ATTRS:
-        if key in earlier.user_attrs:
-            store(trial, key, earlier.user_attrs[key])
-    for level in earlier.user_attrs.get(LEVELS, []):
-        store_level_figures(trial, level)
-    store(trial, REUSED_FROM, earlier.number)
-    if len(study.directions) == 1:
-        for step, value in earlier.intermediate_values.items():
-            trial.report(value, step)
-    if earlier.state == TrialState.COMPLETE:
-        study.tell(trial, earlier.values)
-    else:
-        study.tell(trial, state=earlier.state)
 
 
 def why_chosen(trial: optuna.Trial, strategy: Strategy) -> tuple[str, bool]:
@@ -206,29 +202,18 @@ def optimize_study(
             store(trial, CONFIG_KEY, key)
             store(trial, CHOSEN_BY, chosen_by)
             store(trial, WORKER, worker_id())
-            store(trial, "host", runner.target.host.name)
-            store(trial, "emulated", runner.target.emulated)
-            violations = [] if is_baseline else space.constraint_violations(config)
-            skips = [v.reason for v in violations if v.action == "skip"]
-            if not is_baseline and unavailable_patches:
-                needed = unavailable_patches & set(space.render(config, resolve=False).patches)
-                skips += [f"patch {name} does not apply on this host" for name in sorted(needed)]
+            store(trial, HOST, runner.target.host.name)
+            store(trial, EMULATED, runner.target.emulated)
             earlier = finished.get(key)
             gate = _feasibility(feasibility, sampled, config, earlier)
-            if skips:
-                set_outcome(trial, Outcome.CONSTRAINT, "constraint: " + "; ".join(skips))
-                study.tell(trial, state=TrialState.PRUNED)
-                summary.skipped += 1
-                progress.trial_skipped(trial.number, "constraint: " + "; ".join(skips))
-            elif gate is not None and gate.skip is not None:
-                set_outcome(trial, Outcome.GATED, gate.skip)
-                study.tell(trial, state=TrialState.PRUNED)
-                summary.skipped_unsafe += 1
-                progress.trial_skipped(trial.number, gate.skip)
-            elif earlier is not None:
-                _reuse(study, trial, view.frozen(earlier.number))
-                summary.reused += 1
-                progress.trial_skipped(trial.number, f"same as trial {earlier.number}: reused")
+            settled = outcome_without_running(
+                space, config, is_baseline=is_baseline, unavailable_patches=unavailable_patches,
+                gate=gate, earlier=view.frozen(earlier.number) if earlier is not None else None,
+            )
+            if settled is not None:
+                write_outcome(study, trial, settled)
+                summary.settled(settled.outcome)
+                progress.trial_skipped(trial.number, settled.message)
             else:
                 if gate is not None and gate.note is not None:
                     chosen_by = f"{chosen_by}; {gate.note}"
@@ -238,14 +223,15 @@ def optimize_study(
                 with get_heartbeat_thread(trial._trial_id, study._storage):
                     if not is_baseline:  # another worker may have asked for the baseline between
                         _await_reference(study, space, trial, progress)  # the wait above and ask
-                    state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary, progress)
+                    state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
+                                     progress)
                 summary.states[state.name] = summary.states.get(state.name, 0) + 1
                 frozen = study._storage.get_trial(trial._trial_id)
                 if feasibility is not None:
                     feasibility.record_trial(frozen)
                 patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
         except KeyboardInterrupt:
-            _fail_if_running(study, trial, "interrupted", "Ctrl-C: this configuration may run again")
+            _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
             raise
         idle += 1
         if idle >= MAX_IDLE_ASKS:
@@ -268,17 +254,15 @@ def _await_reference(study: optuna.Study, space: Any, trial: optuna.Trial, progr
     try:
         require_probe_reference(study, space)
     except TunerError as error:
-        _fail_if_running(study, trial, "host-error", str(error))
+        _fail_if_running(study, trial, TrialOutcome.run_failed("host-error", str(error)))
         raise
 
 
-def _fail_if_running(study: optuna.Study, trial: optuna.Trial, reason: str, detail: str) -> None:
-    """Record an interrupted trial as FAIL (unless it already finished), so none stays RUNNING."""
+def _fail_if_running(study: optuna.Study, trial: optuna.Trial, result: TrialOutcome) -> None:
+    """Record an interrupted trial's outcome (unless it already finished), so none stays RUNNING."""
     if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
         return
-    store(trial, FAILURE_REASON, reason)
-    store(trial, FAILURE_DETAIL, detail)
-    study.tell(trial, state=TrialState.FAIL)
+    write_outcome(study, trial, result)
 
 
 def _feasibility(
@@ -326,39 +310,20 @@ def _run_launch(
     summary: OptimizeSummary,
     progress: ProgressView,
 ) -> TrialState:
-    store(trial, "command_line", launch.command_line)
-    store(trial, "env", launch.masked_env())
-    store(trial, "patches", sorted(launch.patches))
+    store(trial, COMMAND_LINE, launch.command_line)
+    store(trial, ENV, launch.masked_env())
+    store(trial, PATCHES, sorted(launch.patches))
     if launch.warnings:
-        store(trial, "warnings", list(launch.warnings))
+        store(trial, WARNINGS, list(launch.warnings))
     progress.trial_started(trial.number, summary.ran, config, is_baseline, chosen_by)
     runner.on_phase = progress.phase
     runner.on_level = progress.level_done
     started = time.monotonic()
-    try:
-        value = runner.run(trial, config, launch)
-    except optuna.TrialPruned as pruned:
-        set_outcome(trial, Outcome.BELOW_BASELINE, str(pruned))
-        study.tell(trial, state=TrialState.PRUNED)
-        progress.trial_finished(trial.number, "PRUNED", None, str(pruned), time.monotonic() - started)
-        return TrialState.PRUNED
-    except ServerFailure as failure:
-        store(trial, FAILURE_REASON, failure.reason)
-        store(trial, FAILURE_DETAIL, failure.detail)
-        store(trial, "failure_excerpt", failure.excerpt)
-        store(trial, "failure_noticed_at", failure.noticed_at)
-        study.tell(trial, state=TrialState.FAIL)
-        progress.trial_finished(trial.number, "FAIL", None, str(failure), time.monotonic() - started)
-        return TrialState.FAIL
-    except TunerError as error:  # host trouble: the configuration is not to blame
-        store(trial, FAILURE_REASON, "host-error")
-        store(trial, FAILURE_DETAIL, str(error))
-        study.tell(trial, state=TrialState.FAIL)
-        progress.trial_finished(trial.number, "FAIL", None, f"host-error: {error}", time.monotonic() - started)
-        return TrialState.FAIL
-    study.tell(trial, value)
-    progress.trial_finished(trial.number, "COMPLETE", value[0], None, time.monotonic() - started)
-    return TrialState.COMPLETE
+    result = run_outcome(lambda: runner.run(trial, config, launch))
+    write_outcome(study, trial, result)
+    value = result.values[0] if result.state == TrialState.COMPLETE else None
+    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started)
+    return result.state
 
 
 def local_runs_dir(storage_url: str, study_name: str) -> Path:

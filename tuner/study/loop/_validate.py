@@ -25,7 +25,7 @@ from tuner.loadgen import LevelSpec, run_level
 from tuner.patches import PatchManager
 from tuner.study.loop._host_claim import claim_host, release_host
 from tuner.study.trial._runner import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
-from tuner.study.record import VALIDATION_ATTR, TrialRecord, records
+from tuner.study.record import VALIDATION, TrialRecord, records
 from tuner.study.trial import Target, request_dialect
 
 __all__ = ["ValidationResult", "validate_study", "DEFAULT_SOAK_S"]
@@ -110,9 +110,9 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
 def store_validation(study: optuna.Study, result: ValidationResult) -> None:
     """Keep the soak's result in the study (Optuna freezes a finished trial's attributes), under
     ``validation`` by trial number; :func:`tuner.study.results.records` puts it on the trial."""
-    stored = dict(study.user_attrs.get(VALIDATION_ATTR, {}))
+    stored = dict(study.user_attrs.get(VALIDATION, {}))
     stored[str(result.trial)] = result.to_dict()
-    study.set_user_attr(VALIDATION_ATTR, stored)
+    study.set_user_attr(VALIDATION, stored)
 
 
 def validate_study(

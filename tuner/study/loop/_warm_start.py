@@ -21,14 +21,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
 from tuner.space import Config
-from tuner.study.record import CONFIG, CONFIG_KEY, STABLE, WARM_START_FROM
-from tuner.study.loop._enqueue import ENQUEUED_ATTR
+from tuner.study.record import CONFIG, CONFIG_KEY, ENQUEUED, STABLE, VALIDATION, WARM_START_FROM
 from tuner.study.loop._optimize import ensure_baseline_queued
 from tuner.study.storage import open_storage, storage_file
 
-__all__ = ["WARM_START_ATTR", "Candidate", "storage_url", "warm_start", "warm_start_candidates"]
+__all__ = ["Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
-WARM_START_ATTR = WARM_START_FROM  # "<study>#<trial number>" on each enqueued trial
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ def _stable(trial: FrozenTrial) -> bool:
         trial.state == TrialState.COMPLETE
         and bool(trial.user_attrs.get(STABLE))
         and isinstance(trial.user_attrs.get(CONFIG), dict)
-        and trial.user_attrs.get("validation", {}).get("stable", True)
+        and trial.user_attrs.get(VALIDATION, {}).get("stable", True)
     )
 
 
@@ -175,7 +173,7 @@ def warm_start(
             continue
         study.enqueue_trial(
             space.params_for_enqueue(candidate.config),
-            user_attrs={ENQUEUED_ATTR: True, WARM_START_ATTR: candidate.source},
+            user_attrs={ENQUEUED: True, WARM_START_FROM: candidate.source},
         )
         known.add(candidate.config.key())
         queued.append(candidate.config)

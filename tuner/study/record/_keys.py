@@ -1,40 +1,21 @@
-"""The one schema of what the tuner stores on trials, how it is written, and how it is read.
+"""The one schema of what the tuner stores on trials and studies: every attribute key, named.
 
-Optuna keeps user attributes as JSON; every value written here is JSON-able. Names are
-self-explaining so that optuna-dashboard shows them as they are. Every other module uses the
-names below (never the strings) and reads a trial's outcome with :func:`outcome_of`: what a
-PRUNED or FAIL trial means is a typed :class:`Outcome`, not a string compared in many places.
+Optuna keeps user attributes as JSON. Names are self-explaining so that optuna-dashboard shows
+them as they are. Every other module uses the names below (never the strings): a test greps
+``tuner/`` and ``bench/`` for string keys outside :mod:`tuner.study.record`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from enum import Enum
-from typing import Any
-
-import optuna
-from optuna.trial import FrozenTrial, TrialState
-
-from tuner.scrub import Scrubber
-
 __all__ = [
-    "Outcome",
-    "outcome_of",
-    "LEVEL_FIGURES",
-    "REUSABLE_FAILURES",
-    "level_figures",
-    "reusable_failure",
-    "scrubbing",
-    "store",
-    "store_level_figures",
-    "set_outcome",
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
     "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
-    "PRUNED_REASON", "PRUNED_BY", "PRUNED_CLASSES", "WORKER", "WARM_START_FROM", "REUSED_ATTRS",
-    "KEPT_ON_RETRY",
+    "FAILURE_EXCERPT", "FAILURE_NOTICED_AT", "PRUNED_REASON", "PRUNED_BY", "WORKER",
+    "WARM_START_FROM", "HOST", "EMULATED", "COMMAND_LINE", "ENV", "PATCHES", "WARNINGS", "RUN_DIR",
+    "PATCH_CHECKSUMS", "READY_S", "HOST_SECONDS", "HANDOVER_WAIT_S", "LOG_EXCERPT", "LOG_FILE",
+    "SERVER_LOG_MTIME", "ENGINE_VERSION", "PROBE_OUTPUTS", "NOTE", "GOODPUT", "VALIDATION",
+    "REUSED_ATTRS", "KEPT_ON_RETRY",
+    "PROBE_REFERENCE", "FINGERPRINT", "SPACE_FILE", "ENGINE", "TIME_SCALE",
 ]
 
 # -- attribute names (user attributes of a trial) ------------------------------------------------
@@ -56,124 +37,38 @@ PRUNED_REASON = "pruned_reason"  # str: why a PRUNED trial was stopped or skippe
 PRUNED_BY = "pruned_by"  # str: a PRUNED's class, one of PRUNED_CLASSES (see Outcome)
 WORKER = "worker"  # str: host:pid of the tuner that ran it
 WARM_START_FROM = "warm_start_from"  # str: "<study>#<trial number>" a warm start queued it from
+FAILURE_EXCERPT = "failure_excerpt"  # str: the server log's lines around the failure
+FAILURE_NOTICED_AT = "failure_noticed_at"  # where the failure was noticed (ServerFailure.noticed_at)
+HOST = "host"  # str: the host's name
+EMULATED = "emulated"  # bool: ran on the emulated host (also a study attribute)
+COMMAND_LINE = "command_line"  # str: the server's command line, secrets masked
+ENV = "env"  # dict: the server's environment, secrets masked
+PATCHES = "patches"  # list: the source patches applied
+WARNINGS = "warnings"  # list: the renderer's warnings on this configuration
+RUN_DIR = "run_dir"  # str: the trial's folder on the host
+PATCH_CHECKSUMS = "patch_checksums"  # dict: patch name -> checksum of the patched file
+READY_S = "ready_s"  # float: host seconds until the server answered
+HOST_SECONDS = "host_seconds"  # float: host seconds the trial took
+HANDOVER_WAIT_S = "handover_wait_s"  # float: seconds waited for the previous server's GPU memory
+LOG_EXCERPT = "log_excerpt"  # str: the server log's last lines
+LOG_FILE = "log_file"  # str: the server log copied to this machine
+SERVER_LOG_MTIME = "server_log_mtime"  # float: the host log's modification time
+ENGINE_VERSION = "engine_version"  # str: the engine's version on the host
+PROBE_OUTPUTS = "probe_outputs"  # list: the correctness probe's outputs
+NOTE = "note"  # str: a remark on the trial ("under-utilised: ...")
+GOODPUT = "goodput_rps"  # float: a goodput trial's highest request rate within the SLO
+VALIDATION = "validation"  # dict: ``tuner validate``'s soak result (study attribute, by trial number)
 
 # What a trial that reuses an earlier identical one copies from it.
 REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS)
 # What a configuration queued again (its worker died) keeps of the first attempt.
 KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, MOVE, WARM_START_FROM)
 
+# -- attribute names of the study ----------------------------------------------------------------
+PROBE_REFERENCE = "probe_reference"  # list: the baseline's probe outputs, every probe's reference
+FINGERPRINT = "tuner_fingerprint"  # str: the search space's and workload's fingerprint (resume guard)
+SPACE_FILE = "space_file"  # str: the search-space YAML
+ENGINE = "engine"  # str: the engine profile's name
+TIME_SCALE = "time_scale"  # float: the emulator's time scale K (1: a real host)
 
-class Outcome(str, Enum):
-    """What became of a trial, beyond Optuna's state.
-
-    PRUNED has three meanings (stopped below the baseline, skipped by a constraint, skipped by
-    the feasibility gate) and FAIL two (the configuration is to blame, or the run was: Ctrl-C,
-    host trouble, a dead worker); a trial that copied an earlier identical one is REUSED.
-    """
-
-    COMPLETE = "complete"
-    BELOW_BASELINE = "below-baseline"  # PRUNED: ran, stayed below the baseline
-    CONSTRAINT = "constraint"  # PRUNED: skipped by a constraint, not run
-    GATED = "gated"  # PRUNED: skipped by the feasibility gate, not run
-    REUSED = "reused"  # copied the result of an earlier identical configuration
-    FAILED = "failed"  # FAIL by its configuration (would fail again)
-    RUN_FAILED = "run-failed"  # FAIL by the run (interrupted, host-error, worker-died)
-    RUNNING = "running"
-    WAITING = "waiting"
-
-    @property
-    def ran(self) -> bool:
-        """Whether the configuration ran on the host in this trial (and so says something)."""
-        return self in (Outcome.COMPLETE, Outcome.BELOW_BASELINE, Outcome.FAILED)
-
-    @property
-    def pruned_by(self) -> str | None:
-        """The stored ``pruned_by`` of a PRUNED outcome."""
-        return _PRUNED_BY.get(self)
-
-
-# The stored ``pruned_by`` values (kept as they were, so older studies read the same).
-_PRUNED_BY = {Outcome.BELOW_BASELINE: "baseline", Outcome.CONSTRAINT: "constraint", Outcome.GATED: "feasibility"}
-_BY_PRUNED = {text: outcome for outcome, text in _PRUNED_BY.items()}
-PRUNED_CLASSES = tuple(_BY_PRUNED)
-
-# Failure classes that belong to the configuration (running it again would fail again). Others
-# (interrupted, host-error, worker-died) belong to the run: such a configuration may run again.
-REUSABLE_FAILURES = ("startup-crash", "oom-at-start", "unstable-at-", "hang", "wrong-output", "timeout")
-
-
-def reusable_failure(reason: str | None) -> bool:
-    """True when a FAIL with this reason would fail again: reuse it instead of rerunning."""
-    return bool(reason) and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
-
-
-def outcome_of(trial: FrozenTrial, *, follow_reuse: bool = False) -> Outcome:
-    """The trial's :class:`Outcome` (the one place that reads the stored strings).
-
-    ``follow_reuse``: a reused trial gets the outcome it copied instead of REUSED.
-    """
-    ua = trial.user_attrs
-    if ua.get(REUSED_FROM) is not None and not follow_reuse and trial.state.is_finished():
-        return Outcome.REUSED
-    if trial.state == TrialState.COMPLETE:
-        return Outcome.COMPLETE
-    if trial.state == TrialState.PRUNED:
-        return _BY_PRUNED.get(str(ua.get(PRUNED_BY) or "baseline"), Outcome.BELOW_BASELINE)
-    if trial.state == TrialState.FAIL:
-        return Outcome.FAILED if reusable_failure(ua.get(FAILURE_REASON)) else Outcome.RUN_FAILED
-    if trial.state == TrialState.RUNNING:
-        return Outcome.RUNNING
-    return Outcome.WAITING
-
-
-# The secrets of the launch being run: every value stored meanwhile is scrubbed of them.
-_SCRUBBER: ContextVar[Scrubber | None] = ContextVar("tuner_attrs_scrubber", default=None)
-
-
-@contextmanager
-def scrubbing(scrubber: Scrubber) -> Iterator[None]:
-    """Within this block, every :func:`store` replaces ``scrubber``'s secret values by ``***``
-    (log excerpts, failure details, command lines: whatever a trial stores while it runs)."""
-    token = _SCRUBBER.set(scrubber)
-    try:
-        yield
-    finally:
-        _SCRUBBER.reset(token)
-
-
-def store(trial: optuna.Trial, key: str, value: Any) -> None:
-    """Store ``value`` on the trial, made JSON-able (floats rounded, tuples as lists), scrubbed
-    of the running launch's secrets (:func:`scrubbing`)."""
-    stored = json.loads(json.dumps(value, default=str))
-    scrubber = _SCRUBBER.get()
-    trial.set_user_attr(key, scrubber.value(stored) if scrubber else stored)
-
-
-def set_outcome(trial: optuna.Trial, outcome: Outcome, reason: str) -> None:
-    """Store a PRUNED outcome's class and reason (the caller then tells Optuna PRUNED)."""
-    if outcome.pruned_by is None:
-        raise ValueError(f"{outcome} is not a PRUNED outcome")
-    store(trial, PRUNED_REASON, reason)
-    store(trial, PRUNED_BY, outcome.pruned_by)
-
-
-# Each level's headline figures are also stored flat (``tps@256``, ``p99_ttft_ms@256``, ...):
-# optuna-dashboard cuts a JSON attribute such as ``levels`` at 1,024 characters, so that list
-# alone is unreadable there; flat numbers are shown in full and sort the dashboard's trial table.
-LEVEL_FIGURES = (
-    ("tps", "output_throughput"),
-    ("p99_ttft_ms", "p99_ttft_ms"),
-    ("median_tpot_ms", "median_tpot_ms"),
-)
-
-
-def level_figures(level: dict[str, Any]) -> dict[str, Any]:
-    """``{"tps@<c>": ..., "p99_ttft_ms@<c>": ..., "median_tpot_ms@<c>": ...}`` of one level."""
-    return {f"{name}@{level['concurrency']}": level.get(key) for name, key in LEVEL_FIGURES}
-
-
-def store_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
-    """Store one level's headline figures as flat attributes (see :data:`LEVEL_FIGURES`)."""
-    for key, value in level_figures(level).items():
-        store(trial, key, value)
 

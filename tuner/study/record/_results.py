@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ConfigError
 from tuner.study.record._keys import (
+    VALIDATION,
     CHOSEN_BY,
     CONFIG,
     FAILURE_DETAIL,
@@ -19,11 +20,10 @@ from tuner.study.record._keys import (
     PRUNED_REASON,
     REUSED_FROM,
     STABLE,
-    Outcome,
-    outcome_of,
 )
+from tuner.study.record._outcome import Outcome, outcome_of
 
-__all__ = ["TrialRecord", "records", "best_stable", "baseline_record", "VALIDATION_ATTR"]
+__all__ = ["TrialRecord", "records", "best_stable", "baseline_record"]
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,12 @@ class TrialRecord:
         return {lv["concurrency"]: lv["output_throughput"] for lv in self.levels}
 
 
-VALIDATION_ATTR = "validation"
 
 
 def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
     ua = dict(trial.user_attrs)
     if str(trial.number) in validations:
-        ua[VALIDATION_ATTR] = validations[str(trial.number)]
+        ua[VALIDATION] = validations[str(trial.number)]
     reason = ua.get(FAILURE_REASON) or ua.get(PRUNED_REASON)
     return TrialRecord(
         number=trial.number,
@@ -82,7 +81,7 @@ def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
 
 def records(study: optuna.Study) -> list[TrialRecord]:
     """Every trial of the study, in order."""
-    validations = study.user_attrs.get(VALIDATION_ATTR, {})
+    validations = study.user_attrs.get(VALIDATION, {})
     return [_record(t, validations) for t in study.get_trials(deepcopy=False)]
 
 

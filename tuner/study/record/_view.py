@@ -24,9 +24,8 @@ from tuner.study.record._keys import (
     MOVE,
     OBSERVATIONS,
     REUSED_FROM,
-    Outcome,
-    outcome_of,
 )
+from tuner.study.record._outcome import Outcome, outcome_of
 from tuner.study.strategies import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]

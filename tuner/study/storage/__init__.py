@@ -11,7 +11,6 @@ from tuner.study.storage._storage import (
     open_storage,
     create_or_resume,
     load_existing_study,
-    FINGERPRINT_ATTR,
 )
 from tuner.study.storage._stale import fail_stale_trials, mark_dead_workers, retry_later, worker_id
 
@@ -22,7 +21,6 @@ __all__ = [
     "open_storage",
     "create_or_resume",
     "load_existing_study",
-    "FINGERPRINT_ATTR",
     "fail_stale_trials",
     "mark_dead_workers",
     "retry_later",

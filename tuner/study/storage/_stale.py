@@ -12,7 +12,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
-from tuner.study.record import FAILURE_DETAIL, FAILURE_REASON, KEPT_ON_RETRY, RETRY_OF, WORKER
+from tuner.study.record import KEPT_ON_RETRY, RETRY_OF, WORKER, write_dead_worker
 
 __all__ = ["fail_stale_trials", "mark_dead_workers", "retry_later", "worker_id"]
 
@@ -31,11 +31,7 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     failed = []
     for trial_id in storage._get_stale_trial_ids(study._study_id):
         try:
-            storage.set_trial_user_attr(trial_id, FAILURE_REASON, "worker-died")
-            storage.set_trial_user_attr(
-                trial_id, FAILURE_DETAIL, "its worker stopped sending heartbeats; queued again"
-            )
-            if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            if write_dead_worker(storage, trial_id, "its worker stopped sending heartbeats; queued again"):
                 failed.append(trial_id)
         except UpdateFinishedTrialError:  # another worker failed it first
             continue
@@ -66,11 +62,7 @@ def mark_dead_workers(study: optuna.Study) -> int:
         machine, _, pid = worker.rpartition(":")
         if machine != me or not pid.isdigit() or _pid_alive(int(pid)):
             continue
-        study._storage.set_trial_user_attr(trial._trial_id, FAILURE_REASON, "worker-died")
-        study._storage.set_trial_user_attr(
-            trial._trial_id, FAILURE_DETAIL, "the tuner running this trial was killed"
-        )
-        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        write_dead_worker(study._storage, trial._trial_id, "the tuner running this trial was killed")
         retry_later(study, trial)
         marked += 1
     return marked

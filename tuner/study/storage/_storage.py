@@ -20,6 +20,7 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
 from tuner.errors import ConfigError
+from tuner.study.record import FINGERPRINT
 
 STALE_LOCK_S = 30  # a journal lock unchanged this long was left by a killed writer (Optuna's default)
 
@@ -30,10 +31,8 @@ __all__ = [
     "open_storage",
     "create_or_resume",
     "load_existing_study",
-    "FINGERPRINT_ATTR",
 ]
 
-FINGERPRINT_ATTR = "tuner_fingerprint"
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -153,14 +152,14 @@ def create_or_resume(
         directions=list(directions),
         load_if_exists=True,
     )
-    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    stored = study.user_attrs.get(FINGERPRINT)
     if study_name in existing and stored is not None and stored != fingerprint and not allow_changed:
         raise ConfigError(
             f"study {study_name!r}: the search space or workload changed since it was created "
             f"(fingerprint {stored[:12]} != {fingerprint[:12]}); fix: use --study-name NEW, "
             "another --storage, or --allow-changed to resume anyway"
         )
-    study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+    study.set_user_attr(FINGERPRINT, fingerprint)
     for key, value in attrs.items():
         study.set_user_attr(key, value)
     return study

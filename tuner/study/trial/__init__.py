@@ -8,7 +8,6 @@ from __future__ import annotations
 from tuner.study.trial._runner import (
     TrialRunner,
     objective_value,
-    PROBE_REFERENCE_ATTR,
     MIN_WALL_TIMEOUT_S,
 )
 from tuner.study.trial._probe_reference import require_probe_reference, wait_for_probe_reference
@@ -30,7 +29,6 @@ from tuner.study.trial._pruner import (
     should_prune_against_baseline,
 )
 from tuner.study.trial._goodput import (
-    GOODPUT_ATTR,
     NO_RATE_MET,
     RateSearch,
     baseline_goodput,
@@ -42,11 +40,13 @@ from tuner.study.trial._traffic import dataset_path, rate_level, request_dialect
 from tuner.study.trial._target import Target, build_target, parse_host_option
 from tuner.study.trial._placeholder_host import PLACEHOLDER_ADDRESS, is_placeholder, refuse_placeholder_host
 from tuner.study.trial._blame import Failure, blamed_values, shown
+from tuner.study.trial._outcome import outcome_without_running, run_outcome
 
 __all__ = [
+    "outcome_without_running",
+    "run_outcome",
     "TrialRunner",
     "objective_value",
-    "PROBE_REFERENCE_ATTR",
     "MIN_WALL_TIMEOUT_S",
     "require_probe_reference",
     "wait_for_probe_reference",
@@ -63,7 +63,6 @@ __all__ = [
     "below_baseline",
     "clean_values",
     "should_prune_against_baseline",
-    "GOODPUT_ATTR",
     "NO_RATE_MET",
     "RateSearch",
     "baseline_goodput",

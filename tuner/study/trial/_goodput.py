@@ -36,8 +36,10 @@ from tuner.errors import ConfigError, ServerFailure
 from tuner.observations import level_observations
 from tuner.space._problems import problem_message
 from tuner.study.record import (
+    GOODPUT,
     IS_BASELINE,
     LEVELS,
+    NOTE,
     OBSERVATIONS,
     PRUNED_REASON,
     STABLE,
@@ -46,10 +48,9 @@ from tuner.study.record import (
 )
 from tuner.study.trial._traffic import rate_level
 
-__all__ = ["GOODPUT_ATTR", "NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
+__all__ = ["NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
            "measure_goodput", "require_baseline_goodput"]
 
-GOODPUT_ATTR = "goodput_rps"
 NO_RATE_MET = "goodput 0: no request rate met within the SLO, down to"  # a pruned_reason's start
 CLASSIFY_WAIT_S = 2.0
 MIN_WALL_TIMEOUT_S = 30.0
@@ -168,7 +169,7 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
         store(trial, TELEMETRY, telemetry)
         store(trial, f"tps@{rate:g}rps", level["output_throughput"])
         store(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
-        store(trial, GOODPUT_ATTR, plan.goodput)
+        store(trial, GOODPUT, plan.goodput)
         seen = level_observations(getattr(session, "observer", None), session.phase,
                                   int(level["concurrency"]), cap, level.get("gpu"))
         observations.update({f"{name}@{rate:g}rps": value for name, value in seen.items() if name != "kv_tokens"})
@@ -186,7 +187,7 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     if plan.met is None and bound:
         raise ServerFailure("measurement-bound", bound[0]["measurement_bound"])
     if bound:
-        store(trial, "note", f"goodput capped by the client: measurement-bound at "
+        store(trial, NOTE, f"goodput capped by the client: measurement-bound at "
                                  f"{min(lv['request_rate'] for lv in bound):g} req/s")
     if plan.met is None and all(lv.get("stop_reason") for lv in levels):
         raise ServerFailure(f"unstable-at-{levels[0]['concurrency']}",

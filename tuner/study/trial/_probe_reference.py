@@ -23,8 +23,8 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import TunerError
-from tuner.study.trial._runner import PROBE_REFERENCE_ATTR
-from tuner.study.record import IS_BASELINE
+from tuner.study.record import PROBE_REFERENCE
+from tuner.study.record import FAILURE_REASON, IS_BASELINE
 from tuner.study.storage import fail_stale_trials
 
 __all__ = ["require_probe_reference", "wait_for_probe_reference"]
@@ -46,7 +46,7 @@ def wait_for_probe_reference(
         return 0.0
     started = time.monotonic()
     announced = False
-    while PROBE_REFERENCE_ATTR not in study.user_attrs and _baseline_running(study):
+    while PROBE_REFERENCE not in study.user_attrs and _baseline_running(study):
         if not announced:
             say("waiting for the baseline, running on another worker: its probe outputs are the "
                 "reference every other configuration is checked against")
@@ -63,7 +63,7 @@ def require_probe_reference(study: optuna.Study, space: Any) -> None:
         TunerError: the baseline ended without probe outputs (its reason named), before any
             other configuration spends host time.
     """
-    if not space.probe.prompts or PROBE_REFERENCE_ATTR in study.user_attrs:
+    if not space.probe.prompts or PROBE_REFERENCE in study.user_attrs:
         return
     baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(IS_BASELINE)]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE) for t in baselines):
@@ -71,7 +71,7 @@ def require_probe_reference(study: optuna.Study, space: Any) -> None:
     last = baselines[-1] if baselines else None
     why = (
         f"baseline trial {last.number} ended {last.state.name} "
-        f"({last.user_attrs.get('failure_reason') or 'no reason recorded'})"
+        f"({last.user_attrs.get(FAILURE_REASON) or 'no reason recorded'})"
         if last is not None else "no baseline trial ran"
     )
     raise TunerError(

@@ -25,7 +25,27 @@ from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_
 from tuner.observations import level_observations
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
-from tuner.study.record import IS_BASELINE, LEVELS, OBSERVATIONS, TELEMETRY, store, store_level_figures
+from tuner.study.record import (
+    PROBE_REFERENCE,
+    ENGINE_VERSION,
+    HANDOVER_WAIT_S,
+    HOST_SECONDS,
+    IS_BASELINE,
+    LEVELS,
+    LOG_EXCERPT,
+    LOG_FILE,
+    NOTE,
+    OBSERVATIONS,
+    PATCH_CHECKSUMS,
+    PROBE_OUTPUTS,
+    READY_S,
+    RUN_DIR,
+    SERVER_LOG_MTIME,
+    STABLE,
+    TELEMETRY,
+    store,
+    store_level_figures,
+)
 from tuner.study.trial._goodput import measure_goodput
 from tuner.study.trial._pruner import (
     measurement_order,
@@ -35,9 +55,8 @@ from tuner.study.trial._target import Target
 from tuner.study.trial._traffic import request_dialect
 from tuner.telemetry import GpuSampler, under_utilised
 
-__all__ = ["TrialRunner", "objective_value", "PROBE_REFERENCE_ATTR", "MIN_WALL_TIMEOUT_S"]
+__all__ = ["TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
 
-PROBE_REFERENCE_ATTR = "probe_reference"
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
 MIN_WALL_TIMEOUT_S = 30.0
@@ -109,7 +128,7 @@ class TrialRunner:
         timeouts = self.space.timeouts
         workload = self.space.workload_for(self.emulate)
         run_dir = f"{self.target.run_root.rstrip('/')}/{self.study.study_name}/trial-{trial.number:04d}"
-        store(trial, "run_dir", run_dir)
+        store(trial, RUN_DIR, run_dir)
         session = ServerSession(
             self.target.host,
             self.target.profile,
@@ -128,7 +147,7 @@ class TrialRunner:
         try:
             self.on_phase("patching")
             self.patches.set_active(set(launch.patches))
-            store(trial, "patch_checksums", self.patches.checksums())
+            store(trial, PATCH_CHECKSUMS, self.patches.checksums())
             self.on_phase("starting server")
             with session:
                 self.on_phase("waiting until ready")
@@ -136,18 +155,18 @@ class TrialRunner:
                     max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)),
                     poll_s=EMULATED_READY_POLL_S if scale.emulated else None,
                 )
-                store(trial, "ready_s", round(scale.duration(ready_s), 2))
+                store(trial, READY_S, round(scale.duration(ready_s), 2))
                 self._probe(trial, session)
                 if self.space.objective.metric == "goodput":
                     return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
-            store(trial, "host_seconds", round(scale.duration(time.monotonic() - started), 1))
+            store(trial, HOST_SECONDS, round(scale.duration(time.monotonic() - started), 1))
             if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
-                store(trial, "handover_wait_s", round(session.handover_wait_s, 1))
-            store(trial, "log_excerpt", session.log_excerpt())
+                store(trial, HANDOVER_WAIT_S, round(session.handover_wait_s, 1))
+            store(trial, LOG_EXCERPT, session.log_excerpt())
             self._fetch_log(session, trial)
-            store(trial, "engine_version", self.engine_version)
+            store(trial, ENGINE_VERSION, self.engine_version)
             self.patches.set_active(set())
 
     def _probe(self, trial: optuna.Trial, session: ServerSession) -> None:
@@ -156,7 +175,7 @@ class TrialRunner:
             return
         self.on_phase("correctness probe")
         session.phase = "probe"
-        reference = None if trial.user_attrs.get(IS_BASELINE) else self.study.user_attrs.get(PROBE_REFERENCE_ATTR)
+        reference = None if trial.user_attrs.get(IS_BASELINE) else self.study.user_attrs.get(PROBE_REFERENCE)
         try:
             result = run_probe(
                 session.base_url,
@@ -174,9 +193,9 @@ class TrialRunner:
             ) from None
         except TunerError as error:
             raise self._probe_failure(session, error) from None
-        store(trial, "probe_outputs", list(result.outputs))
+        store(trial, PROBE_OUTPUTS, list(result.outputs))
         if trial.user_attrs.get(IS_BASELINE):
-            self.study.set_user_attr(PROBE_REFERENCE_ATTR, list(result.outputs))
+            self.study.set_user_attr(PROBE_REFERENCE, list(result.outputs))
         failure = session.failure()
         if failure is not None:
             raise failure
@@ -259,10 +278,10 @@ class TrialRunner:
                     "with concurrency: the lower levels left cannot overturn it"
                 )
         value, stable = objective_value(levels, self.space.objective)
-        store(trial, "stable", stable)
+        store(trial, STABLE, stable)
         peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
         if "gpu" in peak and under_utilised(peak["gpu"]):
-            store(trial, "note", "under-utilised: peak-level GPU power below half the limit")
+            store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
         if value is None and any(level.get("measurement_bound") for level in levels):
             raise ServerFailure("measurement-bound", next(
                 lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")))
@@ -328,8 +347,8 @@ class TrialRunner:
                 raw = str(Path(folder) / "server.log")  # 0700 folder: unscrubbed, never readable
                 self.target.host.fetch(session.handle.log_path, raw)
                 session.scrubber.file(raw, str(local))
-            store(trial, "log_file", str(local.resolve()))
-            store(trial, "server_log_mtime", self._mtime(session.handle.log_path))
+            store(trial, LOG_FILE, str(local.resolve()))
+            store(trial, SERVER_LOG_MTIME, self._mtime(session.handle.log_path))
         except Exception:  # a lost log must not hide the trial's own outcome
             pass
 
