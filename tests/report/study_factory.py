@@ -1,7 +1,7 @@
 """A synthetic but complete study in real Optuna SQLite storage, shaped like the trial loop's.
 
-The study holds what ``tuner optimize`` writes (see ``tuner/study/objective.py`` and
-``optimize.py``): a baseline, completed trials with four levels and GPU telemetry, trials pruned by
+The study holds what ``tuner optimize`` writes (see ``tuner/study/trial/_runner.py`` and
+``tuner/study/loop/_optimize.py``): a baseline, completed trials with four levels and GPU telemetry, trials pruned by
 the baseline and by a constraint, and failures of several reason classes with partial levels. The
 figures come from a small made-up performance model (not the calibration table): the backend sets
 the peak, CUDA graphs and the autotune patch help, ``max_running_requests`` caps the curve. So the

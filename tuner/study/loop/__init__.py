@@ -16,7 +16,6 @@ from tuner.study.loop._run import (
 from tuner.study.loop._optimize import (
     optimize_study,
     OptimizeSummary,
-    ensure_baseline_queued,
     MAX_IDLE_ASKS,
 )
 from tuner.study.loop._progress import ProgressView
@@ -42,6 +41,7 @@ from tuner.study.loop._enqueue import (
     enqueue_configuration,
 )
 from tuner.study.loop._validate import ValidationResult, validate_study, DEFAULT_SOAK_S
+from tuner.study.loop._choosing import ensure_baseline_queued
 
 __all__ = [
     "OptimizeOptions",

@@ -18,7 +18,7 @@ import optuna
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.record import (
     CHOSEN_BY,
@@ -26,21 +26,15 @@ from tuner.study.record import (
     CONFIG,
     CONFIG_KEY,
     EMULATED,
-    ENQUEUED,
     ENV,
     HOST,
     IS_BASELINE,
-    MOVE,
     PATCHES,
-    RETRY_OF,
-    WARM_START_FROM,
     WARNINGS,
     WORKER,
     Outcome,
-    StudyView,
     TrialOutcome,
     TrialRecord,
-    outcome_of,
     read_view,
     scrubbing,
     store,
@@ -56,11 +50,12 @@ from tuner.study.trial import (
     run_outcome,
     wait_for_probe_reference,
 )
+from tuner.study.loop._choosing import ensure_baseline_queued, queue_proposal, why_chosen
 from tuner.study.loop._progress import ProgressView
 from tuner.study.storage import fail_stale_trials, storage_file, worker_id
 from tuner.study.strategies import Strategy, StudySampler
 
-__all__ = ["optimize_study", "OptimizeSummary", "ensure_baseline_queued", "MAX_IDLE_ASKS"]
+__all__ = ["optimize_study", "OptimizeSummary", "MAX_IDLE_ASKS"]
 
 # How many configurations in a row may be skipped or reused before the space counts as exhausted.
 MAX_IDLE_ASKS = 30
@@ -114,50 +109,6 @@ class Patience:
                 self.best = value
 
 
-def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
-    for trial in study.get_trials(deepcopy=False):
-        if not trial.user_attrs.get(IS_BASELINE):
-            continue
-        outcome = outcome_of(trial)
-        if outcome in (Outcome.COMPLETE, Outcome.WAITING, Outcome.FAILED, Outcome.REUSED):
-            return
-        if outcome == Outcome.RUNNING:  # on another worker (a dead worker's is failed and queued again)
-            return
-    study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={IS_BASELINE: True})
-
-
-def why_chosen(trial: optuna.Trial, strategy: Strategy) -> tuple[str, bool]:
-    """The trial's ``chosen_by`` and whether the sampler drew it (only those meet the gate)."""
-    ua = trial.user_attrs
-    if ua.get(CHOSEN_BY):
-        return str(ua[CHOSEN_BY]), False
-    if ua.get(IS_BASELINE):
-        return "baseline", False
-    if ua.get(RETRY_OF) is not None:
-        return f"retry of trial {ua[RETRY_OF]} (its worker died)", False
-    if ua.get(WARM_START_FROM):
-        return f"warm start: {ua[WARM_START_FROM]}", False
-    if ua.get(ENQUEUED):
-        return "enqueued by hand", False
-    return strategy.sampled_reason, True
-
-
-def _queue_proposal(study: optuna.Study, space: Any, strategy: Strategy, view: StudyView, progress: ProgressView) -> None:
-    """Queue the strategy's proposal, if it makes one and nothing else is queued."""
-    if any(r.outcome == Outcome.WAITING for r in view.records):
-        return
-    proposal = strategy.propose(view)
-    if proposal is None:
-        return
-    try:
-        config = space.config(proposal.config, drop_inactive=True)
-    except ConfigError as error:  # a strategy's mistake must not stop the study: the sampler draws
-        progress.console.print(f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False)
-        return
-    move = {MOVE: proposal.move.to_dict()} if proposal.move is not None else {}
-    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={CHOSEN_BY: proposal.reason, **move})
-
-
 def optimize_study(
     study: optuna.Study,
     space: Any,
@@ -191,7 +142,7 @@ def optimize_study(
         require_baseline_goodput(study, space)  # a baseline that met no rate: no floor to judge by
         view = read_view(study, space)  # once per iteration: other workers' results too
         finished = view.finished_by_key()
-        _queue_proposal(study, space, strategy, view, progress)
+        queue_proposal(study, space, strategy, view, progress.console)
         trial = study.ask()
         try:
             is_baseline = bool(trial.user_attrs.get(IS_BASELINE))

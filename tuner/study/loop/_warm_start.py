@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.errors import ConfigError
 from tuner.space import Config
 from tuner.study.record import CONFIG, CONFIG_KEY, ENQUEUED, STABLE, VALIDATION, WARM_START_FROM
-from tuner.study.loop._optimize import ensure_baseline_queued
+from tuner.study.loop._choosing import ensure_baseline_queued
 from tuner.study.storage import open_storage, storage_file
 
 __all__ = ["Candidate", "storage_url", "warm_start", "warm_start_candidates"]
