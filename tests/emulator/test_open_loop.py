@@ -15,7 +15,8 @@ import pytest
 
 from tests.emulator.helpers import BASE_ARGV, Emulator
 from tuner.loadgen import LevelSpec, run_level
-from tuner.loadgen._level import level_metrics, measure_share
+from tuner.loadgen._level_figures import level_metrics
+from tuner.loadgen._share import measure_share
 
 
 @pytest.mark.parametrize("workers", [1, 2])

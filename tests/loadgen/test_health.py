@@ -97,7 +97,8 @@ def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
 
 
 def _stopped_by_connect_timeouts(lag_p99_ms: float, clock: str):
-    from tuner.loadgen._level import ShareResult, level_metrics
+    from tuner.loadgen._level_figures import level_metrics
+    from tuner.loadgen._share import ShareResult
     from tuner.loadgen._stream import CONNECT_TIMED_OUT
     from tuner.timescale import TimeScale
 

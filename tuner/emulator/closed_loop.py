@@ -9,36 +9,32 @@ as ``bench_serving`` computes ``output_throughput``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tuner.emulator.batch_core import BatchCore, CoreRequest
-from tuner.emulator.noise import Noise
-
-if TYPE_CHECKING:
-    from tuner.emulator.perf_model import EngineModel
+from tuner.emulator.batch_core import BatchCore, CoreRequest, CoreTiming
 
 __all__ = ["simulate_level"]
 
 
 def simulate_level(
-    engine: EngineModel,
+    timing: CoreTiming,
     concurrency: int,
     num_requests: int,
     input_len: int,
     output_len: int,
-    noise: Noise | None = None,
 ) -> float | str:
     """Output tok/s of the level, or ``"crash"``/``"oom"`` when the engine fails under it.
+
+    ``timing`` is the engine's (``EngineModel.timing(noise)``): this module knows only the
+    scheduler, so the performance model depends on it and not the other way round.
 
     Raises:
         ValueError: a request cannot fit in the KV pool even alone.
     """
-    if input_len + output_len > engine.kv_tokens:
+    if input_len + output_len > timing.kv_tokens:
         raise ValueError(
             f"a request of {input_len}+{output_len} tokens does not fit the KV pool of "
-            f"{engine.kv_tokens} tokens"
+            f"{timing.kv_tokens} tokens"
         )
-    core = BatchCore(engine.timing(noise), notify_every=output_len)
+    core = BatchCore(timing, notify_every=output_len)
     sent = finished = 0
     while sent < min(concurrency, num_requests):
         core.submit(CoreRequest(sent, input_len, output_len))

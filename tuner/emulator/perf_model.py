@@ -73,6 +73,7 @@ from tuner.emulator import fitted
 from tuner.emulator.batch_core import CoreTiming
 from tuner.emulator.calibration import MEMORY_LIMITS, WORKLOAD
 from tuner.emulator.cli_args import server_args_from_flags
+from tuner.emulator.closed_loop import simulate_level
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
 from tuner.emulator.noise import Noise
 
@@ -246,14 +247,12 @@ def predict_throughput(
         :class:`Failure`: at start, under load (``at_concurrency``) or ``wrong-output``
         (whose ``throughput`` holds the speed of the garbage).
     """
-    from tuner.emulator.closed_loop import simulate_level
-
     engine = build_engine(flags, patched_gate, forced_allreduce)
     if isinstance(engine, Failure):
         return engine
     requests = num_requests or WORKLOAD.num_requests(concurrency)
     noise = Noise(rng) if rng is not None else None
-    result = simulate_level(engine, concurrency, requests, input_len, output_len, noise)
+    result = simulate_level(engine.timing(noise), concurrency, requests, input_len, output_len)
     if isinstance(result, str):
         kind = "crash-under-load" if result == "crash" else "oom-under-load"
         return Failure(kind, engine.settings.failure_line(result), at_concurrency=concurrency)

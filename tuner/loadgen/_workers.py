@@ -20,15 +20,10 @@ from typing import Any
 
 from tuner.loadgen._apis import Dialect
 from tuner.loadgen._health import merge_health
-from tuner.loadgen._level import (
-    ShareResult,
-    StopCheck,
-    _empty_metrics,
-    level_metrics,
-    measure_share,
-)
+from tuner.loadgen._level_figures import empty_metrics, level_metrics
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._server import emulator_clock, fetch_server_info
+from tuner.loadgen._share import ShareResult, StopCheck, measure_share
 from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import RequestLog
 from tuner.timescale import TimeScale
@@ -104,7 +99,7 @@ async def run_level_in_processes(
     workers = max(1, min(workers, spec.concurrency))
     facts = await _server_facts(base_url, headers)
     if isinstance(facts, str):
-        return _empty_metrics(spec, time_scale or TimeScale(), facts)
+        return empty_metrics(spec, time_scale or TimeScale(), facts)
     scale, stamped = (time_scale or facts[0]), facts[1]
     level_id = uuid.uuid4().hex
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loop
@@ -161,7 +156,7 @@ async def run_level_in_processes(
     failed = [r for r in shares.values() if isinstance(r, str)]
     done = [shares[k] for k in sorted(shares) if not isinstance(shares[k], str)]
     if failed or not done:
-        return _empty_metrics(spec, scale, stop_reason or (failed[0] if failed else "no result"))
+        return empty_metrics(spec, scale, stop_reason or (failed[0] if failed else "no result"))
     log = merge_logs([r.log for r in done])
     started = min(r.started for r in done if r.ended > r.started) if any(
         r.ended > r.started for r in done) else 0.0
