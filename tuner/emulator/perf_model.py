@@ -177,6 +177,14 @@ def _base_step(batch: int) -> float:
 
 
 def _step_seconds(settings: EngineSettings, batch: int) -> float:
+    """Host seconds per output token of a request in a decode batch of ``batch``."""
+    if settings.speculation is not None:
+        return settings.speculation.round_seconds(
+            lambda size: _target_step(settings, size), _base_step, batch)
+    return _target_step(settings, batch)
+
+
+def _target_step(settings: EngineSettings, batch: int) -> float:
     speed = settings.speed_factor(batch)
     if settings.autotune:
         speed *= _interpolate(fitted.AUTOTUNE_GAIN, batch)
