@@ -116,6 +116,9 @@ class EngineProfile(BaseModel):
     host_flag: str = "--host"
     bench_module: str | None = None
     tuning_rules: list[TuningRule] = []
+    # The flags of the parallel layout, for a space's ``fit:`` check: tp, pp, dp (numbers) and
+    # dp_attention (a switch that keeps DP inside the TP group). Empty: ``fit:`` is refused.
+    parallel_flags: dict[Literal["tp", "pp", "dp", "dp_attention"], str] = {}
     # Flags a person changes for a reason, not to see what happens: the ``guided`` strategy's
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).
