@@ -98,3 +98,24 @@ def test_the_new_flags_at_their_defaults_change_no_figure() -> None:
         flags.update({"--dp-size": 1, "--ep-size": 1, "--moe-a2a-backend": "none"})
         c = rng.choice((64, 256, 1024))
         assert predict_throughput(flags, True, False, c) == predict_throughput(plain, True, False, c)
+
+
+def test_a_low_acceptance_at_the_top_level_fires_the_profiles_rules() -> None:
+    """The emulator's decode line, read through the profile's patterns, fires the rules that
+    lower the draft tokens (or steps) and, lower still, turn speculation off."""
+    from tuner.engines import load_profile
+    from tuner.observations import LogObserver, level_observations
+
+    profile = load_profile("sglang")
+    rules = {(r.change, r.direction): r for r in profile.tuning_rules if r.observed.startswith("spec_")}
+    for speculation, fired in ((Speculation(7, 1, 8), {("--speculative-num-draft-tokens", "lower"),
+                                                       ("--speculative-num-steps", "lower")}),
+                               (Speculation(3, 1, 4), set())):
+        observer = LogObserver(profile.log_observations)
+        observer.feed(f"[2026-12-04 20:00:00 TP0] Decode batch, #running-req: 512, #token: 9, "
+                      f"token usage: 0.10, {decode_log_fields(speculation)}cuda graph: True, "
+                      "gen throughput (token/s): 1.00, #queue-req: 0, ", "level")
+        seen = level_observations(observer, "level", 512)
+        assert seen["spec_accept_rate"] == round(speculation.accept_rate, 2)
+        assert {key for key, rule in rules.items() if rule.fires(seen)} == fired
+    assert rules[("--speculative-algorithm", "off")].fires({"spec_accept_len": 1.4})
