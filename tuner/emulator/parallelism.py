@@ -33,8 +33,9 @@ What the host does with them (assumed; ``tuner/emulator/README.md`` lists each w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
+
+from tuner.emulator.curves import interpolate
 
 __all__ = ["ATTENTION_HEADS", "ATTENTION_WEIGHTS_GB", "Parallelism", "ParallelismRefused",
            "resolve_parallelism"]
@@ -62,14 +63,6 @@ class ParallelismRefused(Exception):
         self.stage = stage  # args (a start-up check) or init (the model or the MoE backend)
 
 
-def _interpolate(points: tuple[tuple[int, float], ...], batch: int) -> float:
-    if batch <= points[0][0]:
-        return points[0][1]
-    for (b0, v0), (b1, v1) in pairwise(points):
-        if batch <= b1:
-            return v0 + (v1 - v0) * (batch - b0) / (b1 - b0)
-    return points[-1][1]
-
 
 @dataclass(frozen=True)
 class Parallelism:
@@ -84,9 +77,9 @@ class Parallelism:
         speed = 1.0
         if self.dp_attention > 1:
             share = (self.dp_attention - 1) / 7
-            speed *= 1.0 + (_interpolate(DP_ATTENTION_SPEED, batch) - 1.0) * share
+            speed *= 1.0 + (interpolate(DP_ATTENTION_SPEED, batch) - 1.0) * share
         if self.ep > 1:
-            speed *= _interpolate(EP_SPEED, batch)
+            speed *= interpolate(EP_SPEED, batch)
         return speed
 
     def attention_gb(self) -> float:
