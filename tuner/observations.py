@@ -108,6 +108,10 @@ def level_observations(
         usage = observer.series(phase, "token_usage")
         if usage:
             out["token_usage_max"] = max(usage)
+        for name in ("spec_accept_len", "spec_accept_rate"):  # speculative decoding's lines
+            accepted = observer.series(phase, name)
+            if accepted:
+                out[name] = round(fmean(accepted), 3)
     if gpu:
         if gpu.get("mean_power_w") is not None:
             out["gpu_power_w"] = float(gpu["mean_power_w"])

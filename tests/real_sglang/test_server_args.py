@@ -119,7 +119,7 @@ def test_secret_flags_reach_sglang_through_its_own_config_merger(
         "--api-key": "${TUNER_TEST_API_KEY}", "--admin-api-key": "admin-literal-secret",
         "--max-total-tokens": 200000, "--max-prefill-tokens": 16384,
         "--tokenizer-path": "/models/GLM-5-tokenizer", "--skip-tokenizer-init": True,
-        "--speculative-num-draft-tokens": 4,
+        "--speculative-token-map": "/models/GLM-5-token-map.pt",
     })
     path = tmp_path / "glm5.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -133,7 +133,8 @@ def test_secret_flags_reach_sglang_through_its_own_config_merger(
     assert (parsed.api_key, parsed.admin_api_key) == ("sk-real-sglang-0a1b", "admin-literal-secret")
     assert (parsed.max_total_tokens, parsed.max_prefill_tokens) == (200000, 16384)
     assert (parsed.tokenizer_path, parsed.skip_tokenizer_init) == ("/models/GLM-5-tokenizer", True)
-    assert parsed.speculative_num_draft_tokens == 4 and parsed.trust_remote_code is True
+    assert parsed.speculative_token_map == "/models/GLM-5-token-map.pt"
+    assert parsed.trust_remote_code is True
 
 
 def test_the_config_file_gives_each_value_in_sglangs_own_form(
@@ -154,3 +155,38 @@ def test_the_config_file_gives_each_value_in_sglangs_own_form(
     config.write_text('enable-metrics: "true"\n')  # what a boolean must never become
     with pytest.raises(ValueError):
         parser.parse_args(merger.merge_config_with_args(["--model-path", "/m", "--config", str(config)]))
+
+
+def test_sampled_configurations_with_the_new_dimensions_parse(parser: StrictParser) -> None:
+    """Random glm5 configurations (parallelism and speculation active in many), those the
+    constraints and ``fit:`` let run, all parse with SGLang 0.5.9's own parser."""
+    space = load_space(REPO / "search_spaces/glm5.yaml")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=29))
+    parsed_new = 0
+    for _ in range(200):
+        config = space.suggest(study.ask())
+        if any(v.action == "skip" for v in space.constraint_violations(config)):
+            continue
+        argv = server_flags(space, config)
+        try:
+            parsed = parser.parse_args(argv)
+        except ValueError as error:
+            pytest.fail(f"SGLang 0.5.9 refuses {shlex.join(argv)}: {error}")
+        parsed_new += parsed.speculative_algorithm == "NEXTN" or parsed.enable_dp_attention
+    assert parsed_new >= 25  # about two in three samples have tp 4 or 6, refused by fit:
+
+
+def test_the_emulators_refusals_are_sglangs_own_text(real_sglang: Path) -> None:
+    """The messages the emulator and glm5.yaml give for SGLang's rules are the wheel's."""
+    source = (real_sglang / "srt" / "server_args.py").read_text()
+    for text in ("When enabling two batch overlap, moe_a2a_backend cannot be 'none'.",
+                 "speculative_eagle_topk > 1 with page_size > 1 is unstable",
+                 "self.max_running_requests = 48", 'self.speculative_algorithm = "EAGLE"',
+                 "assert self.tp_size % self.dp_size == 0",
+                 "self.schedule_conservativeness = self.schedule_conservativeness * 0.3",
+                 "return (3, 1, 4)"):
+        assert text in source, text
+    model = (real_sglang / "srt" / "models" / "deepseek_v2.py").read_text()
+    assert "assert num_heads % attn_tp_size == 0" in model
+    metrics = (real_sglang / "srt" / "managers" / "scheduler_metrics_mixin.py").read_text()
+    assert 'accept len: {spec_accept_length:.2f}, accept rate: {spec_accept_rate:.2f}, ' in metrics

@@ -51,7 +51,7 @@ def test_is_a_sha256(reference):
     lambda d: d["parameters"]["attention_backend"]["choices"].append("flashmla"),
     lambda d: d["parameters"]["mem_fraction_static"].update(high=0.95),
     lambda d: d["constraints"].pop(0),
-    lambda d: d["server"]["flags"].update({"--tp-size": 4}),
+    lambda d: d["server"]["flags"].update({"--quantization": "modelopt_fp8"}),
     lambda d: d["server"].update(command="/opt/venv/bin/python -m sglang.launch_server"),
     lambda d: d["patches"]["autotune_gate"].update(replace='            "flashinfer_cutlass",\n'),
     lambda d: d["probe"].update(prompts=["Once upon a time"], min_matching_prompts=1),

@@ -26,8 +26,8 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str, str]] = [
      lambda d: d.update(paramters=d["parameters"]),
      "paramters", "unknown key 'paramters'",
      "did you mean 'parameters'? allowed here: name, engine, engine_version, model, description, "
-     "host, server, timeouts, patches, parameters, constraints, baseline, workload, objective, "
-     "probe"),
+     "host, server, timeouts, patches, parameters, constraints, fit, baseline, workload, "
+     "objective, probe"),
     ("misspelt parameter key",
      lambda d: _params(d)["attention_backend"].update(choice=["triton"]),
      "parameters.attention_backend.choice", "unknown key 'choice'",

@@ -22,7 +22,18 @@ def glm5():
 
 def _expected_active(config: Config) -> set[str]:
     """The parameters glm5.yaml's conditions make active for these values."""
-    active = set(config) - {"autotune_gate", "force_allreduce_fusion", "cuda_graph_max_bs"}
+    conditional = {"autotune_gate", "force_allreduce_fusion", "cuda_graph_max_bs", "dp_size",
+                   "two_batch_overlap", "speculative_num_steps", "speculative_eagle_topk",
+                   "speculative_num_draft_tokens"}
+    active = set(config) - conditional
+    if config["dp_attention"] is True:
+        active.add("dp_size")
+    if config["moe_a2a_backend"] == "deepep":
+        active.add("two_batch_overlap")
+    if config["speculative_algorithm"] == "NEXTN":
+        active |= {"speculative_num_steps", "speculative_eagle_topk"}
+        if config["speculative_eagle_topk"] > 1:
+            active.add("speculative_num_draft_tokens")
     if config["moe_runner_backend"] == "flashinfer_cutlass":
         active.add("autotune_gate")
     if config["allreduce_fusion"] is True:
@@ -49,7 +60,8 @@ def test_suggest_gives_only_valid_active_sets(glm5):
         seen_values.add(config.key())
         study.tell(trial, 1.0)
     assert seen_unset == {"max_running_requests", "chunked_prefill_size",
-                          "schedule_conservativeness", "kv_cache_dtype", "cuda_graph_max_bs"}
+                          "schedule_conservativeness", "kv_cache_dtype", "cuda_graph_max_bs",
+                          "ep_size", "moe_a2a_backend", "speculative_algorithm"}
     assert 30 < seen_gate < 150
     assert len(seen_values) > 290
 

@@ -45,7 +45,7 @@ def test_an_unset_secret_is_a_one_line_error(glm5_data, write_space, monkeypatch
 
 ORDINARY = {"--max-total-tokens": 200000, "--max-prefill-tokens": 16384,
             "--tokenizer-path": "/models/GLM-5-tokenizer", "--skip-tokenizer-init": True,
-            "--speculative-num-draft-tokens": 4}
+            "--speculative-token-map": "/models/GLM-5-token-map.pt"}
 
 
 def test_flags_with_token_or_key_in_their_name_are_ordinary_flags(

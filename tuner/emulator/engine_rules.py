@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.emulator.calibration import GPU, KV, MEMORY_LIMITS
+from tuner.emulator.parallelism import Parallelism, ParallelismRefused, resolve_parallelism
+from tuner.emulator.speculative import (SPEC_GB, Speculation, SpeculationRefused,
+                                        resolve_speculation)
 
 __all__ = ["EngineSettings", "StartFailure", "resolve_settings"]
 
@@ -96,10 +99,13 @@ class EngineSettings:
     forced_allreduce: bool
     torch_compile: bool
     capture_failure: StartFailure | None = None  # starts, then fails in CUDA graph capture
+    parallel: Parallelism = Parallelism()  # TP8, no DP attention, no EP: the calibrated layout
+    speculation: Speculation | None = None  # --speculative-algorithm NEXTN/EAGLE
 
     def speed_factor(self, batch: int) -> float:
         """Rate multiplier of the flags that act on every step (1.0 = N-on's flags)."""
         speed = ATTENTION_SPEED[self.attention_backend] * MOE_SPEED[self.moe_backend]
+        speed *= self.parallel.speed(batch)
         if not self.radix_cache:
             speed *= RADIX_OFF_SPEED
         if not self.overlap_schedule:
@@ -187,8 +193,19 @@ def resolve_settings(
     args: dict[str, Any], patched_gate: bool, forced_allreduce: bool
 ) -> EngineSettings | StartFailure:
     """The engine these server args start, or the :class:`StartFailure` that stops them."""
+    args = dict(args)  # SGLang's own adjustments (parallelism, speculation) change its args
     fraction = args["mem_fraction_static"] or DEFAULT_MEM_FRACTION
-    failure = _refusal(args) or _start_failure(args, fraction)
+    failure = _refusal(args)
+    try:
+        parallel = resolve_parallelism(args)
+        speculation = resolve_speculation(args, _attention(args))
+    except (ParallelismRefused, SpeculationRefused) as refused:
+        stage = getattr(refused, "stage", "args")  # a check at start, or the model at init
+        if stage == "args":
+            return failure or StartFailure("refused", stage, str(refused))
+        return failure or _start_failure(args, fraction) or StartFailure(
+            "startup-crash", stage, str(refused))
+    failure = failure or _start_failure(args, fraction)
     if failure:
         return failure
     moe = args["moe_runner_backend"]
@@ -201,7 +218,11 @@ def resolve_settings(
     dtype_tokens = BF16_KV_TOKENS if kv_dtype == "bfloat16" else 1.0
     kv_gb = KV.pool_gb_at_reference * (fraction - KV.zero_fraction) / (
         KV.reference_fraction - KV.zero_fraction) + GRAPH_GB_AT_DEFAULT - graph_gb
-    kv_tokens = int(kv_gb * TOKENS_PER_GB * dtype_tokens)
+    kv_gb -= parallel.attention_gb() + (SPEC_GB if speculation else 0.0)
+    if kv_gb <= 0:
+        return StartFailure("oom-at-start", "kv", "RuntimeError: Not enough memory. Please try "
+                            "to increase --mem-fraction-static.")
+    kv_tokens = parallel.kv_tokens(int(kv_gb * TOKENS_PER_GB * dtype_tokens))
     if args["max_total_tokens"]:
         kv_tokens = min(kv_tokens, args["max_total_tokens"])
     chunk = args["chunked_prefill_size"] or DEFAULT_CHUNK_TOKENS
@@ -238,4 +259,6 @@ def resolve_settings(
             "oom-at-start", "graphs",
             "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.",
         ) if graphs and fraction >= MEMORY_LIMITS.oom_at_start_fraction else None,
+        parallel=parallel,
+        speculation=speculation,
     )

@@ -67,11 +67,11 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 
 from tuner.emulator import fitted
 from tuner.emulator.batch_core import CoreTiming
 from tuner.emulator.calibration import MEMORY_LIMITS, WORKLOAD
+from tuner.emulator.curves import interpolate
 from tuner.emulator.cli_args import server_args_from_flags
 from tuner.emulator.closed_loop import simulate_level
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
@@ -159,36 +159,36 @@ class EngineModel:
         )
 
 
-def _interpolate(points: tuple[tuple[int, float], ...], batch: int) -> float:
-    if batch <= points[0][0]:
-        return points[0][1]
-    for (b0, v0), (b1, v1) in pairwise(points):
-        if batch <= b1:
-            return v0 + (v1 - v0) * (batch - b0) / (b1 - b0)
-    return points[-1][1]
-
 
 def _base_step(batch: int) -> float:
     """Decode step seconds of flashinfer_cutlass with CUDA graphs, before any gain."""
     points = ((1, SINGLE_STREAM_STEP_S), *fitted.CUTLASS_STEP_S)
     if batch <= points[-1][0]:
-        return _interpolate(points, batch)
+        return interpolate(points, batch)
     (b0, v0), (b1, v1) = points[-2], points[-1]
     return v1 + (v1 - v0) * (batch - b1) / (b1 - b0)
 
 
 def _step_seconds(settings: EngineSettings, batch: int) -> float:
+    """Host seconds per output token of a request in a decode batch of ``batch``."""
+    if settings.speculation is not None:
+        return settings.speculation.round_seconds(
+            lambda size: _target_step(settings, size), _base_step, batch)
+    return _target_step(settings, batch)
+
+
+def _target_step(settings: EngineSettings, batch: int) -> float:
     speed = settings.speed_factor(batch)
     if settings.autotune:
-        speed *= _interpolate(fitted.AUTOTUNE_GAIN, batch)
+        speed *= interpolate(fitted.AUTOTUNE_GAIN, batch)
     if not settings.cuda_graphs or batch > settings.cuda_graph_max_bs:
-        speed *= _interpolate(fitted.EAGER_GAIN, batch)
+        speed *= interpolate(fitted.EAGER_GAIN, batch)
     if settings.moe_family == "trtllm":
-        decay = _interpolate(((64, 1.0), (1024, 0.80)), batch)
+        decay = interpolate(((64, 1.0), (1024, 0.80)), batch)
         speed *= fitted.TRTLLM_GAIN_64 * decay
     step = _base_step(batch) / speed
     if settings.forced_allreduce:
-        step = max(step, _interpolate(fitted.FORCED_ALLREDUCE_STEP_S, batch))
+        step = max(step, interpolate(fitted.FORCED_ALLREDUCE_STEP_S, batch))
     return step
 
 

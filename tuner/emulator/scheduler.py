@@ -74,6 +74,8 @@ class Scheduler:
         trace: where to write one line per action and per burst (real time, schedule time,
             what ran, batch and queue sizes): ``$TUNER_EMULATOR_TRACE`` names the file.
         quiet_s: the quiet period that ends a burst of arrivals.
+        speculation: the ``accept len: ..., accept rate: ..., `` fields of a speculative
+            engine's decode lines (empty without speculation).
     """
 
     def __init__(
@@ -85,8 +87,10 @@ class Scheduler:
         on_failure: Callable[[str], None],
         trace: TextIO | None = None,
         quiet_s: float = QUIET_S,
+        speculation: str = "",
     ) -> None:
         self.core = core
+        self.speculation = speculation
         self.log = log
         self.decode_log_interval = max(1, decode_log_interval)
         self.cuda_graph = cuda_graph
@@ -372,6 +376,6 @@ class Scheduler:
         self._last_log = (now, tokens)
         self.log.tp(
             f"Decode batch, #running-req: {batch}, #token: {self.core.kv_used}, "
-            f"token usage: {self._usage()}, cuda graph: {self.cuda_graph(batch)}, "
+            f"token usage: {self._usage()}, {self.speculation}cuda graph: {self.cuda_graph(batch)}, "
             f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(self.core.waiting)}, "
         )

@@ -33,6 +33,7 @@ from tuner.emulator.perf_model import EngineModel, engine_from_settings
 from tuner.emulator.scheduler import Scheduler
 from tuner.emulator.server import EmulatedServer
 from tuner.emulator.sglang_log import SglangLog
+from tuner.emulator.speculative import decode_log_fields
 from tuner.emulator.source_files import SourceState, read_source_state
 from tuner.emulator.startup import plan_startup, run_startup
 from tuner.emulator.tp_worker import start_worker
@@ -133,6 +134,7 @@ def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: r
         on_failure=lambda kind: _fatal(log, settings, kind),
         trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
         quiet_s=quiet_for(time_scale),
+        speculation=decode_log_fields(settings.speculation),
     )
 
 

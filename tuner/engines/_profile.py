@@ -54,15 +54,18 @@ class TuningRule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     observed: str
-    at_least: float
+    at_least: float | None = None
+    at_most: float | None = None  # fires when the observation is at most this (a low reading)
     also_at_least: dict[str, float] = {}
     change: str
-    direction: Literal["raise", "lower"]
+    direction: Literal["raise", "lower", "off"]  # off: the parameter unset (the engine's default)
     says: str
     lower_to_at_most: str | None = None
 
     @model_validator(mode="after")
     def _lowers(self) -> "TuningRule":
+        if (self.at_least is None) == (self.at_most is None):
+            raise ValueError("give one of at_least or at_most")
         if self.lower_to_at_most is not None and self.direction != "lower":
             raise ValueError("lower_to_at_most applies to a rule whose direction is lower")
         return self
@@ -74,7 +77,10 @@ class TuningRule(BaseModel):
 
     def fires(self, observations: dict[str, float]) -> bool:
         """Whether the observations of one trial meet this rule's conditions."""
-        checks = {self.observed: self.at_least, **self.also_at_least}
+        if self.at_most is not None and not observations.get(self.observed, float("inf")) <= self.at_most:
+            return False
+        checks = {**({self.observed: self.at_least} if self.at_least is not None else {}),
+                  **self.also_at_least}
         return all(observations.get(name, float("-inf")) >= bound for name, bound in checks.items())
 
 
@@ -116,6 +122,9 @@ class EngineProfile(BaseModel):
     host_flag: str = "--host"
     bench_module: str | None = None
     tuning_rules: list[TuningRule] = []
+    # The flags of the parallel layout, for a space's ``fit:`` check: tp, pp, dp (numbers) and
+    # dp_attention (a switch that keeps DP inside the TP group). Empty: ``fit:`` is refused.
+    parallel_flags: dict[Literal["tp", "pp", "dp", "dp_attention"], str] = {}
     # Flags a person changes for a reason, not to see what happens: the ``guided`` strategy's
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).

@@ -30,7 +30,7 @@ def _check_clause(model: SpaceFile, clause: Clause, earlier: list[str], at: Fiel
     if clause.param not in model.parameters:
         allowed = ", ".join(earlier) or "(none)"
         raise FieldProblem(f"{clause.param!r} is not a declared parameter",
-                           f"{_closest(clause.param, names)}use one of {allowed}", at=at)
+                           f"{_closest(clause.param, earlier)}use one of {allowed}", at=at)
     if clause.param not in earlier:
         raise FieldProblem(f"refers to {clause.param!r}, which is not declared before it",
                            "conditions read earlier parameters only: move "
@@ -140,4 +140,8 @@ def check_space(model: SpaceFile, profile: EngineProfile
     """
     conditions = _check_conditions(model)
     _check_duplicates(model, profile)
+    if model.fit is not None and not profile.parallel_flags:
+        raise FieldProblem(f"engine {profile.name}'s profile names no parallel flags to read the "
+                           "layout from", "remove fit:, or list parallel_flags in "
+                           f"tuner/engines/{profile.name}.yaml", at=("fit",))
     return conditions, resolve_values(model, conditions, model.baseline, ("baseline",))

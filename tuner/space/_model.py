@@ -10,6 +10,7 @@ from pydantic import field_validator
 
 from tuner.engines import load_profile, profile_names
 from tuner.errors import ConfigError
+from tuner.space._fit import FitSection
 from tuner.space._param_base import SET_SUFFIX
 from tuner.space._params import Parameter
 from tuner.space._problems import FieldProblem
@@ -43,6 +44,7 @@ class SpaceFile(StrictModel):
     patches: dict[str, PatchSection] = {}
     parameters: dict[str, Parameter]
     constraints: list[ConstraintSection] = []
+    fit: FitSection | None = None
     baseline: dict[str, Any]
     workload: WorkloadSection = WorkloadSection()
     objective: Objective = Objective()

@@ -23,6 +23,7 @@ from tuner.patches import PatchSpec
 from tuner.space._checks import check_space, resolve_values
 from tuner.space._conditions import Condition
 from tuner.space._config import Config, build_config
+from tuner.space._fit import layout_of
 from tuner.space._launch import (
     LaunchSpec,
     MissingVariable,
@@ -189,9 +190,23 @@ class SearchSpace:
         return params
 
     def constraint_violations(self, config: Mapping[str, Any]) -> list[Violation]:
-        """The constraints that hold for ``config`` (the caller exempts the baseline)."""
-        return [Violation(c.reason, c.action) for c in self.model.constraints
-                if c.condition.holds(config)]
+        """The constraints that hold for ``config`` (the caller exempts the baseline), then why
+        its parallel layout cannot hold the model (``fit:``, each a ``skip``)."""
+        found = [Violation(c.reason, c.action) for c in self.model.constraints
+                 if c.condition.holds(config)]
+        return found + [Violation(problem, "skip") for problem in self.fit_problems(config)]
+
+    def fit_problems(self, config: Mapping[str, Any]) -> list[str]:
+        """Why ``config``'s parallel layout cannot hold the model (``fit:``), with the arithmetic."""
+        fit = self.model.fit
+        if fit is None:
+            return []
+        rendered = Rendered()
+        for name, value in config.items():
+            if name in self.model.parameters:
+                self.model.parameters[name].render(value, rendered)
+        args = fixed_flag_args(self.model.server.flags) + rendered.args
+        return fit.problems(layout_of(args, self.profile.parallel_flags))
 
     def is_baseline(self, config: Mapping[str, Any]) -> bool:
         """Whether ``config`` is the baseline configuration."""
@@ -314,6 +329,8 @@ class SearchSpace:
         }
         if model.server.model_path is not None:  # left out when absent: older studies resume
             payload["model_path"] = model.server.model_path
+        if model.fit is not None:
+            payload["fit"] = model.fit.model_dump()
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

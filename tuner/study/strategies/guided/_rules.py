@@ -119,6 +119,8 @@ class RuleProposer(Proposer):
         """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
         plan = self.plan
         param = plan.space.parameters[name]
+        if direction == "off":
+            return [None] if current is not None else []
         if param.shape == "saturating" and direction == "lower":
             # half the batch that ran: a cap that binds again below where the trouble was
             running = (seen or {}).get("running_req_max", current if current is not None else plan.top)
