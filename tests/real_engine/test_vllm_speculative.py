@@ -44,7 +44,9 @@ def test_ngram_speculation_moves_throughput_beyond_the_spread(tiny_model: Path, 
     sets = [word for value in SPECULATION for word in ("--set", value)]
     run_tuner("enqueue", str(space), *sets, cwd=tmp_path, timeout=120)
     done = run_tuner("optimize", str(space), "--trials", "3", "--seed", "5", "--no-feasibility",
-                     cwd=tmp_path, timeout=1100)
+                     # vLLM's --help took over 180 s at load 11 (the doctor's flags check);
+                     # tests/space/test_json_flags.py and the start itself check the flags
+                     "--skip-doctor", cwd=tmp_path, timeout=1100)
 
     storage = open_storage(str(tmp_path / "studies" / "vllm-cpu-speculative.db"))
     trials = optuna.load_study(study_name="vllm-cpu-speculative", storage=storage).get_trials()
