@@ -71,8 +71,20 @@ def _check_duplicates(model: SpaceFile, profile: EngineProfile) -> None:
                                at=("server", "flags", flag))
         owners[flag] = f"server.flags.{flag}"
     env_owners = {name: f"server.env.{name}" for name in model.server.env}
+    json_flags: dict[Any, str] = {}  # a JSON flag, and (flag, key), to the parameter giving it
     for name, param in model.parameters.items():
         for flag in param.flags():
+            if isinstance(param, TargetedParam) and param.json_key:  # one key of a JSON argument
+                key = (flag, param.json_key)
+                if flag not in owners or flag in json_flags:
+                    if key in json_flags:
+                        raise FieldProblem(f"{flag} key {param.json_key!r} is also given by "
+                                           f"parameters.{json_flags[key]}", "give each key in one "
+                                           "parameter", at=("parameters", name, "json_key"))
+                    json_flags[key] = name
+                    json_flags[flag] = name
+                    owners[flag] = f"parameters.{name}"
+                    continue
             if flag in owners:
                 fixed = owners[flag].startswith("server.")
                 raise FieldProblem(f"{flag} is also given by {owners[flag]}",

@@ -8,6 +8,7 @@ it (``check_test``). The value ``None`` means "unset": the flag or variable is l
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,14 @@ class Rendered:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     patches: set[str] = field(default_factory=set)
+    json_flags: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def all_args(self) -> list[str]:
+        """The flags, then each JSON-valued flag once with the keys its parameters gave
+        (``--speculative-config '{"method":"ngram","num_speculative_tokens":4}'``)."""
+        composed = [[flag, json.dumps(keys, separators=(",", ":"))]
+                    for flag, keys in self.json_flags.items() if keys]
+        return self.args + [word for pair in composed for word in pair]
 
 
 def value_text(value: Any, *, for_env: bool = False) -> str:
@@ -155,6 +164,9 @@ class TargetedParam(Param):
     flag: str | None = None
     env: str | None = None
     unset: bool = False
+    # The value goes into the flag's one JSON argument under this key, with the other
+    # parameters' keys of the same flag (vLLM's --speculative-config), not as `--flag value`.
+    json_key: str | None = None
 
     @field_validator("flag")
     @classmethod
@@ -171,6 +183,10 @@ class TargetedParam(Param):
             raise FieldProblem("needs exactly one of flag: or env:",
                                "give `flag: --name` for a server flag or `env: NAME` for a "
                                "variable")
+        if self.json_key is not None and (self.flag is None or not self.json_key.isidentifier()):
+            raise FieldProblem(f"json_key {self.json_key!r} needs a flag: and a key of letters, "
+                               "digits and _", "write e.g. `flag: --speculative-config, "
+                               "json_key: method`", at=("json_key",))
 
     def flags(self) -> list[str]:
         return [self.flag] if self.flag else []
@@ -178,7 +194,9 @@ class TargetedParam(Param):
     def render(self, value: Any, out: Rendered) -> None:
         if value is None:
             return
-        if self.flag:
+        if self.flag and self.json_key:
+            out.json_flags.setdefault(self.flag, {})[self.json_key] = value
+        elif self.flag:
             out.args += [self.flag, value_text(value)]
         else:
             out.env[self.env or ""] = value_text(value, for_env=True)

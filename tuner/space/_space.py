@@ -277,7 +277,7 @@ class SearchSpace:
                               "secret would show on the server's command line",
                               "pass it through server.env if the engine reads it from there")
         warnings = [v.reason for v in self.constraint_violations(config) if v.action == "warn"]
-        return LaunchSpec(argv=argv + rendered.args, env=env,
+        return LaunchSpec(argv=argv + rendered.all_args(), env=env,
                           patches=frozenset(rendered.patches), warnings=warnings,
                           env_template=template, secret_flags=secrets,
                           secret_flag_templates=secret_templates,
@@ -319,8 +319,7 @@ class SearchSpace:
             "env": model.server.env,
             "patches": {n: p.model_dump(exclude={"description"})
                         for n, p in model.patches.items()},
-            "parameters": {n: p.model_dump(exclude={"description", "shape"})
-                           for n, p in model.parameters.items()},
+            "parameters": {n: _param_payload(p) for n, p in model.parameters.items()},
             "constraints": [c.model_dump() for c in model.constraints],
             "baseline": self.baseline.to_dict(),
             "workload": _without_added_defaults(model.workload.model_dump(), "workload"),
@@ -339,6 +338,15 @@ class SearchSpace:
         ``api`` defaults to the engine profile's."""
         workload = self.model.workload.resolve(emulate)
         return workload.model_copy(update={"api": workload.api or self.profile.api})
+
+
+def _param_payload(param: Parameter) -> dict[str, Any]:
+    """A parameter as the fingerprint sees it: no description or shape, and no ``json_key``
+    when it has none (studies made before the field existed resume)."""
+    dump = param.model_dump(exclude={"description", "shape"})
+    if dump.get("json_key", "") is None:
+        del dump["json_key"]
+    return dump
 
 
 def _text_or_none(value: object) -> str | None:
