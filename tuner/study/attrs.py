@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.scrub import Scrubber
+from tuner.signals import Source, TrialObservations
 
 __all__ = [
     "Outcome",
@@ -32,7 +33,8 @@ __all__ = [
     "set_level_figures",
     "set_outcome",
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
-    "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
+    "LEVELS", "TELEMETRY", "OBSERVATIONS", "OBSERVATION_SOURCES", "observation_sources", "set_observations",
+    "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
     "PRUNED_REASON", "PRUNED_BY", "PRUNED_CLASSES", "WORKER", "WARM_START_FROM", "REUSED_ATTRS",
     "KEPT_ON_RETRY",
 ]
@@ -48,7 +50,8 @@ CHOSEN_BY = "chosen_by"  # str: why this configuration was chosen ("sampler: tpe
 MOVE = "move"  # dict: the strategy's move that chose it, as data (strategies._moves.Move.to_dict)
 LEVELS = "levels"  # list of dicts: each level's metrics (LevelMetrics.to_dict)
 TELEMETRY = "telemetry"  # dict: concurrency -> GPU telemetry summary
-OBSERVATIONS = "observations"  # dict: name -> number, what the server log and telemetry said
+OBSERVATIONS = "observations"  # dict: name -> number, what the server log, /metrics and telemetry said
+OBSERVATION_SOURCES = "observation_sources"  # dict: name -> where it was read (tuner.signals.Source value)
 STABLE = "stable"  # bool: every level ran clean
 FAILURE_REASON = "failure_reason"  # str: the FAIL's class ("oom-at-start", "unstable-at-1024")
 FAILURE_DETAIL = "failure_detail"  # str: one line on the failure
@@ -58,7 +61,8 @@ WORKER = "worker"  # str: host:pid of the tuner that ran it
 WARM_START_FROM = "warm_start_from"  # str: "<study>#<trial number>" a warm start queued it from
 
 # What a trial that reuses an earlier identical one copies from it.
-REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS)
+REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS,
+                OBSERVATION_SOURCES)
 # What a configuration queued again (its worker died) keeps of the first attempt.
 KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, MOVE, WARM_START_FROM)
 
@@ -177,3 +181,17 @@ def set_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
     for key, value in level_figures(level).items():
         set(trial, key, value)
 
+
+
+def set_observations(trial: optuna.Trial, observations: TrialObservations) -> None:
+    """Store a trial's observations and, beside them, the source each was read from."""
+    set(trial, OBSERVATIONS, observations.values)
+    set(trial, OBSERVATION_SOURCES, {name: source.value for name, source in observations.sources.items()})
+
+
+def observation_sources(user_attrs: dict[str, Any]) -> dict[str, Source]:
+    """The stored ``observation_sources`` as :class:`Source` values (a trial stored before
+    sources were has none: its observations came from the server log and telemetry)."""
+    known = {source.value: source for source in Source}
+    stored = user_attrs.get(OBSERVATION_SOURCES) or {}
+    return {name: known[value] for name, value in stored.items() if value in known}

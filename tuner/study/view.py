@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.signals import Source
 from tuner.study import attrs
 from tuner.study.attrs import Outcome
 from tuner.study.strategies import Move, read_move
@@ -47,7 +48,7 @@ class TrialRecord:
     ``levels``: concurrency -> output tokens/s of the clean levels only; ``observations``: what the
     server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
     ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
-    :mod:`tuner.study.observations`; ``chosen_by``: the one-line reason it was run; ``move``: the
+    :mod:`tuner.signals`; ``observation_sources``: where each was read; ``chosen_by``: the one-line reason it was run; ``move``: the
     strategy's move that chose it, as data (None: the baseline, the sampler, by hand).
     """
 
@@ -65,6 +66,7 @@ class TrialRecord:
     config_key: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     move: Move | None = None
+    observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
 
     @property
     def ran(self) -> bool:
@@ -133,6 +135,7 @@ def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> Tria
         config_key=ua.get(attrs.CONFIG_KEY),
         params=dict(trial.params),
         move=read_move(ua.get(attrs.MOVE), chosen_by, config),
+        observation_sources=attrs.observation_sources(ua),
     )
 
 
