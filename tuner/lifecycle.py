@@ -23,7 +23,7 @@ from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, 
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
 from tuner.loadgen import auth_headers
-from tuner.observations import LogObserver
+from tuner.signals import LogObserver, MetricsObserver
 from tuner.scrub import Scrubber
 from tuner.space._launch import secret_flags_yaml
 
@@ -116,6 +116,9 @@ class ServerSession:
         self.phase = "starting"
         # The numbers the profile's log patterns find (KV pool, running and queued requests).
         self.observer = LogObserver(profile.log_observations) if profile.log_observations else None
+        # ... and what its /metrics say, sampled by the client during each level (tuner.signals).
+        self.metrics = (MetricsObserver(profile.metrics_observations, profile.metrics_path)
+                        if profile.metrics_observations else None)
         self._tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         self._offset = 0
         self._partial = ""

@@ -104,7 +104,7 @@ def test_a_low_acceptance_at_the_top_level_fires_the_profiles_rules() -> None:
     """The emulator's decode line, read through the profile's patterns, fires the rules that
     lower the draft tokens (or steps) and, lower still, turn speculation off."""
     from tuner.engines import load_profile
-    from tuner.observations import LogObserver, level_observations
+    from tuner.signals import LogObserver, level_figures
 
     profile = load_profile("sglang")
     rules = {(r.change, r.direction): r for r in profile.tuning_rules if r.observed.startswith("spec_")}
@@ -115,7 +115,7 @@ def test_a_low_acceptance_at_the_top_level_fires_the_profiles_rules() -> None:
         observer.feed(f"[2026-12-04 20:00:00 TP0] Decode batch, #running-req: 512, #token: 9, "
                       f"token usage: 0.10, {decode_log_fields(speculation)}cuda graph: True, "
                       "gen throughput (token/s): 1.00, #queue-req: 0, ", "level")
-        seen = level_observations(observer, "level", 512)
+        seen = level_figures(observer, "level", 512)
         assert seen["spec_accept_rate"] == round(speculation.accept_rate, 2)
         assert {key for key, rule in rules.items() if rule.fires(seen)} == fired
     assert rules[("--speculative-algorithm", "off")].fires({"spec_accept_len": 1.4})

@@ -13,7 +13,7 @@ from tests.emulator.helpers import BASE_ARGV, Emulator, patch_gate
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import STARTUP
 from tuner.engines import load_profile
-from tuner.observations import LogObserver, level_observations
+from tuner.signals import LogObserver, level_figures
 
 AUTOTUNE = "Running FlashInfer autotune..."
 TRTLLM = ["--moe-runner-backend", "flashinfer_trtllm"]
@@ -87,4 +87,4 @@ def test_the_captured_batch_sizes_are_logged_as_sglang_does(
     observer = LogObserver(load_profile("sglang").log_observations)
     for text in log.splitlines():
         observer.feed(text, "starting")
-    assert level_observations(observer, "level-64", 64)["graph_max_bs"] == largest
+    assert level_figures(observer, "level-64", 64)["graph_max_bs"] == largest

@@ -96,7 +96,7 @@ def test_a_cap_that_binds_yields_a_raise_the_cap_proposal(space: Any) -> None:
     assert proposal.config["max_running_requests"] >= 1024  # at or above the top concurrency
     # what the user sees: the rule's line from the engine profile, formatted with the log's figures
     assert proposal.reason == proposal.move.reason == (
-        "rule: cap binds at 64 (#running-req = 64 for 93% of the level): max_running_requests 64 -> 1024")
+        "rule: cap binds at 64 (64 running for 93% of the level): max_running_requests 64 -> 1024 (server-log)")
     unchanged = {k: v for k, v in proposal.config.items() if k != "max_running_requests"}
     assert unchanged == {k: v for k, v in baseline.config.items() if k != "max_running_requests"}
 
@@ -213,7 +213,7 @@ def test_decode_without_cuda_graphs_lowers_the_cap_under_the_graphs(space: Any) 
     assert proposal.move.signal == Signal("eager_fraction", 1.0, Source.SERVER_LOG)
     assert step(proposal.move) == (MoveKind.RULE, "max_running_requests", 1024, 512)
     assert proposal.reason == ("rule: decode runs without CUDA graphs at 1024 running (100% of the level's "
-                               "batches): max_running_requests 1024 -> 512")  # what the user sees
+                               "batches): max_running_requests 1024 -> 512 (server-log)")  # what the user sees
     assert proposal.config == {**best.config, "max_running_requests": 512}
     lowered = record(space, 1, {"max_running_requests": 512}, value=1900.0, move=proposal.move)
     proposal = make_strategy("guided", space, 0).propose(view(best, lowered))
@@ -538,7 +538,8 @@ def test_a_rule_added_to_the_profiles_table_yields_its_typed_move() -> None:
                                  rule="queue_growing -> raise --max-num-batched-tokens",
                                  signal=Signal("queue_growing", 1.0, Source.SERVER_LOG),
                                  detail="the queue grows with the cap full (80% of the level)")
-    assert proposal.reason == "rule: the queue grows with the cap full (80% of the level): max_num_batched_tokens 2048 -> 4096"
+    assert proposal.reason == ("rule: the queue grows with the cap full (80% of the level): "
+                               "max_num_batched_tokens 2048 -> 4096 (server-log)")
     assert GuidedStrategy(vllm, 0, rules=[]).propose(view(best)).move.kind is MoveKind.SWEEP  # without it
 
 

@@ -16,7 +16,7 @@ from optuna.trial import TrialState, create_trial
 
 from tuner.engines import load_profile
 from tuner.errors import ConfigError
-from tuner.observations import LogObserver, level_observations
+from tuner.signals import LogObserver, Source, level_observations
 from tuner.space import load_space
 from tuner.errors import ServerFailure
 from tuner.study.record import (
@@ -260,7 +260,10 @@ def test_sglang_log_lines_become_level_observations() -> None:
                       f"cuda graph: {i < 5}, gen throughput (token/s): 300.00, #queue-req: {queued}, ", "level-256")
     observer.feed("[TP0] Prefill batch, #new-seq: 5, #new-token: 800, #cached-token: 0, token usage: 0.99, "
                   "#running-req: 3, #queue-req: 0, ", "level-256")
-    seen = level_observations(observer, "level-256", 256, cap=64, gpu={"mean_power_w": 250.0, "power_limit_w": 600.0})
+    found = level_observations({Source.SERVER_LOG: observer}, "level-256", 256, cap=64,
+                               gpu={"mean_power_w": 250.0, "power_limit_w": 600.0})
+    seen = found.values
+    assert found.sources == {name: Source.TELEMETRY if name.startswith("gpu_") else Source.SERVER_LOG for name in seen}
     assert seen == {"kv_tokens": 495488.0, "graph_max_bs": 64.0, "running_req_max": 64.0, "running_req_at_cap_fraction": 0.833,
                     "eager_fraction": 0.167,  # one decode line of six above the captured graphs
                     "queue_req_max": 200.0, "queue_growing": 1.0, "token_usage_max": 0.6,
@@ -276,6 +279,7 @@ def test_vllm_log_lines_become_level_observations() -> None:
                   "Maximum concurrency for 2,048 tokens per request: 85.33x", "starting")
     observer.feed("INFO [loggers.py:300] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
                   "throughput: 20.0 tokens/s, Running: 2 reqs, Waiting: 5 reqs, CPU KV cache usage: 0.1%", "level-8")
-    seen = level_observations(observer, "level-8", 8, profile.running_cap(["--max-num-seqs", "2"]))
+    seen = level_observations({Source.SERVER_LOG: observer}, "level-8", 8,
+                              profile.running_cap(["--max-num-seqs", "2"])).values
     assert seen == {"kv_tokens": 174752.0, "running_req_max": 2.0, "running_req_at_cap_fraction": 1.0,
                     "queue_req_max": 5.0, "queue_growing": 0.0}

@@ -112,7 +112,7 @@ class _Session:
     argv: list[str] = []
 
     def __init__(self) -> None:
-        from tuner.observations import LogObserver
+        from tuner.signals import LogObserver
 
         self.observer = LogObserver({"running_req": r"Running: (\d+) reqs", "queue_req": r"Waiting: (\d+) reqs"})
 

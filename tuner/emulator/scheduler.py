@@ -34,6 +34,7 @@ from tuner.emulator.bursts import (
     Burst,
     DeclaredLevel,
 )
+from tuner.emulator.metrics import SchedulerMetrics
 from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
@@ -76,6 +77,8 @@ class Scheduler:
         quiet_s: the quiet period that ends a burst of arrivals.
         speculation: the ``accept len: ..., accept rate: ..., `` fields of a speculative
             engine's decode lines (empty without speculation).
+        metrics: SGLang's scheduler gauges (``--enable-metrics``), set with each batch's stats
+            as SGLang sets them, whatever the log level.
     """
 
     def __init__(
@@ -88,9 +91,11 @@ class Scheduler:
         trace: TextIO | None = None,
         quiet_s: float = QUIET_S,
         speculation: str = "",
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.core = core
         self.speculation = speculation
+        self.metrics = metrics
         self.log = log
         self.decode_log_interval = max(1, decode_log_interval)
         self.cuda_graph = cuda_graph
@@ -326,6 +331,8 @@ class Scheduler:
             self._log_prefill(action)
         elif action.kind == "decode":
             self.tokens_out += running_before
+            if self.metrics is not None:
+                self.metrics.decode_pass(self.cuda_graph(running_before))
             if self.core.steps % self.decode_log_interval == 0:
                 self._log_decode(running_before)
         finished = declared = 0
@@ -362,6 +369,11 @@ class Scheduler:
 
     def _log_prefill(self, action: Action) -> None:
         cached = sum(r.cached_len for r in action.batch)
+        if self.metrics is not None:
+            total = action.tokens + cached
+            self.metrics.batch_stats(len(self.core.running) - len(action.batch), len(self.core.waiting),
+                                     self.core.kv_used, float(self._usage()),
+                                     cache_hit_rate=cached / total if total else 0.0)
         self.log.tp(
             f"Prefill batch, #new-seq: {len(action.batch)}, #new-token: {action.tokens}, "
             f"#cached-token: {cached}, token usage: {self._usage()}, "
@@ -374,6 +386,9 @@ class Scheduler:
         then, before = self._last_log
         rate = (tokens - before) / max(now - then, 1e-9)
         self._last_log = (now, tokens)
+        if self.metrics is not None:
+            self.metrics.batch_stats(batch, len(self.core.waiting), self.core.kv_used, float(self._usage()),
+                                     gen_throughput=rate)
         self.log.tp(
             f"Decode batch, #running-req: {batch}, #token: {self.core.kv_used}, "
             f"token usage: {self._usage()}, {self.speculation}cuda graph: {self.cuda_graph(batch)}, "

@@ -2,7 +2,8 @@
 
 ``/health`` and ``/health_generate`` answer 503 until the start-up is over, then 200;
 ``/model_info``, ``/server_info`` (with ``emulator.time_scale``) and ``/v1/models`` answer from
-the start; ``/generate``, ``/v1/completions`` and ``/v1/chat/completions`` generate, streamed
+the start; ``/metrics`` (with ``--enable-metrics``, else 404) SGLang's scheduler gauges
+(:mod:`tuner.emulator.metrics`) once the engine serves; ``/generate``, ``/v1/completions`` and ``/v1/chat/completions`` generate, streamed
 (SSE ``data: {...}`` lines ending with ``data: [DONE]``) or not, paced by the
 :class:`~tuner.emulator.scheduler.Scheduler`.
 """
@@ -24,6 +25,7 @@ from tuner.emulator.auth import ApiKeys
 from tuner.emulator.batch_core import CoreRequest
 from tuner.emulator.bursts import DeclaredLevel, open_loop
 from tuner.emulator.engine_rules import WEIGHTS_GB
+from tuner.emulator.metrics import CONTENT_TYPE, SchedulerMetrics
 from tuner.emulator.outputs import completion
 from tuner.emulator.perf_model import EngineModel
 from tuner.emulator.scheduler import Scheduler, Stream
@@ -58,11 +60,12 @@ class EmulatedServer:
             one after the other, never merged.
         keys: SGLang's ``--api-key`` and ``--admin-api-key``, enforced as SGLang does
             (:mod:`tuner.emulator.auth`: 401 without the right bearer, ``/health`` open).
+        metrics_enabled: SGLang's ``--enable-metrics``: ``/metrics`` is served.
     """
 
     def __init__(self, server_info: dict[str, Any], model_name: str, rng: random.Random,
                  stream_output: bool = False, stream_interval: int = 1,
-                 keys: ApiKeys = ApiKeys()) -> None:
+                 keys: ApiKeys = ApiKeys(), metrics_enabled: bool = False) -> None:
         self.engine: EngineModel | None = None
         self.scheduler: Scheduler | None = None
         self.server_info = server_info
@@ -71,15 +74,19 @@ class EmulatedServer:
         self.stream_output = stream_output
         self.stream_interval = max(1, stream_interval)
         self.keys = keys
+        self.metrics_enabled = metrics_enabled
+        self.metrics: SchedulerMetrics | None = None
         self.ready = False
         self._radix: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
         self._generating_connections: weakref.WeakSet[Any] = weakref.WeakSet()
         self._seen_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def serve(self, engine: EngineModel, scheduler: Scheduler) -> None:
-        """Start answering generation requests with ``engine``, paced by ``scheduler``."""
-        self.engine, self.scheduler = engine, scheduler
+    def serve(self, engine: EngineModel, scheduler: Scheduler,
+              metrics: SchedulerMetrics | None = None) -> None:
+        """Start answering generation requests with ``engine``, paced by ``scheduler`` (whose
+        gauges ``metrics`` are, with ``--enable-metrics``)."""
+        self.engine, self.scheduler, self.metrics = engine, scheduler, metrics
         self.ready = True
 
     def app(self) -> web.Application:
@@ -93,6 +100,7 @@ class EmulatedServer:
         app.router.add_get("/server_info", self.get_server_info)
         app.router.add_get("/get_server_info", self.get_server_info)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.get_metrics)
         app.router.add_route("*", "/flush_cache", self.flush_cache)
         app.router.add_post("/generate", lambda r: self.generate(r, "generate"))
         app.router.add_post("/v1/completions", lambda r: self.generate(r, "completions"))
@@ -153,6 +161,12 @@ class EmulatedServer:
             "running_requests": len(core.running), "queued_requests": len(core.waiting),
         }]
         return web.json_response(info)
+
+    async def get_metrics(self, request: web.Request) -> web.Response:
+        if not self.metrics_enabled:
+            raise web.HTTPNotFound()
+        body = self.metrics.render() if self.metrics is not None else b""
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{

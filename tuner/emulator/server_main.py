@@ -27,6 +27,7 @@ from tuner.emulator.batch_core import BatchCore, CoreRequest
 from tuner.emulator.bursts import quiet_for
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
+from tuner.emulator.metrics import SchedulerMetrics
 from tuner.emulator.noise import Noise
 from tuner.emulator.outputs import completion
 from tuner.emulator.perf_model import EngineModel, engine_from_settings
@@ -91,7 +92,7 @@ def _scheduler_ended(log: SglangLog, task: asyncio.Task[None]) -> None:
     if task.cancelled() or task.exception() is None:
         return
     error = task.exception()
-    log.tp(f"Scheduler hit an exception: {type(error).__name__}: {error}")
+    log.tp(f"Scheduler hit an exception: {type(error).__name__}: {error}", level=logging.ERROR)
     gpu_state.clear_load(os.getpid())
     os._exit(1)
 
@@ -124,7 +125,7 @@ class _Telemetry:
 
 
 def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: random.Random,
-               time_scale: float) -> Scheduler:
+               time_scale: float, metrics: SchedulerMetrics | None) -> Scheduler:
     settings = engine.settings
     core = BatchCore(engine.timing(Noise(rng), time_scale), notify_every=args["stream_interval"])
     trace_path = os.environ.get(TRACE_ENV)
@@ -135,6 +136,7 @@ def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: r
         trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
         quiet_s=quiet_for(time_scale),
         speculation=decode_log_fields(settings.speculation),
+        metrics=metrics,
     )
 
 
@@ -158,7 +160,8 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
                             args["served_model_name"] or args["model_path"], rng,
                             stream_output=args["stream_output"],
                             stream_interval=args["stream_interval"],
-                            keys=ApiKeys(args["api_key"], args["admin_api_key"]))
+                            keys=ApiKeys(args["api_key"], args["admin_api_key"]),
+                            metrics_enabled=args["enable_metrics"])
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
@@ -166,7 +169,7 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
                                             backlog=LISTEN_BACKLOG)
     except OSError as error:
         log.main(f"ERROR: [Errno {error.errno}] error while attempting to bind on address "
-                 f"({args['host']!r}, {args['port']}): {error.strerror}")
+                 f"({args['host']!r}, {args['port']}): {error.strerror}", level=logging.ERROR)
         await runner.cleanup()
         return 1
     gpus = gpu_state.server_devices(args)
@@ -181,20 +184,22 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
                                     gpus)
         if failure is not None or not isinstance(settings, EngineSettings):
             return 1
-        log.raw(f"INFO:     Started server process [{os.getpid()}]")
-        log.raw("INFO:     Waiting for application startup.")
-        log.raw("INFO:     Application startup complete.")
+        log.raw(f"INFO:     Started server process [{os.getpid()}]", logging.INFO)
+        log.raw("INFO:     Waiting for application startup.", logging.INFO)
+        log.raw("INFO:     Application startup complete.", logging.INFO)
         log.raw(f"INFO:     Uvicorn running on http://{args['host']}:{args['port']} "
-                "(Press CTRL+C to quit)")
+                "(Press CTRL+C to quit)", logging.INFO)
         engine = engine_from_settings(settings)
-        scheduler = _scheduler(engine, args, log, rng, time_scale)
+        metrics = (SchedulerMetrics(args["served_model_name"] or args["model_path"], settings.kv_tokens)
+                   if args["enable_metrics"] else None)
+        scheduler = _scheduler(engine, args, log, rng, time_scale, metrics)
         telemetry.scheduler = scheduler
         telemetry.phase = "ready"
         tasks.append(asyncio.create_task(scheduler.run()))
         tasks[-1].add_done_callback(lambda task: _scheduler_ended(log, task))
         await _warm_up(scheduler)
-        log.raw(f'INFO:     127.0.0.1:{40000 + seed % 20000} - "POST /generate HTTP/1.1" 200 OK')
-        server.serve(engine, scheduler)
+        log.raw(f'INFO:     127.0.0.1:{40000 + seed % 20000} - "POST /generate HTTP/1.1" 200 OK', logging.INFO)
+        server.serve(engine, scheduler, metrics)
         log.main(READY_LINE)
         await stop.wait()
         return 0
@@ -215,10 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = args.pop("emulator_seed")
     seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
     source = read_source_state()
-    log = SglangLog(source.package_dir)
+    log = SglangLog(source.package_dir, level=args["log_level"])
     log.main(f"tuner.emulator: EMULATED GLM-5 host (not SGLang), time scale K={time_scale:g}, "
              f"seed {seed}, sglang stand-in {source.package_dir}"
-             + (" (shipped, unpatched)" if source.shipped else ""))
+             + (" (shipped, unpatched)" if source.shipped else ""), level=logging.WARNING)
     # SGLang logs every field of its ServerArgs at start, its keys too (a log the tuner keeps is
     # scrubbed of them: tuner.scrub)
     log.main("server_args=ServerArgs(" + ", ".join(

@@ -3,10 +3,16 @@
 The tuner reads the emulated server's log exactly as it reads SGLang's (``sglang.md`` §3): the
 same progress lines, the same crash signatures, the same tracebacks in shape. Paths in
 tracebacks point into the ``sglang`` package the server read (the stand-in).
+
+``--log-level`` is honoured as SGLang's loggers honour it: a line below the level is not
+written. SGLang writes its start-up, batch (``Prefill batch``, ``Decode batch``) and ready lines at
+INFO (``logger.info`` in ``scheduler_metrics_mixin.py``, ``http_server.py``), so ``--log-level
+warning`` leaves only warnings, errors and tracebacks; uvicorn's lines follow the same level.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -60,11 +66,19 @@ class SglangLog:
     Args:
         package_dir: the ``sglang`` package whose files tracebacks name.
         stream: where the lines go.
+        level: SGLang's ``--log-level`` (``debug``, ``info``, ``warning``, ``error``, ...): lines
+            below it are not written.
     """
 
-    def __init__(self, package_dir: Path, stream: TextIO | None = None) -> None:
+    def __init__(self, package_dir: Path, stream: TextIO | None = None, level: str = "info") -> None:
         self.package_dir = package_dir
         self.stream = stream or sys.stdout
+        threshold = logging.getLevelName(level.upper())
+        self.threshold = threshold if isinstance(threshold, int) else logging.INFO
+
+    def shows(self, level: int) -> bool:
+        """Whether a line of ``level`` is written at this log level."""
+        return level >= self.threshold
 
     def _write(self, text: str) -> None:
         try:
@@ -77,17 +91,21 @@ class SglangLog:
     def _stamp() -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S")
 
-    def main(self, message: str) -> None:
+    def main(self, message: str, level: int = logging.INFO) -> None:
         """A line of the main (HTTP) process."""
-        self._write(f"[{self._stamp()}] {message}")
+        if self.shows(level):
+            self._write(f"[{self._stamp()}] {message}")
 
-    def tp(self, message: str, rank: int = 0) -> None:
+    def tp(self, message: str, rank: int = 0, level: int = logging.INFO) -> None:
         """A line of the scheduler of tensor-parallel rank ``rank``."""
-        self._write(f"[{self._stamp()} TP{rank}] {message}")
+        if self.shows(level):
+            self._write(f"[{self._stamp()} TP{rank}] {message}")
 
-    def raw(self, text: str) -> None:
-        """Lines printed without a prefix (uvicorn, tracebacks, progress bars)."""
-        self._write(text)
+    def raw(self, text: str, level: int | None = None) -> None:
+        """Lines printed without a prefix (tracebacks and progress bars always; uvicorn's at its
+        ``level``)."""
+        if level is None or self.shows(level):
+            self._write(text)
 
     def _frames(self, frames: tuple[tuple[str, int, str, str], ...]) -> str:
         lines = ["Traceback (most recent call last):"]
@@ -107,15 +125,16 @@ class SglangLog:
             kind: ``crash`` (prefill), ``oom`` (decode) or ``startup``.
             error_line: the exception's last line.
         """
-        self.tp(f"Scheduler hit an exception: {self._frames(_SCHEDULER_FRAMES[kind])}")
+        self.tp(f"Scheduler hit an exception: {self._frames(_SCHEDULER_FRAMES[kind])}", level=logging.ERROR)
         self.raw(error_line)
         self.raw("")
-        self.main(SIGQUIT_LINE)
+        self.main(SIGQUIT_LINE, level=logging.ERROR)
 
     def syntax_error(self, path: str, line: int, message: str, text: str) -> None:
         """A patched source file that no longer parses, as Python reports it on import."""
-        self.tp("Scheduler hit an exception: " + self._frames(_SCHEDULER_FRAMES["startup"][:1]))
+        self.tp("Scheduler hit an exception: " + self._frames(_SCHEDULER_FRAMES["startup"][:1]),
+                level=logging.ERROR)
         self.raw(f'  File "{path}", line {line}\n    {text.strip()}\n    ^\n'
                  f"SyntaxError: {message}")
         self.raw("")
-        self.main(SIGQUIT_LINE)
+        self.main(SIGQUIT_LINE, level=logging.ERROR)

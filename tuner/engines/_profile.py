@@ -139,8 +139,13 @@ class EngineProfile(BaseModel):
     # (one of ``secret_flags``): the probe and the load generator send it.
     api_key_flag: str | None = None
     # Numbers the server log reports, for strategies: series name -> regex whose first group is
-    # the number (see tuner/observations.py for the names read); empty: nothing observed.
+    # the number (see tuner/signals/_series.py for the names read); empty: nothing observed.
     log_observations: dict[str, str] = {}
+    # The same series from the server's Prometheus endpoint at ``metrics_path``, sampled by the
+    # client during each level: series name -> metric (``name`` or ``name{label="value"}``, as
+    # the engine exposes it); preferred over the log's when both give one (tuner/signals).
+    metrics_path: str = "/metrics"
+    metrics_observations: dict[str, str] = {}
     # The flag that caps the requests running at once (its value bounds ``#running-req``).
     running_cap_flag: str | None = None
     # flag -> the observation (a ``log_observations`` name) that reports the value the server
@@ -161,6 +166,21 @@ class EngineProfile(BaseModel):
         for pattern in value.values():
             if re.compile(pattern).groups < 1:
                 raise ValueError(f"log_observations pattern {pattern!r} needs one (group) for the number")
+        return value
+
+    @field_validator("metrics_observations")
+    @classmethod
+    def _metrics_parse(cls, value: dict[str, str]) -> dict[str, str]:
+        from tuner.signals import SERIES_NAMES, MetricSelector
+
+        for name, text in value.items():
+            if name not in SERIES_NAMES:
+                raise ValueError(f"metrics_observations: {name!r} is no series the tuner reads; "
+                                 f"use one of: {', '.join(SERIES_NAMES)}")
+            try:
+                MetricSelector.parse(text)
+            except ValueError as error:
+                raise ValueError(f"metrics_observations: {name}: {error}") from None
         return value
 
     @field_validator("value_in_use")

@@ -17,6 +17,7 @@ from tuner.study.record._keys import (
     LEVELS,
     TELEMETRY,
     OBSERVATIONS,
+    OBSERVATION_SOURCES,
     STABLE,
     FAILURE_REASON,
     FAILURE_DETAIL,
@@ -59,6 +60,8 @@ from tuner.study.record._write import (
     scrubbing,
     store,
     store_level_figures,
+    store_observations,
+    observation_sources,
 )
 from tuner.study.record._outcome import (
     Outcome,
@@ -95,6 +98,9 @@ __all__ = [
     "LEVELS",
     "TELEMETRY",
     "OBSERVATIONS",
+    "OBSERVATION_SOURCES",
+    "store_observations",
+    "observation_sources",
     "STABLE",
     "FAILURE_REASON",
     "FAILURE_DETAIL",

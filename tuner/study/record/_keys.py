@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
-    "LEVELS", "TELEMETRY", "OBSERVATIONS", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
+    "LEVELS", "TELEMETRY", "OBSERVATIONS", "OBSERVATION_SOURCES", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
     "FAILURE_EXCERPT", "FAILURE_NOTICED_AT", "PRUNED_REASON", "PRUNED_BY", "WORKER",
     "WARM_START_FROM", "HOST", "EMULATED", "COMMAND_LINE", "ENV", "PATCHES", "WARNINGS", "RUN_DIR",
     "PATCH_CHECKSUMS", "READY_S", "HOST_SECONDS", "HANDOVER_WAIT_S", "LOG_EXCERPT", "LOG_FILE",
@@ -29,7 +29,8 @@ CHOSEN_BY = "chosen_by"  # str: why this configuration was chosen ("sampler: tpe
 MOVE = "move"  # dict: the strategy's move that chose it, as data (strategies._moves.Move.to_dict)
 LEVELS = "levels"  # list of dicts: each level's metrics (LevelMetrics.to_dict)
 TELEMETRY = "telemetry"  # dict: concurrency -> GPU telemetry summary
-OBSERVATIONS = "observations"  # dict: name -> number, what the server log and telemetry said
+OBSERVATIONS = "observations"  # dict: name -> number, what the server log, /metrics and telemetry said
+OBSERVATION_SOURCES = "observation_sources"  # dict: name -> where it was read (tuner.signals.Source value)
 STABLE = "stable"  # bool: every level ran clean
 FAILURE_REASON = "failure_reason"  # str: the FAIL's class ("oom-at-start", "unstable-at-1024")
 FAILURE_DETAIL = "failure_detail"  # str: one line on the failure
@@ -60,7 +61,8 @@ GOODPUT = "goodput_rps"  # float: a goodput trial's highest request rate within 
 VALIDATION = "validation"  # dict: ``tuner validate``'s soak result (study attribute, by trial number)
 
 # What a trial that reuses an earlier identical one copies from it.
-REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS)
+REUSED_ATTRS = (LEVELS, FAILURE_REASON, FAILURE_DETAIL, PRUNED_REASON, PRUNED_BY, STABLE, OBSERVATIONS,
+                OBSERVATION_SOURCES)
 # What a configuration queued again (its worker died) keeps of the first attempt.
 KEPT_ON_RETRY = (IS_BASELINE, ENQUEUED, CHOSEN_BY, MOVE, WARM_START_FROM)
 

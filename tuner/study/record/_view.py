@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.signals import Source
 from tuner.study.record._keys import (
     CHOSEN_BY,
     CONFIG,
@@ -26,6 +27,7 @@ from tuner.study.record._keys import (
     REUSED_FROM,
 )
 from tuner.study.record._outcome import Outcome, outcome_of
+from tuner.study.record._write import observation_sources
 from tuner.study.strategies import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
@@ -57,7 +59,7 @@ class TrialRecord:
     ``levels``: concurrency -> output tokens/s of the clean levels only; ``observations``: what the
     server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
     ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
-    :mod:`tuner.study.observations`; ``chosen_by``: the one-line reason it was run; ``move``: the
+    :mod:`tuner.signals`; ``observation_sources``: where each was read; ``chosen_by``: the one-line reason it was run; ``move``: the
     strategy's move that chose it, as data (None: the baseline, the sampler, by hand).
     """
 
@@ -75,6 +77,7 @@ class TrialRecord:
     config_key: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     move: Move | None = None
+    observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
 
     @property
     def ran(self) -> bool:
@@ -143,6 +146,7 @@ def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> Tria
         config_key=ua.get(CONFIG_KEY),
         params=dict(trial.params),
         move=read_move(ua.get(MOVE), chosen_by, config),
+        observation_sources=observation_sources(ua),
     )
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import optuna
 
 from tuner.scrub import Scrubber
+from tuner.signals import Source, TrialObservations
+from tuner.study.record._keys import OBSERVATION_SOURCES, OBSERVATIONS
 
 __all__ = ["LEVEL_FIGURES", "level_figures", "scrubbing", "store", "store_level_figures"]
 
@@ -59,3 +61,17 @@ def store_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
     for key, value in level_figures(level).items():
         store(trial, key, value)
 
+
+
+def store_observations(trial: optuna.Trial, observations: TrialObservations) -> None:
+    """Store a trial's observations and, beside them, the source each was read from."""
+    store(trial, OBSERVATIONS, observations.values)
+    store(trial, OBSERVATION_SOURCES, {name: source.value for name, source in observations.sources.items()})
+
+
+def observation_sources(user_attrs: dict[str, Any]) -> dict[str, Source]:
+    """The stored ``observation_sources`` as :class:`Source` values (a trial stored before
+    sources were has none: its observations came from the server log and telemetry)."""
+    known = {source.value: source for source in Source}
+    stored = user_attrs.get(OBSERVATION_SOURCES) or {}
+    return {name: known[value] for name, value in stored.items() if value in known}

@@ -27,6 +27,13 @@ __all__ = ["legacy_move"]
 _REPAIR = re.compile(r"rule of trial (\d+) ran out of memory under load \((.*)\)$")
 
 
+def _without_source(text: str) -> str:
+    """A rule's reason without the `` (<source>)`` it ends with since sources were named."""
+    for source in Source:
+        text = text.removesuffix(f" ({source.value})")
+    return text
+
+
 def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:
     """The move a stored ``chosen_by`` of before describes (None: no move chose the trial:
     the baseline, the sampler, a warm start, by hand)."""
@@ -36,7 +43,7 @@ def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:
     except ValueError:
         return None
     if kind in (MoveKind.RULE, MoveKind.REPAIR):
-        said, _, step = rest.rpartition(": ")
+        said, _, step = _without_source(rest).rpartition(": ")
         name, _, values = step.partition(" ")
         was, _, new = values.partition(" -> ")
         change = Change(name, _value(config, name, new), _value({}, name, was))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tuner.signals import Source  # where a signal was read: one vocabulary with the stored observations
+
 __all__ = ["MoveKind", "Source", "Signal", "Change", "Move", "value_key", "value_text", "read_move"]
 
 
@@ -27,16 +29,6 @@ class MoveKind(str, Enum):
     SWEEP = "sweep"  # one change of the best (with the source patches it activates)
     MODEL = "model"  # changes the additive model of the trials near the best expects to pay
     COMBINE = "combine"  # the one-changes that measured faster, together
-
-
-class Source(str, Enum):
-    """Where the signal a move answers was read."""
-
-    SERVER_LOG = "server-log"  # the server's log lines (tuner.study.observations)
-    METRICS = "metrics"  # the server's /metrics endpoint
-    CLIENT = "client"  # the load generator's levels
-    OUTCOME = "outcome"  # how an earlier trial ended (its failure class)
-    SPACE = "space"  # the search space itself (its workload's top concurrency)
 
 
 @dataclass(frozen=True)
@@ -162,7 +154,7 @@ def _listed(move: Move) -> str:
 
 
 _RENDER = {
-    MoveKind.RULE: lambda m: f"{m.detail}: {_one_step(m)}",
+    MoveKind.RULE: lambda m: f"{m.detail}: {_one_step(m)}" + (f" ({m.signal.source.value})" if m.signal else ""),
     MoveKind.REPAIR: lambda m: (f"rule of trial {m.trial} ran out of memory under load "
                                 f"({m.signal.value if m.signal else ''}): {_one_step(m)}"),
     MoveKind.CLIFF: lambda m: f"{m.parameter} {m.detail}",

@@ -16,7 +16,7 @@ missed above the floor is followed by one at the floor. A trial that meets no ra
 PRUNED with its reason, never a COMPLETE goodput of 0 that could rank; a baseline that meets no
 rate gives no floor to judge anything by, and the study stops (:func:`require_baseline_goodput`).
 
-Each level stores what the server log said during it (:mod:`tuner.observations`), as
+Each level stores what the server log and /metrics said during it (:mod:`tuner.signals`), as
 ``name@<rate>rps``; the unsuffixed figures are those of the highest rate tried, where a cap binds.
 
 A ``measurement_bound`` level (the client measured itself, :mod:`tuner.loadgen._health`) does
@@ -33,7 +33,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.errors import ConfigError, ServerFailure
-from tuner.observations import level_observations
+from tuner.signals import TrialObservations, observe_level
 from tuner.space._problems import problem_message
 from tuner.study.record import (
     GOODPUT,
@@ -45,6 +45,7 @@ from tuner.study.record import (
     STABLE,
     TELEMETRY,
     store,
+    store_observations,
 )
 from tuner.study.trial._traffic import rate_level
 
@@ -141,7 +142,7 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     plan = RateSearch(search.start_rate, search.max_rate, search.max_levels, search.resolution, floor)
     levels: list[dict[str, Any]] = []
     telemetry: dict[str, Any] = {}
-    observations: dict[str, float] = {}
+    observations = TrialObservations()
     profile = getattr(runner.target, "profile", None)
     cap = profile.running_cap(session.argv) if profile is not None else None
     time_limit = max(runner.space.timeouts.level_s, scale.duration(MIN_WALL_TIMEOUT_S))
@@ -170,12 +171,10 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
         store(trial, f"tps@{rate:g}rps", level["output_throughput"])
         store(trial, f"p99_ttft_ms@{rate:g}rps", level["p99_ttft_ms"])
         store(trial, GOODPUT, plan.goodput)
-        seen = level_observations(getattr(session, "observer", None), session.phase,
-                                  int(level["concurrency"]), cap, level.get("gpu"))
-        observations.update({f"{name}@{rate:g}rps": value for name, value in seen.items() if name != "kv_tokens"})
-        if rate >= max(plan.tried):  # unsuffixed: the highest rate tried so far
-            observations.update(seen)
-        store(trial, OBSERVATIONS, observations)
+        seen = observe_level(session, int(level["concurrency"]), cap, level.get("gpu"))
+        # unsuffixed: the highest rate tried so far
+        observations.add(seen, f"@{rate:g}rps", top=rate >= max(plan.tried))
+        store_observations(trial, observations)
         runner.on_level(metrics, k, search.max_levels)
         if floor is not None and why is not None and rate <= floor and not metrics.measurement_bound:
             raise optuna.TrialPruned(

@@ -22,7 +22,7 @@ import optuna
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_level
-from tuner.observations import level_observations
+from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
 from tuner.study.record import (
@@ -45,6 +45,7 @@ from tuner.study.record import (
     TELEMETRY,
     store,
     store_level_figures,
+    store_observations,
 )
 from tuner.study.trial._goodput import measure_goodput
 from tuner.study.trial._pruner import (
@@ -233,7 +234,7 @@ class TrialRunner:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
-        observations: dict[str, float] = {}
+        observations = TrialObservations()
         cap = self.target.profile.running_cap(session.argv)
         n = len(workload.levels)
         asked = 0  # requests of the trial's levels so far: the next level's place in its stream
@@ -261,10 +262,9 @@ class TrialRunner:
             store(trial, LEVELS, levels)
             store_level_figures(trial, level)
             store(trial, TELEMETRY, telemetry)
-            seen = level_observations(session.observer, session.phase, concurrency, cap, level.get("gpu"))
-            observations.update({f"{name}@{concurrency}": value for name, value in seen.items() if name != "kv_tokens"})
-            observations.update(seen)  # unsuffixed: the highest level measured so far
-            store(trial, OBSERVATIONS, observations)
+            # unsuffixed too: the highest level measured so far
+            observations.add(observe_level(session, concurrency, cap, level.get("gpu")), f"@{concurrency}")
+            store_observations(trial, observations)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
@@ -294,9 +294,10 @@ class TrialRunner:
         return value
 
     def _run_level(self, session: ServerSession, spec: LevelSpec) -> tuple[LevelMetrics, dict[str, Any] | None]:
-        """One level against the running server, with GPU telemetry sampled meanwhile (the
-        search benchmark's model host replaces this one method)."""
-        with GpuSampler(self.target.host, env=self.target.env) as sampler:
+        """One level against the running server, with GPU telemetry and the server's /metrics
+        sampled meanwhile (the search benchmark's model host replaces this one method)."""
+        with GpuSampler(self.target.host, env=self.target.env) as sampler, \
+                sample_metrics(session, self.target.time_scale.emulated):
             metrics = asyncio.run(
                 run_level(
                     session.base_url,

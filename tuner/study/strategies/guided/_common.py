@@ -19,9 +19,9 @@ MISSING = object()  # a parameter a configuration does not set
 FULL_POOL = 0.9  # token usage at which a KV pool counts as full: memory binds
 
 
-def top_level_observations(observations: dict[str, float]) -> dict[str, float]:
+def top_level_observations(observations: dict[str, Any]) -> dict[str, Any]:
     """The observations of the highest level measured (``name@<c>``), over the unsuffixed ones
-    (the KV pool at start, or a host that reports one set per trial)."""
+    (the KV pool at start, or a host that reports one set per trial); their sources alike."""
     levels = [int(k.rpartition("@")[2]) for k in observations if k.rpartition("@")[2].isdigit()]
     if not levels:
         return dict(observations)

@@ -1,11 +1,12 @@
 """Rules: what a person tuning by hand reads in the best trial, and the flag they move one step.
 
 The rules are a table: the engine profile's ``tuning_rules`` (``tuner/engines/<engine>.yaml``,
-data: an observation of the server log at least a bound, a flag, a direction, a line to say),
-each read by :class:`ProfileRule`, then the built-in rules of :data:`BUILT_IN_RULES`, each one
-small :class:`Rule` class. A rule proposes the best's configuration with one parameter moved
-(``rule: cap binds at 64 (#running-req = 64 for 93% of the level): max_running_requests 64 ->
-1024``); a change a rule already tried from a best within ``retry_gain`` is not tried again.
+data: an observation of the server log or ``/metrics`` at least a bound, a flag, a direction, a
+line to say), each read by :class:`ProfileRule`, then the built-in rules of
+:data:`BUILT_IN_RULES`, each one small :class:`Rule` class. A rule proposes the best's
+configuration with one parameter moved (``rule: cap binds at 64 (64 running for 93% of the
+level): max_running_requests 64 -> 1024 (metrics)``: the reason ends with where its signal was
+read); a change a rule already tried from a best within ``retry_gain`` is not tried again.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.study.record import Outcome, StudyView, TrialRecord
@@ -28,11 +29,17 @@ __all__ = ["Rule", "Reading", "ProfileRule", "CapBelowTopConcurrency", "BUILT_IN
 
 @dataclass(frozen=True)
 class Reading:
-    """What the rules read for one proposal: the best's top-level observations (``seen``) and
-    the moves made while the best measured was within ``retry_gain`` of it (``fresh``)."""
+    """What the rules read for one proposal: the best's top-level observations (``seen``), the
+    moves made while the best measured was within ``retry_gain`` of it (``fresh``), and where
+    each observation was read (``sources``)."""
 
     seen: dict[str, float]
     fresh: tuple[Move, ...]
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def source(self, name: str) -> Source:
+        """Where ``name`` was read (a trial stored before sources were: its server log)."""
+        return self.sources.get(name, Source.SERVER_LOG)
 
     def tried(self, name: str, value: Any) -> bool:
         """Whether a rule already set ``name`` to ``value`` (from a best within ``retry_gain``)."""
@@ -71,7 +78,7 @@ class ProfileRule(Rule):
         saturating = plan.space.parameters[name].shape == "saturating"
         if saturating and rule.direction == "raise" and (current is None or current >= plan.top):
             return  # at or above the top concurrency a cap no longer matters
-        signal = Signal(rule.observed, seen.get(rule.observed), Source.SERVER_LOG)
+        signal = Signal(rule.observed, seen.get(rule.observed), reading.source(rule.observed))
         for value in rules.steps(now.view, name, current, rule.direction, seen):
             if plan.settings.lower_within and not rule.allows(value, seen):
                 continue  # still above the captured graphs: the other rule raises them
@@ -109,8 +116,10 @@ class RuleProposer(Proposer):
     """Every rule of the plan's table, in order, on the best's top-level observations."""
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
-        reading = Reading(top_level_observations(now.incumbent.observations),
-                          fresh_moves(now.view, now.incumbent, self.plan.settings.retry_gain))
+        inc = now.incumbent
+        reading = Reading(top_level_observations(inc.observations),
+                          fresh_moves(now.view, inc, self.plan.settings.retry_gain),
+                          top_level_observations(inc.observation_sources))
         for rule in self.plan.rules:
             yield from rule.candidates(self, now, reading)
 
