@@ -25,7 +25,8 @@ from tuner.study.strategies._moves import Change, Move, MoveKind
 from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.guided._capacity import expected_effect, raised_cap
 from tuner.study.strategies.guided._cliff import cliff_bracket
-from tuner.study.strategies.guided._common import changed, doublings, grid, natural, pool_full, running_batch
+from tuner.study.strategies.guided._common import (
+    changed, doublings, grid, natural, pool_full, running_batch, top_level_observations)
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.view import TrialRecord
 
@@ -60,7 +61,7 @@ class SweepProposer(Proposer):
                 and (not self.again or changed(r.config, inc.config) <= {r.move.parameter})}
         swept = []
         for name, param in plan.space.parameters.items():
-            if name not in inc.config or (param.shape is not None and not plan.settings.sweep_shaped):
+            if name not in inc.config or (param.shape is not None and not self._unread(param, inc)):
                 continue
             current = inc.config[name]
             if param.shape is not None:  # a cap or a cliff no rule moved: still explored
@@ -100,6 +101,15 @@ class SweepProposer(Proposer):
         swept.sort(key=lambda item: item.name in lost)
         for item in swept:
             yield from (change for change in item.changes if change.move.key not in done)
+
+    def _unread(self, param: Any, inc: TrialRecord) -> bool:
+        """Whether a shaped parameter is swept: only where no log said what its rules read (the
+        batches without CUDA graphs for a cap, the KV pool's use for a cliff): a rule that could
+        have fired and did not has already spoken."""
+        if not self.plan.settings.sweep_shaped:
+            return False
+        seen = top_level_observations(inc.observations)
+        return ("eager_fraction" not in seen if param.shape == "saturating" else "token_usage_max" not in seen)
 
     def _shaped(self, now: Round, name: str, param: Any, current: Any) -> list[Any]:
         """A shaped parameter's values when no rule moved it: a ``saturating`` cap at the top
