@@ -86,15 +86,16 @@ def _flat(low: LevelMetrics, high: LevelMetrics) -> bool:
 
 
 def cap_binds(levels: Iterable[LevelMetrics], cap: int | None) -> ClientObservation | None:
-    """The cap binds: throughput flat from the lowest level at or above ``cap`` to the highest
-    (levels that span at least twice the concurrency)."""
+    """The cap binds: throughput flat from a level at or above ``cap`` (the lowest such) to the
+    highest, over at least twice the concurrency."""
     if cap is None:
         return None
     above = [m for m in _clean(levels) if m.concurrency >= cap]
-    if len(above) < 2 or not _flat(above[0], above[-1]):
+    low = next((m for m in above[:-1] if _flat(m, above[-1])), None)
+    if low is None:
         return None
-    return ClientObservation(ClientSignal.CAP_BINDS, above[0].concurrency, above[-1].concurrency,
-                             above[-1].output_throughput / above[0].output_throughput, cap=cap)
+    return ClientObservation(ClientSignal.CAP_BINDS, low.concurrency, above[-1].concurrency,
+                             above[-1].output_throughput / low.output_throughput, cap=cap)
 
 
 def _latency_pair(levels: Iterable[LevelMetrics], name: str) -> tuple[LevelMetrics, LevelMetrics] | None:
