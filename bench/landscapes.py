@@ -62,6 +62,9 @@ class Outcome:
     failure: str | None
     observations: dict[str, float] = field(default_factory=dict)
     per_level: dict[int, dict[str, float]] = field(default_factory=dict)  # what each level's log shows
+    # what the client measured at each level besides throughput (a replayed table's median TPOT)
+    client: dict[int, dict[str, float]] = field(default_factory=dict)
+    host_seconds: float | None = None  # a replayed row's measured start-up and levels
 
     @property
     def value(self) -> float | None:
@@ -105,7 +108,7 @@ class Landscape:
             (c, tps * run * (1.0 + max(-sigma, min(sigma, rng.gauss(0.0, sigma / 2)))))
             for c, tps in true.levels
         )
-        return Outcome(levels, true.failure, dict(true.observations), true.per_level)
+        return Outcome(levels, true.failure, dict(true.observations), true.per_level, true.client, true.host_seconds)
 
 
 # -- the emulator's model --------------------------------------------------------------------------
@@ -411,4 +414,8 @@ def _row_outcome(row: dict[str, Any], levels: tuple[int, ...] | list[int]) -> Ou
     for seen in per_level.values():
         if "kv_tokens" in observations:
             seen.setdefault("kv_tokens", observations["kv_tokens"])
-    return Outcome(tuple(measured), failure, observations, per_level)
+    client = {c: {name: float(row[f"{name}@{c}"]) for name in ("median_tpot_ms", "median_ttft_ms")
+                  if isinstance(row.get(f"{name}@{c}"), (int, float))} for c, _ in measured}
+    host_seconds = row.get("host_seconds")
+    return Outcome(tuple(measured), failure, observations, per_level, client,
+                   float(host_seconds) if isinstance(host_seconds, (int, float)) else None)

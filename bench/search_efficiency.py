@@ -61,6 +61,8 @@ from landscapes import (  # noqa: E402
     ReplayLandscape,
 )
 
+from variants import SIGNALS, Signals, client_latencies, level_seconds, sampled, startup_seconds, visible  # noqa: E402
+
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
 from tuner.space import Config, load_space  # noqa: E402
@@ -114,16 +116,22 @@ class _ModelObserver:
     """The server log's numbers as :mod:`tuner.observations` reads them, written from what the
     landscape says each level's log shows (20 batch lines a level)."""
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: Outcome, signals: Signals = Signals.FULL) -> None:
         self.outcome = outcome
+        self.signals = signals
 
     def watches(self, name: str) -> bool:
+        if not visible(self.signals, name):
+            return False
         return name != "eager_running_req" or "graph_max_bs" in self.outcome.observations
 
     def last(self, name: str) -> float | None:
-        return self.outcome.observations.get(name)
+        return self.outcome.observations.get(name) if visible(self.signals, name) else None
 
     def series(self, phase: str, name: str) -> list[float]:
+        return sampled(self.signals, self._series(phase, name)) if visible(self.signals, name) else []
+
+    def _series(self, phase: str, name: str) -> list[float]:
         if not phase.startswith("level-"):
             return []
         concurrency = int(phase.removeprefix("level-"))
@@ -173,7 +181,7 @@ class ModelRunner(TrialRunner):
     value are :class:`TrialRunner`'s own."""
 
     def __init__(self, landscape: Landscape, seed: int, study: optuna.Study | None = None,
-                 noise_run: int = 0) -> None:
+                 noise_run: int = 0, signals: Signals = Signals.FULL) -> None:
         super().__init__(
             space=landscape.space, target=_ModelTarget(profile=landscape.space.profile), patches=None,
             study=study, local_runs_dir=Path("."), emulate=True,
@@ -182,25 +190,30 @@ class ModelRunner(TrialRunner):
         # run 0 draws the noise of seed ``s`` as it always did; run ``n`` another stream
         self._noise = f"{seed}" if noise_run == 0 else f"{seed}/{noise_run}"
         self.host = landscape  # older callers read runner.host
+        self.signals = signals
         self._levels: dict[int, float] = {}
+        self._outcome = Outcome((), None)
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         outcome = self.landscape.measured(Config(config), random.Random(f"{self._noise}:{trial.number}"))
         if outcome.at_start:
             raise ServerFailure(outcome.failure, "model host: failed at start")
         self._levels = dict(outcome.levels)
-        session = _ModelSession(outcome.failure, list(launch.argv), _ModelObserver(outcome))
+        self._outcome = outcome
+        session = _ModelSession(outcome.failure, list(launch.argv), _ModelObserver(outcome, self.signals))
         return self._measure(trial, session, self.space.workload_for(True))
 
     def _run_level(self, session: Any, spec: Any) -> tuple[LevelMetrics, None]:
         n, out = spec.num_requests, spec.output_len
         if spec.concurrency in self._levels:
             tps = self._levels[spec.concurrency]
+            batch = (self._outcome.per_level.get(spec.concurrency) or {}).get("running_req_max")
+            latencies = self._outcome.client.get(spec.concurrency) or client_latencies(spec.concurrency, tps, batch, out)
             return LevelMetrics(
                 concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
                 duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,
                 output_throughput=tps, total_throughput=tps * (spec.input_len + out) / out,
-                request_throughput=tps / out,
+                request_throughput=tps / out, **latencies,
             ), None
         return LevelMetrics(
             concurrency=spec.concurrency, num_requests=n, completed=0, failed=n, duration_s=1.0,
@@ -243,6 +256,7 @@ class Run:
     configs: list[Config]
     reasons: list[str]
     host_minutes: list[float]
+    host_seconds: list[float] = field(default_factory=list)  # the landscape's (variants.py)
 
 
 def run_strategy(
@@ -253,10 +267,12 @@ def run_strategy(
     stop_at: float | None = None,
     options: dict[str, Any] | None = None,
     noise_run: int = 0,
+    signals: Signals = Signals.FULL,
 ) -> Run:
     """``budget`` host-run trials of strategy ``name`` through the product's loop (in memory),
     stopping early once a configuration's noise-free value reaches ``stop_at``; ``noise_run``
-    picks the run noise's stream (0: the seed's own)."""
+    picks the run noise's stream (0: the seed's own); ``signals``: what the host's server reports
+    besides the client's levels (:mod:`variants`)."""
     space = landscape.space
     strategy = bench_strategy(name, space, seed, options)
     study = optuna.create_study(
@@ -266,7 +282,7 @@ def run_strategy(
     # baseline that failed under load does not stop the run.
     study.set_user_attr(PROBE_REFERENCE, [])
     gate = FeasibilityCheck.from_study(study, space) if getattr(strategy, "gate", False) else None
-    runner = ModelRunner(landscape, seed, study, noise_run)
+    runner = ModelRunner(landscape, seed, study, noise_run, signals)
     progress = ProgressView(Console(file=io.StringIO()))
     ran = 0
     while ran < budget:
@@ -280,11 +296,11 @@ def run_strategy(
             value = landscape.outcome(last).value
             if value is not None and value >= stop_at:
                 break
-    return _as_run(study)
+    return _as_run(study, landscape)
 
 
 def _ran_on_host(trial: optuna.trial.FrozenTrial) -> bool:
-    return outcome_of(trial).ran and "config" in trial.user_attrs
+    return outcome_of(trial).ran and CONFIG in trial.user_attrs
 
 
 def host_runs(study: optuna.Study) -> list[Config]:
@@ -292,13 +308,27 @@ def host_runs(study: optuna.Study) -> list[Config]:
     return [Config(t.user_attrs[CONFIG]) for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
 
 
-def _as_run(study: optuna.Study) -> Run:
+def _as_run(study: optuna.Study, landscape: Landscape | None = None) -> Run:
     trials = [t for t in study.get_trials(deepcopy=False) if _ran_on_host(t)]
     return Run(
         [Config(t.user_attrs[CONFIG]) for t in trials],
         [str(t.user_attrs.get(CHOSEN_BY) or "") for t in trials],
         [STARTUP_MIN + LEVEL_MIN * len(t.user_attrs.get(LEVELS) or []) for t in trials],
+        [_host_seconds(t, landscape) for t in trials],
     )
+
+
+def _host_seconds(trial: optuna.trial.FrozenTrial, landscape: Landscape | None) -> float:
+    """What the trial cost the host: a replayed row's measured seconds, else the start-up's
+    phases and each level that ran (:mod:`variants`)."""
+    config = Config(trial.user_attrs[CONFIG])
+    if landscape is not None and landscape.outcome(config).host_seconds is not None:
+        return float(landscape.outcome(config).host_seconds)
+    levels = trial.user_attrs.get(LEVELS) or []
+    out = [int(lv.get("output_tokens") or 0) // max(1, int(lv.get("completed") or 1)) for lv in levels]
+    return startup_seconds(dict(config)) + sum(
+        level_seconds(int(lv["num_requests"]), n, lv.get("output_throughput") if lv.get("stop_reason") is None else None)
+        for lv, n in zip(levels, out))
 
 
 def run_loop(space: Any, host: Landscape, sampler: str, seed: int, budget: int, gate: bool,
@@ -445,18 +475,20 @@ def _oracle(family: str, seed: int) -> tuple[Config, float]:
     return oracle(_landscape(family, seed), seed if family == "generated" else 0)
 
 
-def _job(job: tuple[str, int, str, int, dict[str, Any], int]) -> dict[str, Any]:
-    family, seed, strategy, budget, options, noise_run = job
+def _job(job: tuple[str, int, str, int, dict[str, Any], int, str]) -> dict[str, Any]:
+    family, seed, strategy, budget, options, noise_run, signals = job
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     landscape = _landscape(family, seed)
     _, target = _oracle(family, seed)
     started = time.monotonic()
     run = run_strategy(landscape, strategy, seed, budget, stop_at=REACH * target,
-                       options=options if strategy == "guided" else None, noise_run=noise_run)
+                       options=options if strategy == "guided" else None, noise_run=noise_run,
+                       signals=Signals(signals))
     values = [landscape.outcome(c).value for c in run.configs]
     return {
         "family": family, "seed": seed, "noise_run": noise_run, "strategy": strategy, "target": target,
+        "signals": signals, "host_seconds": run.host_seconds,
         "to95": reach(run.configs, landscape, target, REACH),
         "to90": reach(run.configs, landscape, target, ALSO),
         "best": max((v for v in values if v is not None), default=0.0),
@@ -475,15 +507,35 @@ def _shown(median: float, budget: int) -> str:
     return f">{budget}" if median > budget else f"{median:g}"
 
 
-def summarise(rows: list[dict[str, Any]], strategies: list[str], budget: int) -> dict[str, dict[str, Any]]:
+def label(row: dict[str, Any], variants: list[str]) -> str:
+    """A row's line in the table: its strategy, and its signal variant when several ran."""
+    signals = row.get("signals", "full")
+    return row["strategy"] if len(variants) <= 1 else f"{row['strategy']} ({signals})"
+
+
+def _hours(row: dict[str, Any]) -> float | None:
+    """Host hours until the trial that reached 95%: the landscape's seconds where the run has
+    them (start-up phases and levels), else the flat minutes of before."""
+    if not row["to95"]:
+        return None
+    seconds = row.get("host_seconds")
+    if seconds:
+        return sum(seconds[: row["to95"]]) / 3600
+    return sum(row["minutes"][: row["to95"]]) / 60
+
+
+def summarise(rows: list[dict[str, Any]], strategies: list[str], budget: int,
+              variants: list[str] | None = None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for name in strategies:
-        mine = sorted((r for r in rows if r["strategy"] == name),
+    variants = variants or ["full"]
+    names = [name if len(variants) <= 1 else f"{name} ({v})" for name in strategies for v in variants]
+    for name in names:
+        mine = sorted((r for r in rows if label(r, variants) == name and r.get("signals", "full") in variants),
                       key=lambda r: (r.get("noise_run", 0), r["seed"]))
+        if not mine:
+            continue
         to95 = [r["to95"] for r in mine]
-        hours = [
-            sum(r["minutes"][: r["to95"]]) / 60 if r["to95"] else None for r in mine
-        ]
+        hours = [_hours(r) for r in mine]
         out[name] = {
             "to95": to95,
             "median95": _median(to95, budget),
@@ -492,15 +544,20 @@ def summarise(rows: list[dict[str, Any]], strategies: list[str], budget: int) ->
             "seeds": len(mine),
             "hours": statistics.median(h if h is not None else math.inf for h in hours) if hours else math.inf,
             "censored": any(c is None for c in to95),
+            "signals": mine[0].get("signals", "full"),
+            "strategy": mine[0]["strategy"],
         }
     return out
 
 
 def table(summary: dict[str, dict[str, Any]], budget: int, reference: str = "tpe-as-today") -> str:
+    """The Markdown table; with several signal variants, each row's trials and host hours
+    against the same strategy's ``full`` variant too."""
+    variants = len({s["signals"] for s in summary.values()}) > 1
     lines = [
         f"| strategy | median trials to 95% | to 90% | seeds at 95% within {WITHIN} | "
-        f"median host-hours to 95% | trials vs {reference} |",
-        "|---|---|---|---|---|---|",
+        f"median host-hours to 95% | trials vs {reference} |" + (" trials, host-hours vs full |" if variants else ""),
+        "|---|---|---|---|---|---|" + ("---|" if variants else ""),
     ]
     ref = summary.get(reference)
     for name, s in summary.items():
@@ -511,11 +568,22 @@ def table(summary: dict[str, dict[str, Any]], budget: int, reference: str = "tpe
             r = ref["median95"] / s["median95"]
             bound = ">= " if ref["censored"] and not s["censored"] else ""
             ratio = f"{bound}{r:.1f}x fewer" if r >= 1 else f"{1 / r:.1f}x more"
-        lines.append(
-            f"| {name} | {_shown(s['median95'], budget)} | {_shown(s['median90'], budget)} | "
-            f"{s['within']} of {s['seeds']} | {hours} | {ratio} |"
-        )
+        line = (f"| {name} | {_shown(s['median95'], budget)} | {_shown(s['median90'], budget)} | "
+                f"{s['within']} of {s['seeds']} | {hours} | {ratio} |")
+        if variants:
+            full = summary.get(f"{s['strategy']} (full)")
+            line += " " + _against(s, full) + " |"
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _against(row: dict[str, Any], full: dict[str, Any] | None) -> str:
+    """A variant's median trials and host hours over its strategy's full-signal figures."""
+    if full is None or row is full:
+        return "1x, 1x" if row is full else ""
+    hours = ("-" if math.isinf(row["hours"]) or math.isinf(full["hours"]) or not full["hours"]
+             else f"{row['hours'] / full['hours']:.2f}x")
+    return f"{row['median95'] / full['median95']:.2f}x, {hours}"
 
 
 def _seed_range(text: str) -> list[int]:
@@ -542,6 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
                         help="a GuidedSettings field for trying settings (explore_every=4)")
+    parser.add_argument("--signals", default="full",
+                        help=f"signal variants, comma-separated ({', '.join(SIGNALS)}): what the host's server "
+                             "reports besides the client's levels (bench/variants.py)")
     parser.add_argument("--noise-runs", type=int, default=1,
                         help="runs per seed, each with its own stream of run noise (same landscape): "
                              "a steadier comparison of settings; 1 for the reported figures")
@@ -557,8 +628,12 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
     strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
     guided = {k: _setting(v) for k, _, v in (o.partition("=") for o in options.guided)}
-    jobs = [(options.family, seed, name, options.budget, guided, run)
-            for run in range(options.noise_runs) for seed in seeds for name in strategies]
+    variants = [v.strip() for v in options.signals.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in SIGNALS]
+    if unknown:
+        parser.error(f"--signals: {', '.join(unknown)} unknown; use {', '.join(SIGNALS)}")
+    jobs = [(options.family, seed, name, options.budget, guided, run, variant)
+            for run in range(options.noise_runs) for seed in seeds for name in strategies for variant in variants]
     started = time.monotonic()
     if options.processes > 1:
         with multiprocessing.get_context("fork").Pool(options.processes) as pool:
@@ -570,22 +645,22 @@ def main(argv: list[str] | None = None) -> int:
         options.save.write_text(json.dumps(rows))
     for path in options.merge:
         earlier = [r for r in json.loads(path.read_text()) if r["seed"] in seeds and r["family"] == options.family
-                   and r.get("noise_run", 0) < options.noise_runs]
+                   and r.get("noise_run", 0) < options.noise_runs and r.get("signals", "full") in variants]
         rows += earlier
         strategies += [s for s in dict.fromkeys(r["strategy"] for r in earlier) if s not in strategies]
-    summary = summarise(rows, strategies, options.budget)
+    summary = summarise(rows, strategies, options.budget, variants)
     text = table(summary, options.budget)
     print(text)
     if options.per_seed:
-        for name in strategies:
-            cells = ", ".join("-" if c is None else str(c) for c in summary[name]["to95"])
+        for name, s in summary.items():
+            cells = ", ".join("-" if c is None else str(c) for c in s["to95"])
             print(f"{name}: {cells}")
     targets = sorted({round(r["target"]) for r in rows})
     print(f"family {options.family}, seeds {options.seeds}, budget {options.budget}; "
           f"targets {targets[0]:,}-{targets[-1]:,} tok/s; {elapsed:.0f} s")
     if options.out:
         block = _block(text, options, summary, elapsed, targets)
-        _write_between_markers(options.out, options.family, block)
+        _write_between_markers(options.out, options.family + ("" if variants == ["full"] else " signals"), block)
     return 0
 
 
@@ -593,6 +668,7 @@ def _block(text: str, options: argparse.Namespace, summary: dict[str, Any], elap
            targets: list[int]) -> str:
     extra = "".join(f" --guided {g}" for g in options.guided)
     extra += f" --noise-runs {options.noise_runs}" if options.noise_runs > 1 else ""
+    extra += f" --signals {options.signals}" if options.signals != "full" else ""
     extra += "".join(f" --merge {m}" for m in options.merge)
     extra += f" --save {options.save}" if options.save else ""
     per_seed = "\n".join(

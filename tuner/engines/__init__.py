@@ -6,6 +6,7 @@ Adding an engine means adding ``<name>.yaml`` beside this file; the trial loop r
 
 from tuner.engines._profile import (
     REQUEST_EXTENSIONS,
+    CapacityFlag,
     CrashSignature,
     EngineProfile,
     RequestExtension,
@@ -14,5 +15,5 @@ from tuner.engines._profile import (
     profile_names,
 )
 
-__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
+__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
            "load_profile", "profile_names"]

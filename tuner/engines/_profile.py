@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import ConfigError
 
-__all__ = ["CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
+__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
            "load_profile", "profile_names"]
 
 _PROFILE_DIR = Path(__file__).parent
@@ -84,6 +84,21 @@ class TuningRule(BaseModel):
         return all(observations.get(name, float("-inf")) >= bound for name, bound in checks.items())
 
 
+class CapacityFlag(BaseModel):
+    """A flag that bounds the batch the server runs, and what changing it is expected to pay.
+
+    ``kind``: ``cap`` (requests running at once), ``memory`` (the share of GPU memory for the KV
+    pool) or ``batch`` (tokens or sequences a step takes); ``effect``: the prior gain (0-1) of
+    changing it while it binds. The ``guided`` strategy's sweep tries the parameters by expected
+    effect when no signal fired, so these come before flags of a few percent.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["cap", "memory", "batch"]
+    effect: float = Field(gt=0.0, le=1.0)
+
+
 # What SGLang's and vLLM's OpenAI-compatible servers take beyond the OpenAI API, and the client
 # sends when the profile lists it: ``ignore_eos`` (every reply runs to ``max_tokens``), token-id
 # prompts (``"prompt": [17, 42, ...]``: exact prompt lengths) and
@@ -129,6 +144,9 @@ class EngineProfile(BaseModel):
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).
     sweep_late: list[str] = []
+    # Flags that bound the batch (CapacityFlag): flag -> its kind and prior effect; the ``guided``
+    # sweep orders parameters by expected effect, these first while their limit may bind.
+    capacity: dict[str, CapacityFlag] = {}
     # The flag that reads more flags from a YAML file (SGLang and vLLM: ``--config``): flags that
     # carry secrets reach the server there, in a 0600 file, never on its command line.
     config_flag: str | None = "--config"
@@ -222,4 +240,9 @@ def load_profile(name: str) -> EngineProfile:
     path = _PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"engine {name!r} is unknown: use one of {', '.join(profile_names())}")
-    return EngineProfile.model_validate(yaml.safe_load(path.read_text()))
+    try:
+        return EngineProfile.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"{path}: {field}: {first['msg']}; fix that entry of the profile") from None

@@ -2,13 +2,26 @@
 
 An observation (the batch at the running-request cap, queueing, the KV pool full, batches above
 the captured CUDA graphs) can come from the server log (:class:`LogObserver`, the engine
-profile's ``log_observations`` patterns) or from its Prometheus ``/metrics`` endpoint
+profile's ``log_observations`` patterns), from its Prometheus ``/metrics`` endpoint
 (:class:`MetricsObserver`, the profile's ``metrics_observations``, sampled by the client during
-each level: :func:`sample_metrics`); both give the same names (:func:`level_figures`).
-:func:`level_observations` merges one level's figures from the sources (metrics preferred) and
-records where each came from (:class:`Source`); :class:`TrialObservations` is what a trial stores.
+each level: :func:`sample_metrics`), both giving the same names (:func:`level_figures`), or from
+the client's own levels (:func:`client_observations`: the cap binds, requests queue, the batch
+saturates, failures above a concurrency; no engine profile needed).
+:func:`level_observations` merges one level's figures from the server's sources (metrics
+preferred) and records where each came from (:class:`Source`); :class:`TrialObservations` is
+what a trial stores.
 """
 
+from tuner.signals._client import (
+    FLAT,
+    ClientObservation,
+    ClientSignal,
+    batch_saturates,
+    cap_binds,
+    client_observations,
+    failures_above,
+    requests_queue,
+)
 from tuner.signals._combine import (PREFERRED, LevelSignals, TrialObservations, level_observations,
                                     observe_level)
 from tuner.signals._log import LogObserver
@@ -20,4 +33,6 @@ __all__ = [
     "Source", "Series", "SERIES_NAMES", "STARTUP_SERIES", "level_figures",
     "LogObserver", "MetricSelector", "MetricsObserver", "sample_metrics", "sample_every",
     "PREFERRED", "LevelSignals", "TrialObservations", "level_observations", "observe_level",
+    "ClientSignal", "ClientObservation", "FLAT", "cap_binds", "requests_queue", "batch_saturates",
+    "failures_above", "client_observations",
 ]

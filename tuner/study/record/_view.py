@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.loadgen import LevelMetrics
 from tuner.signals import Source
 from tuner.study.record._keys import (
     CHOSEN_BY,
@@ -60,7 +61,9 @@ class TrialRecord:
     server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
     ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
     :mod:`tuner.signals`; ``observation_sources``: where each was read; ``chosen_by``: the one-line reason it was run; ``move``: the
-    strategy's move that chose it, as data (None: the baseline, the sampler, by hand).
+    strategy's move that chose it, as data (None: the baseline, the sampler, by hand);
+    ``metrics``: every level's figures as the client measured them (the client-level signals of
+    :mod:`tuner.signals` read them).
     """
 
     number: int
@@ -78,6 +81,7 @@ class TrialRecord:
     params: dict[str, Any] = field(default_factory=dict)
     move: Move | None = None
     observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
+    metrics: tuple[LevelMetrics, ...] = ()
 
     @property
     def ran(self) -> bool:
@@ -147,7 +151,20 @@ def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> Tria
         params=dict(trial.params),
         move=read_move(ua.get(MOVE), chosen_by, config),
         observation_sources=observation_sources(ua),
+        metrics=_level_metrics(ua.get(LEVELS) or []),
     )
+
+
+def _level_metrics(levels: list[dict[str, Any]]) -> tuple[LevelMetrics, ...]:
+    """The stored levels read back as :class:`LevelMetrics` (a level stored without the
+    client's figures, a goodput rate search's, is left out)."""
+    out = []
+    for level in levels:
+        try:
+            out.append(LevelMetrics.from_dict(level))
+        except (TypeError, ValueError):
+            continue
+    return tuple(out)
 
 
 def read_view(study: optuna.Study, space: Any) -> StudyView:

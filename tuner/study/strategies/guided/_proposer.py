@@ -41,7 +41,9 @@ class Plan:
     ``rules``: the rules, in order (the engine profile's ``tuning_rules``, then the built-in
     ones); ``by_flag``: flag -> parameter; ``late``: the parameters of the profile's
     ``sweep_late``; ``in_use``: parameter -> the observation that says which value the server
-    used while it was unset; ``top``: the workload's top concurrency.
+    used while it was unset; ``top``: the workload's top concurrency; ``capacity``: parameter ->
+    the profile's :class:`tuner.engines.CapacityFlag` of its flag (what bounds the batch); ``cap``:
+    the parameter of the profile's running-request cap (None: the space does not search it).
     """
 
     space: Any
@@ -52,6 +54,8 @@ class Plan:
     late: frozenset[str]
     in_use: dict[str, str]
     top: int
+    capacity: dict[str, Any] = field(default_factory=dict)
+    cap: str | None = None
 
 
 @dataclass(frozen=True)

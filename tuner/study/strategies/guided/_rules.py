@@ -20,11 +20,13 @@ from typing import Any
 from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 from tuner.study.strategies._values import sweep_values
+from tuner.signals import ClientSignal
+from tuner.study.strategies.guided._capacity import limit_binds, raised_cap
 from tuner.study.strategies.guided._cliff import cliff_bracket
 from tuner.study.strategies.guided._common import doublings, grid, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
-__all__ = ["Rule", "Reading", "ProfileRule", "CapBelowTopConcurrency", "BUILT_IN_RULES", "RuleProposer", "rule_id"]
+__all__ = ["Rule", "Reading", "ProfileRule", "CapBelowTopConcurrency", "ClientCapBinds", "BUILT_IN_RULES", "RuleProposer", "rule_id"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,30 @@ class CapBelowTopConcurrency(Rule):
                     yield Candidate({**inc.config, name: raised}, move)
 
 
-BUILT_IN_RULES: tuple[Rule, ...] = (CapBelowTopConcurrency(),)  # after the profile's, in this order
+class ClientCapBinds(Rule):
+    """Built in: the client's levels say the cap binds (throughput flat from the cap's value to
+    the top level): the cap is raised to the top concurrency (a rule; see the module docstring)."""
+
+    id = "client-cap-binds"
+
+    def candidates(self, rules: RuleProposer, now: Round, reading: Reading) -> Iterator[Candidate]:
+        plan, inc = rules.plan, now.incumbent
+        name = plan.cap
+        if name is None or name not in inc.config:
+            return
+        seen = limit_binds(plan, inc)
+        if seen is None or seen.signal is not ClientSignal.CAP_BINDS or seen.cap is None or seen.cap >= plan.top:
+            return
+        current = inc.config[name]
+        value = raised_cap(plan, name, current)
+        if value is None or reading.tried(name, value):
+            return
+        move = Move(MoveKind.RULE, (Change(name, value, current),), rule=self.id,
+                    signal=Signal(seen.signal.value, round(seen.ratio, 3), Source.CLIENT), detail=seen.says)
+        yield Candidate({**inc.config, name: value}, move)
+
+
+BUILT_IN_RULES: tuple[Rule, ...] = (ClientCapBinds(), CapBelowTopConcurrency())  # after the profile's, in this order
 
 
 class RuleProposer(Proposer):

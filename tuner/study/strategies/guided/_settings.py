@@ -25,11 +25,21 @@ class GuidedSettings:
     model_draws: int = 40  # posterior draws a proposal is chosen from
     model_changes: int = 3  # changes of the best one model proposal makes at most
     model_radius: int = 4  # trials fitted: those within this many changes of the best
-    # the order of the sweep's parameters: "cheap" (values that come with a source patch, in the
+    # the order of the sweep's parameters: "effect" (by the gain expected of each: a capacity
+    # flag of the engine profile while its limit may bind, its prior; a parameter with a value that
+    # comes with a source patch, patch_effect; the rest default_effect; ties: fewest values), "cheap" (values that come with a source patch, in the
     # space's order; then the memory trades when the best's KV pool is full; then the fewest
     # values first: more parameters measured for the trials spent), "space" (as the YAML lists
     # them), "fewest" (a source patch first, then the fewest values)
-    sweep_order: str = "cheap"
+    sweep_order: str = "effect"
+    patch_effect: float = 0.3  # "effect": the gain expected of a value someone wrote a patch for
+    default_effect: float = 0.05  # "effect": of any other parameter (issue 28: each a few percent)
+    # 1: a shaped parameter no rule moved is swept too (a cap at the top concurrency and halved, a
+    # cliff's bracket), after its expected effect; 0: skipped (the setting of before)
+    sweep_shaped: int = 1
+    # 1: a capacity change that lost alone is tried again from a best lifted since, while the
+    # best's levels say a limit binds (0: off)
+    capacity_retry: int = 1
     # the engine profile's ``sweep_late`` flags (CUDA graphs off, fewer captured batches: memory
     # for speed) in the sweep: 1: after every other parameter unless the best's KV pool is full
     # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after

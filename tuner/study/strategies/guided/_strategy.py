@@ -17,6 +17,7 @@ from typing import Any
 from tuner.errors import ConfigError
 from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._base import Proposal
+from tuner.study.strategies.guided._capacity import CapacityRetryProposer
 from tuner.study.strategies.guided._cliff import CliffProposer, RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
 from tuner.study.strategies.guided._common import MISSING, engine_profile, flags_of, hashable, top_level_observations
@@ -60,6 +61,8 @@ class GuidedStrategy(TpeStrategy):
             late=frozenset(by_flag[f] for f in getattr(profile, "sweep_late", []) if f in by_flag),
             in_use={by_flag[f]: seen for f, seen in getattr(profile, "value_in_use", {}).items() if f in by_flag},
             top=max(space.workload_for(True).levels + space.workload_for(False).levels),
+            capacity={by_flag[f]: prior for f, prior in getattr(profile, "capacity", {}).items() if f in by_flag},
+            cap=by_flag.get(getattr(profile, "running_cap_flag", None) or ""),
         )
         self.proposers = _proposers(self.plan)
 
@@ -114,10 +117,13 @@ class GuidedStrategy(TpeStrategy):
 
 
 def _proposers(plan: Plan) -> tuple[Proposer, ...]:
-    """The proposers, best first: rules, repairs, the memory cliff, the sweep, the additive model
+    """The proposers, best first: rules, repairs, capacity retried, the memory cliff, the sweep, the additive model
     (where ``settings.model`` puts it), combinations, a second sweep from the best."""
     model = plan.settings.model
-    order: list[Proposer] = [RuleProposer(plan), RepairProposer(plan), CliffProposer(plan)]
+    order: list[Proposer] = [RuleProposer(plan), RepairProposer(plan)]
+    if plan.settings.capacity_retry:
+        order.append(CapacityRetryProposer(plan))
+    order.append(CliffProposer(plan))
     if model == "eager":  # during the sweep: a combination the model expects to pay clearly
         order.append(ModelProposer(plan, plan.settings.model_eager_gain))
     order.append(SweepProposer(plan))

@@ -1,8 +1,11 @@
 """The sweep: each parameter's values, one change of the best at a time, each change once.
 
 A change that activates a source patch is tried with the patch applied first (a backend that
-only pays with its patch). The order (``sweep_order = "cheap"``): the parameters with a patched
-value first, then those with the fewest values (one trial measures a whole parameter); the
+only pays with its patch). The order (``sweep_order = "effect"``): by the gain expected of each
+parameter (:func:`._capacity.expected_effect`: a capacity flag of the engine profile while its
+limit may bind, then the parameters with a patched value, then the rest), ties to the fewest
+values (one trial measures a whole parameter); a shaped parameter no rule moved is swept too (a
+cap at the top concurrency and halved, a cliff's bracket); the
 profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for
 speed) after all the others, unless the best's KV pool is full (then memory is the reason to try
 them, right after the patched values); a parameter whose values measured so far all lost at
@@ -14,16 +17,30 @@ counting only the changes measured from this very configuration.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.study.strategies._moves import Change, Move, MoveKind
 from tuner.study.strategies._values import sweep_values
-from tuner.study.strategies.guided._common import changed, natural, pool_full
+from tuner.study.strategies.guided._capacity import expected_effect, raised_cap
+from tuner.study.strategies.guided._cliff import cliff_bracket
+from tuner.study.strategies.guided._common import (
+    changed, doublings, grid, natural, pool_full, running_batch, top_level_observations)
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.record import TrialRecord
 
 __all__ = ["SweepProposer", "sweep_key"]
+
+
+@dataclass(frozen=True)
+class _Swept:
+    """One parameter's changes in the sweep: whether one comes with a source patch, how many values."""
+
+    name: str
+    patched: bool
+    count: int
+    changes: list[Candidate]
 
 
 def sweep_key(name: str, value: Any, patches: tuple[str, ...] = ()) -> tuple[Any, ...]:
@@ -44,36 +61,69 @@ class SweepProposer(Proposer):
                 and (not self.again or changed(r.config, inc.config) <= {r.move.parameter})}
         swept = []
         for name, param in plan.space.parameters.items():
-            if name not in inc.config or param.shape is not None:
+            if name not in inc.config or (param.shape is not None and not self._unread(param, inc)):
                 continue
             current = inc.config[name]
-            values = [
-                v for v in sweep_values(param, plan.settings.sweep_points)
-                if not (v == current and type(v) is type(current))
-                and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
-            ]
+            if param.shape is not None:  # a cap or a cliff no rule moved: still explored
+                ordered = self._shaped(now, name, param, current)
+            else:
+                values = [
+                    v for v in sweep_values(param, plan.settings.sweep_points)
+                    if not (v == current and type(v) is type(current))
+                    and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
+                ]
+                ordered = self._ordered(name, values, current, inc, done)
             changes = [
                 Candidate(values_, Move(MoveKind.SWEEP, (Change(name, value, current),), patches=patched))
-                for value in self._ordered(name, values, current, inc, done)
+                for value in ordered
                 for values_, patched in self._with_activated(inc.config, name, value)
             ]
             # a value that comes with a source patch first: someone wrote the patch for it
             changes.sort(key=lambda change: not change.move.patches)
-            swept.append((any(change.move.patches for change in changes), len(values), changes, name))
+            swept.append(_Swept(name, any(change.move.patches for change in changes), len(ordered), changes))
         full = pool_full(inc)
-        lost = {name for _, _, _, name in swept if self._lost(name, done, inc)}
+        lost = {item.name for item in swept if self._lost(item.name, done, inc)}
         if plan.settings.sweep_order == "fewest":
-            swept.sort(key=lambda item: (not item[0], item[1]))
+            swept.sort(key=lambda item: (not item.patched, item.count))
         elif plan.settings.sweep_order == "cheap":
             # patched values (in the space's order), memory trades when memory binds, then the
             # parameters with the fewest values: more parameters measured for the trials spent
-            swept.sort(key=lambda item: (0 if item[0] else 1 if full and item[3] in plan.late else 2,
-                                         0 if item[0] else item[1]))
+            swept.sort(key=lambda item: (0 if item.patched else 1 if full and item.name in plan.late else 2,
+                                         0 if item.patched else item.count))
+        elif plan.settings.sweep_order == "effect":
+            # the largest expected gain first (capacity while it may bind, patched values, memory
+            # trades when memory binds); then the fewest values
+            effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
+                      else expected_effect(plan, inc, item.name, item.patched) for item in swept}
+            swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
-            swept.sort(key=lambda item: item[3] in plan.late)  # trades made for a reason go last
-        swept.sort(key=lambda item: item[3] in lost)
-        for _, _, changes, _ in swept:
-            yield from (change for change in changes if change.move.key not in done)
+            swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
+        swept.sort(key=lambda item: item.name in lost)
+        for item in swept:
+            yield from (change for change in item.changes if change.move.key not in done)
+
+    def _unread(self, param: Any, inc: TrialRecord) -> bool:
+        """Whether a shaped parameter is swept: only where no log said what its rules read (the
+        batches without CUDA graphs for a cap, the KV pool's use for a cliff): a rule that could
+        have fired and did not has already spoken."""
+        if not self.plan.settings.sweep_shaped:
+            return False
+        seen = top_level_observations(inc.observations)
+        return ("eager_fraction" not in seen if param.shape == "saturating" else "token_usage_max" not in seen)
+
+    def _shaped(self, now: Round, name: str, param: Any, current: Any) -> list[Any]:
+        """A shaped parameter's values when no rule moved it: a ``saturating`` cap at the top
+        concurrency (when below it), then halved twice (a batch the CUDA graphs cover); an
+        ``up_to_failure`` parameter inside its cliff's bracket, then one step below."""
+        plan = self.plan
+        if param.shape == "saturating":
+            up = [raised_cap(plan, name, current)] if current is not None and current < plan.top else []
+            down = [v for v in doublings(param) if plan.top / 4 <= v < plan.top and v != current]
+            return [v for v in up if v is not None] + sorted(down, reverse=True)
+        held_values = grid(param)
+        _, _, inside = cliff_bracket(now.view, name, held_values, running_batch(now.incumbent))
+        below = [v for v in held_values if current is not None and v < current][-1:]
+        return [v for v in inside if current is None or v > current] + below
 
     def _lost(self, name: str, done: dict[Any, TrialRecord], inc: TrialRecord) -> bool:
         """Whether every value of ``name`` measured in this sweep lost at least ``defer_loss``
