@@ -189,7 +189,8 @@ class EngineProfile(BaseModel):
     @field_validator("metrics_observations")
     @classmethod
     def _metrics_parse(cls, value: dict[str, str]) -> dict[str, str]:
-        from tuner.signals import SERIES_NAMES, MetricSelector
+        from tuner.signals._metrics import MetricSelector
+        from tuner.signals._series import SERIES_NAMES
 
         for name, text in value.items():
             if name not in SERIES_NAMES:

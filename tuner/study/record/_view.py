@@ -29,7 +29,7 @@ from tuner.study.record._keys import (
 )
 from tuner.study.record._outcome import Outcome, outcome_of
 from tuner.study.record._write import observation_sources
-from tuner.study.strategies import Move, read_move
+from tuner.study.strategies._moves import Move, read_move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
 

@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from tuner.signals import ClientObservation, ClientSignal, client_observations
-from tuner.study.attrs import Outcome
+from tuner.study.record import Outcome, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, value_text
 from tuner.study.strategies.guided._common import MISSING, changed, grid, room_to_spare, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
-from tuner.study.view import TrialRecord
 
 __all__ = ["cap_value", "limit_binds", "raised_cap", "expected_effect", "CapacityRetryProposer"]
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.study.strategies._moves import Move
 from tuner.study.strategies.additive import AdditiveFit
 from tuner.study.strategies.guided._settings import GuidedSettings
 from tuner.study.record import StudyView, TrialRecord
 
-if TYPE_CHECKING:
-    from tuner.study.strategies.guided._rules import Rule
 
 __all__ = ["Candidate", "Plan", "Round", "Proposer"]
 
@@ -49,7 +47,7 @@ class Plan:
     space: Any
     seed: int | None
     settings: GuidedSettings
-    rules: tuple[Rule, ...]
+    rules: tuple[Any, ...]  # guided._rules.Rule (which reads Plan: no import back)
     by_flag: dict[str, str]
     late: frozenset[str]
     in_use: dict[str, str]
