@@ -473,7 +473,7 @@ def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space
         return sum(r.config.get("moe_runner_backend") == "triton" for r in ran)
 
     assert triton_runs(0.05) == 1
-    assert triton_runs(0.0) == 2  # without it the second sweep runs it again
+    assert triton_runs(0.0) >= 2  # without it the next sweeps run it again (2 on the old glm5 space, 3 with its parallel and speculative dimensions)
 
 
 def test_the_sweep_measures_the_cheapest_parameters_first(space: Any) -> None:
