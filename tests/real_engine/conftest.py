@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(os.environ.get("TUNER_VLLM_VENV", "/opt/tuner-venvs/vllm")) / "bin" / "python"
@@ -51,3 +52,16 @@ def run_tuner(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProc
     done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
+
+
+def space_on(tmp_path: Path, name: str, model: Path, port: int) -> Path:
+    """``search_spaces/NAME`` copied into ``tmp_path`` with the tiny model, ``port``, and the
+    vLLM cache and run root under ``tmp_path``."""
+    document = yaml.safe_load((REPO / "search_spaces" / name).read_text())
+    document["server"]["flags"]["--model"] = str(model)
+    document["server"]["port"] = port
+    document["server"]["env"]["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
+    document["host"]["run_root"] = str(tmp_path / "runs")
+    space = tmp_path / name
+    space.write_text(yaml.safe_dump(document, sort_keys=False))
+    return space

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 from optuna.trial import TrialState
 
-from tests.real_engine.conftest import REPO, run_tuner
+from tests.real_engine.conftest import run_tuner, space_on
 from tests.support.sshd import free_port
 from tuner.study.storage import open_storage
 
@@ -33,13 +32,7 @@ SPECULATION = ("speculative_method=ngram", "num_speculative_tokens=4", "prompt_l
 
 
 def test_ngram_speculation_moves_throughput_beyond_the_spread(tiny_model: Path, tmp_path: Path) -> None:
-    document = yaml.safe_load((REPO / "search_spaces/vllm-cpu-speculative.yaml").read_text())
-    document["server"]["flags"]["--model"] = str(tiny_model)
-    document["server"]["port"] = free_port()
-    document["server"]["env"]["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
-    document["host"]["run_root"] = str(tmp_path / "runs")
-    space = tmp_path / "vllm-cpu-speculative.yaml"
-    space.write_text(yaml.safe_dump(document, sort_keys=False))
+    space = space_on(tmp_path, "vllm-cpu-speculative.yaml", tiny_model, free_port())
     run_tuner("enqueue", str(space), "--set", "data_parallel_size=1", cwd=tmp_path, timeout=120)
     sets = [word for value in SPECULATION for word in ("--set", value)]
     run_tuner("enqueue", str(space), *sets, cwd=tmp_path, timeout=120)

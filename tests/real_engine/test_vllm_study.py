@@ -11,23 +11,16 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 from optuna.trial import TrialState
 
-from tests.real_engine.conftest import REPO, run_tuner
+from tests.real_engine.conftest import run_tuner, space_on
 from tests.support.sshd import free_port
 
 pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.timeout(1800)]
 
 
 def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_path: Path) -> None:
-    document = yaml.safe_load((REPO / "search_spaces/vllm-cpu-tiny.yaml").read_text())
-    document["server"]["flags"]["--model"] = str(tiny_model)
-    document["server"]["port"] = free_port()
-    document["server"]["env"]["VLLM_CACHE_ROOT"] = str(tmp_path / "vllm-cache")
-    document["host"]["run_root"] = str(tmp_path / "runs")
-    space = tmp_path / "vllm-cpu-tiny.yaml"
-    space.write_text(yaml.safe_dump(document, sort_keys=False))
+    space = space_on(tmp_path, "vllm-cpu-tiny.yaml", tiny_model, free_port())
     storage = f"sqlite:///{tmp_path / 'vllm.db'}"
     common = ["--storage", storage]
     for seqs in (2, 32):

@@ -32,7 +32,7 @@ MISTAKES: list[tuple[str, Callable[[dict[str, Any]], Any], str, str, str]] = [
      lambda d: _params(d)["attention_backend"].update(choice=["triton"]),
      "parameters.attention_backend.choice", "unknown key 'choice'",
      "did you mean 'choices'? allowed here: description, when, default, shape, flag, env, unset, "
-     "kind, choices"),
+     "json_key, kind, choices"),
     ("unknown shape",
      lambda d: _params(d)["mem_fraction_static"].update(shape="cliff"),
      "parameters.mem_fraction_static.shape", "'cliff' is not a shape",

@@ -59,6 +59,10 @@ CASES: list[tuple[str, Callable[[Doc], Any], Callable[[Doc], Any]]] = [
      lambda d: d["workload"].update(requests_per_level={"min": 128}),
      lambda d: d["workload"].update(
          requests_per_level=yaml.safe_load("{per_concurrency: 2, min: 128}"))),
+    ("{flag: --speculative-config, json_key: method}",  # a JSON key that is not a name
+     lambda d: params(d)["attention_backend"].update(json_key="a-b"),
+     lambda d: params(d)["attention_backend"].update(
+         yaml.safe_load("{flag: --speculative-config, json_key: method}"))),
     ("kind:",
      lambda d: without(params(d)["attention_backend"], "kind"),
      lambda d: params(d)["attention_backend"].update(kind="categorical")),

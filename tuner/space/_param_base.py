@@ -185,8 +185,8 @@ class TargetedParam(Param):
                                "variable")
         if self.json_key is not None and (self.flag is None or not self.json_key.isidentifier()):
             raise FieldProblem(f"json_key {self.json_key!r} needs a flag: and a key of letters, "
-                               "digits and _", "write e.g. `flag: --speculative-config, "
-                               "json_key: method`", at=("json_key",))
+                               "digits and _", "write e.g. `{flag: --speculative-config, "
+                               "json_key: method}`", at=("json_key",))
 
     def flags(self) -> list[str]:
         return [self.flag] if self.flag else []
