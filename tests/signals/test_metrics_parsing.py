@@ -50,3 +50,12 @@ def test_counters_sum_and_gauges_take_the_largest_engine() -> None:
     assert observer.series("level-64", "running_req") == [9.0, 9.0]
     seen = level_observations({Source.METRICS: observer}, "level-64", 64)
     assert seen.values["eager_fraction"] == 0.25  # 2 of the 8 decode passes since the first scrape
+
+
+def test_the_sglang_profile_reads_the_names_the_wheel_declares() -> None:
+    profile = load_profile("sglang")
+    observer = MetricsObserver(profile.metrics_observations, profile.metrics_path)
+    observer.read((FIXTURE.parent / "sglang-metrics.txt").read_text(), "level-1024")
+    assert {name: observer.series("level-1024", name) for name in profile.metrics_observations} == {
+        "kv_tokens": [495488.0], "running_req": [64.0], "queue_req": [960.0], "token_usage": [0.06],
+        "decode_passes": [40.0], "eager_passes": [10.0]}
