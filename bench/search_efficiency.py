@@ -113,7 +113,7 @@ class _ModelTarget:
 
 
 class _ModelObserver:
-    """The server log's numbers as :mod:`tuner.observations` reads them, written from what the
+    """The server log's numbers as :mod:`tuner.signals` reads them, written from what the
     landscape says each level's log shows (20 batch lines a level)."""
 
     def __init__(self, outcome: Outcome, signals: Signals = Signals.FULL) -> None:

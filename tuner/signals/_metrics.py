@@ -89,7 +89,7 @@ class MetricsObserver(Series):
                 for name, selector in self.selectors.items():
                     if selector.matches(sample.name, sample.labels):
                         found.setdefault(name, []).append(float(sample.value))
-                        if family.type == "counter":
+                        if family.type == "counter" or sample.name.endswith("_total"):
                             counters.add(name)
         for name, values in found.items():
             self.add(phase, name, sum(values) if name in counters else max(values))

@@ -9,8 +9,8 @@ series into the flat figures stored on the trial, whichever source gave them:
 - ``kv_tokens``: the KV pool's size (the log's start-up line, or the pool gauge);
 - ``graph_max_bs``: the largest batch the CUDA graphs captured at start (log only);
 - ``running_req_max``: the most requests running at once; ``running_req_at_cap_fraction``: the
-  share of the level's samples at the running-request cap (the cap flag's value, else the
-  level's own maximum when it stayed below the concurrency);
+  share of the level's samples with requests running that were at the running-request cap (the
+  cap flag's value, else the level's own maximum when it stayed below the concurrency);
 - ``queue_req_max``, ``queue_growing`` (1 when the queue was longer in the last third of the
   level than in the first);
 - ``token_usage_max``: the KV pool's highest use (0-1);
@@ -89,8 +89,9 @@ def level_figures(source: Series, phase: str, concurrency: int, cap: int | None 
         top = max(running)
         out["running_req_max"] = top
         limit = cap if cap is not None else (top if top < concurrency else None)
-        if limit is not None:
-            out["running_req_at_cap_fraction"] = round(sum(v >= limit for v in running) / len(running), 3)
+        busy = [v for v in running if v > 0]  # a gauge read while nothing ran says nothing of the cap
+        if limit is not None and busy:
+            out["running_req_at_cap_fraction"] = round(sum(v >= limit for v in busy) / len(busy), 3)
         if source.watches("eager_running_req"):
             eager = source.series(phase, "eager_running_req")
             out["eager_fraction"] = round(min(1.0, len(eager) / len(running)), 3)
