@@ -28,17 +28,15 @@ app = typer.Typer(
 )
 
 from tuner.cli_options import (  # noqa: E402
-    AcceptKeyOpt,
     ClientWorkersOpt,
     EmulateOpt,
-    HostOpt,
-    KeyOpt,
-    KnownHostsOpt,
+    HostOptions,
     PortOpt,
     SpaceArg,
     StorageOpt,
     StudyOpt,
     storage_and_name,
+    with_host_options,
 )
 
 
@@ -52,17 +50,8 @@ def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a f
     return load_space(space_path)
 
 
-def _target(space, emulate: bool, host: str | None, key: str | None, known_hosts: str | None,
-            accept: bool, port: int | None):
-    from tuner.study.trial import build_target
-
-    return build_target(
-        space, emulate=emulate, host_override=host, key_path=key, known_hosts=known_hosts,
-        accept_new_host_key=accept, port=port,
-    )
-
-
 @app.command()
+@with_host_options
 def optimize(
     space_path: SpaceArg,
     trials: Annotated[int, typer.Option("--trials", min=1, help="configurations to run on the host")] = 40,
@@ -78,11 +67,7 @@ def optimize(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")] = False,
     allow_changed: Annotated[bool, typer.Option("--allow-changed", help="resume although the space or workload changed")] = False,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="do not run the preflight checks")] = False,
-    host: HostOpt = None,
-    ssh_key: KeyOpt = None,
-    known_hosts: KnownHostsOpt = None,
-    accept_new_host_key: AcceptKeyOpt = False,
-    port: PortOpt = None,
+    on: HostOptions = HostOptions(),
     heartbeat_seconds: Annotated[Optional[int], typer.Option(
         "--heartbeat-seconds", min=1,
         help="send a heartbeat this often; a trial silent for 3x as long is FAIL worker-died and runs again")] = None,
@@ -109,7 +94,7 @@ def optimize(
         proposes = chosen.name if type(chosen).propose is not Strategy.propose else None
         print_dry_run(space, trials, chosen.sampler(), emulate, Console(), proposes)
         return
-    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    target = on.target(space, emulate)
     target.client_workers = client_workers
     try:
         options = OptimizeOptions(
@@ -178,14 +163,11 @@ def export(
 
 
 @app.command()
+@with_host_options
 def doctor(
     space_path: SpaceArg,
     emulate: EmulateOpt = False,
-    host: HostOpt = None,
-    ssh_key: KeyOpt = None,
-    known_hosts: KnownHostsOpt = None,
-    accept_new_host_key: AcceptKeyOpt = False,
-    port: PortOpt = None,
+    on: HostOptions = HostOptions(),
 ) -> None:
     """Preflight checks of the host: SSH, versions, GPUs, flags, port, disk, patches."""
     from tuner.doctor import format_checks
@@ -193,7 +175,7 @@ def doctor(
     from tuner.study.loop import patch_manager
 
     space = _load(space_path)
-    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    target = on.target(space, emulate)
     try:
         checks = preflight_checks(space, target, patch_manager(space, target))
     finally:
@@ -231,6 +213,7 @@ def enqueue(
 
 
 @app.command()
+@with_host_options
 def validate(
     space_path: SpaceArg,
     storage: StorageOpt = None,
@@ -239,11 +222,7 @@ def validate(
     top: Annotated[int, typer.Option("--top", min=1, help="how many of the best stable trials")] = 3,
     duration: Annotated[Optional[float], typer.Option("--duration", min=1, help="soak host seconds per configuration (default 600)")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=2, help="measurements per soak, for the spread")] = 3,
-    host: HostOpt = None,
-    ssh_key: KeyOpt = None,
-    known_hosts: KnownHostsOpt = None,
-    accept_new_host_key: AcceptKeyOpt = False,
-    port: PortOpt = None,
+    on: HostOptions = HostOptions(),
 ) -> None:
     """Soak the best configurations at their peak concurrency; unstable ones are never exported."""
     from tuner.study.loop import patch_manager
@@ -256,7 +235,7 @@ def validate(
                           "not yet at a request rate; fix: compare goodput trials with `tuner trials`")
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
-    target = _target(space, emulate, host, ssh_key, known_hosts, accept_new_host_key, port)
+    target = on.target(space, emulate)
     try:
         results = validate_study(
             space, study, target, patch_manager(space, target), top=top,

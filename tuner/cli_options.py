@@ -6,6 +6,10 @@ They live here, not in :mod:`tuner.cli`, so that command modules of their own
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +20,7 @@ __all__ = [
     "ClientWorkersOpt",
     "EmulateOpt",
     "HostOpt",
+    "HostOptions",
     "KeyOpt",
     "KnownHostsOpt",
     "PortOpt",
@@ -23,6 +28,7 @@ __all__ = [
     "StorageOpt",
     "StudyOpt",
     "storage_and_name",
+    "with_host_options",
 ]
 
 SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
@@ -77,3 +83,53 @@ def storage_and_name(
     if note:
         print(f"tuner: {note}", file=sys.stderr)
     return url, study_name or space.name
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """The host options a command that runs on the host takes: ``--host`` ... ``--port``."""
+
+    host: str | None = None
+    ssh_key: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    port: int | None = None
+
+    def target(self, space: Any, emulate: bool) -> Any:
+        """The study's Target for these options (imported late for a fast --help)."""
+        from tuner.study.trial import build_target
+
+        return build_target(
+            space, emulate=emulate, host_override=self.host, key_path=self.ssh_key,
+            known_hosts=self.known_hosts, accept_new_host_key=self.accept_new_host_key,
+            port=self.port,
+        )
+
+
+_HOST_PARAMETERS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+    for name, annotation, default in (
+        ("host", HostOpt, None), ("ssh_key", KeyOpt, None), ("known_hosts", KnownHostsOpt, None),
+        ("accept_new_host_key", AcceptKeyOpt, False), ("port", PortOpt, None),
+    )
+]
+
+
+def with_host_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare the host options once: ``command``'s parameter ``on: HostOptions`` becomes the five
+    options, in its place (the same flags, help and order in ``--help``)."""
+    signature = inspect.signature(command, eval_str=True)
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name == "on":
+            parameters += _HOST_PARAMETERS
+        else:
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        on = HostOptions(**{p.name: kwargs.pop(p.name) for p in _HOST_PARAMETERS})
+        return command(on=on, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return wrapper
