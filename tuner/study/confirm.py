@@ -7,9 +7,9 @@ before the study ends, each is run again (restarted, probed, every level measure
 
 **Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
 host time. The optimize loop stops searching as soon as the trials left are no more than the
-re-measures the close pair needs (and the search has run at least as many trials as that, so a
-small budget is never mostly spent on re-measuring); when the pair is not close, every trial of
-the budget searches. A re-run is not a new Optuna trial: its values are stored on the original
+re-measures the close pair needs, provided the search has run at least twice as many (so
+re-measures take at most a third of the budget: with the default 3 runs, from ``--trials 12``);
+when the pair is not close, every trial of the budget searches. A re-run is not a new Optuna trial: its values are stored on the original
 trial (the study's ``repeats`` attribute, :mod:`tuner.study.spread`), its server logs under
 ``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
 
@@ -139,7 +139,7 @@ class Confirmation:
     def stop_search(self, ran: int, budget: int) -> bool:
         """Whether the loop stops searching to leave the rest of the budget to re-measures."""
         needed = self.needed()
-        return 0 < needed <= ran and ran + needed >= budget
+        return 0 < needed and 2 * needed <= ran and ran + needed >= budget
 
     def run(self, runner: Any, budget: int, progress: Any) -> int:
         """Re-run the close pair within ``budget`` runs; the number of runs made."""
