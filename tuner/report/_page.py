@@ -151,7 +151,7 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
 <main>
 {summary_html(view)}
 {winner_html(study, view)}
-{per_load_html(view)}
+{per_load_html(study, view)}
 <div class="grid">
 {cells}
 </div>

@@ -9,7 +9,7 @@ import html
 import optuna
 
 from tuner.report._view import StudyView
-from tuner.study.confirm import winner_lines
+from tuner.study.confirm import study_noise, winner_lines
 from tuner.study.energy import tokens_per_joule
 from tuner.study.per_load import best_by_load, load_contrast
 
@@ -22,7 +22,7 @@ def _energy_at(record, concurrency: int) -> str:  # noqa: ANN001 (results.TrialR
     return "–" if value is None else f"{value:.3f}"
 
 
-def per_load_html(view: StudyView) -> str:
+def per_load_html(study: optuna.Study, view: StudyView) -> str:
     """A table: per level, the best stable trial, its output tok/s and tok/J there, the runner-up,
     and the configurations left out there because they failed at another level."""
     bests = best_by_load(list(view.trials))
@@ -39,7 +39,7 @@ def per_load_html(view: StudyView) -> str:
             f"<td class=num>{_energy_at(found.trial, found.concurrency)}</td>"
             f"<td>{html.escape(runner)}</td><td>{html.escape(left)}</td></tr>"
         )
-    contrast = load_contrast(bests)
+    contrast = load_contrast(bests, noise=study_noise(study).relative)
     note = f"<div><b>{html.escape(contrast)}</b></div>" if contrast else ""
     return (
         f'<div class="panel"><h2>Best stable configuration at each load{html.escape(view.label)}</h2>'

@@ -106,25 +106,32 @@ def best_by_load(records: Sequence[TrialRecord], metric: str = "output_throughpu
 
 
 def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
-                  max_failed_fraction: float = 0.01) -> str | None:
+                  max_failed_fraction: float = 0.01, noise: float = 0.0) -> str | None:
     """One line when the best at the lowest level is not the best at the top one, and by how
-    much each loses where the other wins; None when one configuration wins both."""
+    much each loses where the other wins (and whether both losses are within ``noise``, the
+    relative run-to-run noise); None when one configuration wins both."""
     if len(bests) < 2 or bests[0].trial.number == bests[-1].trial.number:
         return None
     low, top = bests[0], bests[-1]
+
+    losses: list[float] = []
 
     def loses(winner: LoadBest, other: LoadBest) -> str:
         there = _figures(other.trial, metric, max_failed_fraction).get(winner.concurrency)
         if there is None:
             return f"trial {other.trial.number} did not measure c={winner.concurrency}"
+        losses.append((winner.figure - there) / winner.figure)
         return (f"trial {other.trial.number} reads {there:,.4g} there "
                 f"({(there - winner.figure) / winner.figure:+.1%})")
 
-    return (
+    text = (
         f"the best at c={low.concurrency} is trial {low.trial.number} ({low.figure:,.4g}), "
         f"not the best at c={top.concurrency}, trial {top.trial.number} ({top.figure:,.4g}): "
         f"at c={low.concurrency} {loses(low, top)}; at c={top.concurrency} {loses(top, low)}"
     )
+    if len(losses) == 2 and max(losses) <= noise:
+        text += f" (both within the run-to-run noise, {noise:.1%}: either serves both loads)"
+    return text
 
 
 def load_summary(study: Any, space: Any) -> list[str]:
@@ -133,8 +140,10 @@ def load_summary(study: Any, space: Any) -> list[str]:
     objective = space.objective
     if objective.metric == "goodput":
         return []
+    from tuner.study.confirm import study_noise  # confirm reads stable_candidates from here
+
     metric = objective.metric
     contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction),
-                             metric, objective.max_failed_fraction)
+                             metric, objective.max_failed_fraction, study_noise(study).relative)
     label = " (emulated)" if study.user_attrs.get("emulated") else ""
     return [f"[yellow]best by load{label}[/]: {contrast}; see `tuner best --at C`"] if contrast else []
