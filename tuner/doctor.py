@@ -246,7 +246,7 @@ def check_gpus_idle(
         return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
     if server_gpus is not None:
         gpus = [gpu for gpu in gpus if gpu.index in server_gpus]
-    watched = {gpu.values.get("uuid", "") for gpu in gpus}
+    watched = None if server_gpus is None else {gpu.values.get("uuid", "") for gpu in gpus}
     own = {int(pid) for pid in own_pids}
     left_pids = {pid for server in left for pid in server.pids}
     stopped_tuners: set[str] = set()  # PIDs of servers killed tuners left
@@ -254,7 +254,7 @@ def check_gpus_idle(
     others: dict[str, tuple[str, int, float]] = {}  # PID -> (name, GPUs, MiB)
     for line in outputs[0].splitlines():
         cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) < 4 or not cells[0].isdigit() or cells[3] not in watched:
+        if len(cells) < 4 or not cells[0].isdigit() or (watched is not None and cells[3] not in watched):
             continue
         memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
         held[cells[3]] = held.get(cells[3], 0.0) + memory

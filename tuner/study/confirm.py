@@ -138,6 +138,8 @@ class Confirmation:
 
     def stop_search(self, ran: int, budget: int) -> bool:
         """Whether the loop stops searching to leave the rest of the budget to re-measures."""
+        if budget - ran > 2 * (CONFIRM_RUNS - 1):  # more left than a pair could need: no read
+            return False
         needed = self.needed()
         return 0 < needed and 2 * needed <= ran and ran + needed >= budget
 
