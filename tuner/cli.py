@@ -110,38 +110,6 @@ def optimize(
 
 
 @app.command()
-def best(
-    space_path: SpaceArg,
-    storage: StorageOpt = None,
-    study_name: StudyOpt = None,
-    emulate: EmulateOpt = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """Show the best stable trial."""
-    from tuner.study.record import best_stable
-    from tuner.study.storage import load_existing_study
-
-    space = _load(space_path)
-    url, name = storage_and_name(space, storage, study_name, emulate)
-    study = load_existing_study(url, name)
-    record = best_stable(study)
-    emulated = bool(study.user_attrs.get(EMULATED))
-    if as_json:
-        print(json.dumps({
-            "study": name, "trial": record.number, "emulated": emulated,
-            "output_throughput": record.value, "config": record.config,
-            "command_line": record.command_line, "levels": record.levels,
-        }, indent=2))
-        return
-    label = " (emulated)" if emulated else ""
-    console = Console()
-    console.print(f"best stable trial {record.number}: {record.value:,.0f} output tok/s{label}")
-    for level in record.levels:
-        console.print(f"  c={level['concurrency']}: {level['output_throughput']:,.0f} tok/s{label}")
-    console.print(f"command: {record.command_line}", soft_wrap=True, highlight=False)
-
-
-@app.command()
 def export(
     space_path: SpaceArg,
     out: Annotated[Path, typer.Option("--out", help="where to write the launch script")],
@@ -149,15 +117,20 @@ def export(
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
     trial: Annotated[Optional[int], typer.Option("--trial", help="export this trial instead of the best")] = None,
+    at: AtOpt = None,
     port: PortOpt = None,
 ) -> None:
-    """Write a runnable bash script for the best stable trial."""
+    """Write a runnable bash script for the best stable trial (``--at C``: the best at that level)."""
     from tuner.export import write_launch_script
     from tuner.study.storage import load_existing_study
 
     space = _load(space_path)
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
+    if at is not None and trial is not None:
+        raise ConfigError("--at and --trial both name the trial to export; fix: give one of them")
+    if at is not None:
+        trial = best_trial_at(space, study, at).trial.number
     path = write_launch_script(space, study, out, trial_number=trial, port=port)
     Console().print(f"wrote {path}")
 
@@ -273,10 +246,12 @@ def dashboard(
 
 
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
+from tuner.cli_best import AtOpt, best, best_trial_at  # noqa: E402
 from tuner.cli_report import report, trials  # noqa: E402
 from tuner.study.record import EMULATED  # noqa: E402
 
 app.command("bench")(bench)
+app.command("best")(best)
 app.command("report")(report)
 app.command("trials")(trials)
 

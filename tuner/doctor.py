@@ -222,8 +222,11 @@ def check_gpus_idle(
     env: Mapping[str, str] | None = None,
     max_hidden_mib: float = 2048.0,
     left: Sequence[LeftServer] = (),
+    server_gpus: frozenset[int] | None = None,
 ) -> Check:
-    """No GPU is used by another user's process (a shared host must not be disturbed).
+    """No GPU the server will use is used by another user's process (a shared host must not be
+    disturbed); ``server_gpus`` (``handover.server_gpus``; None: every GPU) are those GPUs, so
+    another user's job on another GPU of the host does not fail the check.
 
     A listed compute process other than ``own_pids`` fails the check, and so does memory in use
     on a GPU beyond what its listed processes hold by more than ``max_hidden_mib``: processes of
@@ -241,6 +244,9 @@ def check_gpus_idle(
         gpus = parse_gpu_csv(outputs[1], ("index", "uuid", "memory.used"))
     except (TunerError, ValueError) as error:
         return Check("gpus idle", False, str(error), "check the NVIDIA driver on the host")
+    if server_gpus is not None:
+        gpus = [gpu for gpu in gpus if gpu.index in server_gpus]
+    watched = None if server_gpus is None else {gpu.values.get("uuid", "") for gpu in gpus}
     own = {int(pid) for pid in own_pids}
     left_pids = {pid for server in left for pid in server.pids}
     stopped_tuners: set[str] = set()  # PIDs of servers killed tuners left
@@ -248,7 +254,7 @@ def check_gpus_idle(
     others: dict[str, tuple[str, int, float]] = {}  # PID -> (name, GPUs, MiB)
     for line in outputs[0].splitlines():
         cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) < 4 or not cells[0].isdigit():
+        if len(cells) < 4 or not cells[0].isdigit() or (watched is not None and cells[3] not in watched):
             continue
         memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
         held[cells[3]] = held.get(cells[3], 0.0) + memory
@@ -277,7 +283,8 @@ def check_gpus_idle(
             f"no other process on the {len(gpus)} GPU(s) but PID(s) "
             f"{', '.join(sorted(stopped_tuners, key=int))} of a server a stopped tuner left "
             "running; `tuner optimize` stops it first"))
-    return Check("gpus idle", True, f"no other process on the {len(gpus)} GPU(s)")
+    which = "" if server_gpus is None else " the server uses"
+    return Check("gpus idle", True, f"no other process on the {len(gpus)} GPU(s){which}")
 
 
 def check_flags_known(

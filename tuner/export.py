@@ -92,6 +92,9 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
             f"#   c={level['concurrency']}: {level['output_throughput']:,.0f} output tok/s, "
             f"p99 TTFT {level['p99_ttft_ms']:,.0f} ms, median TPOT {level['median_tpot_ms']:,.1f} ms"
         )
+    spread = record.spread()
+    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.confirm)
+        lines.append(f"# re-measured: {spread.text('output tok/s')}")
     validation = record.user_attrs.get(VALIDATION)
     if validation:
         lines.append(

@@ -2,7 +2,9 @@
 
 :class:`GpuSampler` starts ONE long-running ``nvidia-smi --query-gpu=... -lms N`` on the host, as a
 detached process with its own output file, and summarises what it wrote when the level ends:
-mean and max power, the power limit, utilisation and memory. A host without ``nvidia-smi``
+mean and max power per GPU, the power of all the server's GPUs together (``total_power_w``:
+the per-GPU mean times the GPUs sampled), the power limit, utilisation and memory; a sampler
+given the server's GPUs (``gpus``) keeps only their rows. A host without ``nvidia-smi``
 gives no summary and no error. :func:`under_utilised` flags a level whose GPUs stayed under half
 their power limit (the seeds' 250 W of 600 W).
 """
@@ -62,7 +64,8 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class GpuSummary:
-    """Per-GPU power, utilisation and memory over one benchmark level."""
+    """Per-GPU power, utilisation and memory over one benchmark level; ``total_power_w`` is the
+    power of the ``gpus`` GPUs sampled together (what energy per token divides by)."""
 
     mean_power_w: float
     max_power_w: float
@@ -71,6 +74,8 @@ class GpuSummary:
     max_util_pct: float
     max_memory_used_mib: float
     samples: int
+    gpus: int = 1
+    total_power_w: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as stored on a trial."""
@@ -141,10 +146,13 @@ def parse_gpu_csv(
 
 
 def summarise(samples: Sequence[GpuSample]) -> GpuSummary | None:
-    """Mean and max over all GPUs' samples (per GPU, not summed); None without power readings."""
+    """Mean and max over all GPUs' samples (per GPU), and the GPUs' power together (the per-GPU
+    mean times the GPUs that gave readings: each tick gives one row per GPU); None without power
+    readings."""
     power = [s.power_draw_w for s in samples if s.power_draw_w is not None]
     if not power:
         return None
+    gpus = len({s.index for s in samples if s.power_draw_w is not None}) or 1
     util = [s.utilization_pct for s in samples if s.utilization_pct is not None]
     limits = [s.power_limit_w for s in samples if s.power_limit_w is not None]
     memory = [s.memory_used_mib for s in samples if s.memory_used_mib is not None]
@@ -156,6 +164,8 @@ def summarise(samples: Sequence[GpuSample]) -> GpuSummary | None:
         max_util_pct=max(util) if util else 0.0,
         max_memory_used_mib=max(memory) if memory else 0.0,
         samples=len(samples),
+        gpus=gpus,
+        total_power_w=fmean(power) * gpus,
     )
 
 
@@ -183,6 +193,7 @@ class GpuSampler:
         interval_ms: sampling period passed to ``nvidia-smi -lms``.
         env: environment on the host (a PATH holding the emulator's stand-in nvidia-smi).
         run_dir: folder for the sampler's output (default: a fresh one under the run root).
+        gpus: the indices of the GPUs the server uses (``handover.server_gpus``); None: all.
     """
 
     def __init__(
@@ -192,8 +203,10 @@ class GpuSampler:
         *,
         env: Mapping[str, str] | None = None,
         run_dir: str | None = None,
+        gpus: frozenset[int] | None = None,
     ) -> None:
         self.host = host
+        self.gpus = gpus
         self.interval_ms = int(interval_ms)
         self.env = dict(env or {})
         self.run_dir = run_dir or f"{host.run_root.rstrip('/')}/.telemetry/{uuid.uuid4().hex[:12]}"
@@ -245,7 +258,10 @@ class GpuSampler:
         try:
             self.host.stop_server(handle, grace_s=2.0, port=None, wait_gpu_s=0.0, env=self.env)
             text = self.host.read_file(handle.log_path).decode("utf-8", errors="replace")
-            self.samples = parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
+            self.samples = [
+                sample for sample in parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
+                if self.gpus is None or sample.index in self.gpus
+            ]
             self.summary = summarise(self.samples)
         except (HostError, ValueError):
             self.summary = None

@@ -78,6 +78,15 @@ def test_a_gpu_busy_with_a_foreign_process_is_caught(host: Host, smi_env: dict[s
     assert not hidden.ok and "GPU 1: 5004 MiB held by processes not listed here" in hidden.detail
 
 
+def test_gpus_idle_looks_only_at_the_gpus_the_server_uses(host: Host, smi_env: dict[str, str]) -> None:
+    foreign = {**smi_env, "FAKE_SMI_FOREIGN": "1", "FAKE_SMI_HIDDEN_MIB": "5000"}  # GPU 0; GPU 1
+    on_gpu_1 = doctor.check_gpus_idle(host, env=foreign, server_gpus=frozenset({1}))
+    assert not on_gpu_1.ok and "GPU 1: 5004 MiB" in on_gpu_1.detail and "PID 4242" not in on_gpu_1.detail
+    elsewhere = doctor.check_gpus_idle(host, env={**smi_env, "FAKE_SMI_FOREIGN": "1"}, server_gpus=frozenset({1}))
+    assert elsewhere.ok and elsewhere.detail == "no other process on the 1 GPU(s) the server uses"
+    assert not doctor.check_gpus_idle(host, env={**smi_env, "FAKE_SMI_FOREIGN": "1"}, server_gpus=frozenset({0})).ok
+
+
 def test_gpus_are_listed_with_memory_and_compute_capability(
     host: Host, smi_env: dict[str, str]
 ) -> None:

@@ -81,6 +81,16 @@ def test_sampled_load_gives_per_gpu_mean_and_peak() -> None:
     assert summary.samples == 144
 
 
+def test_the_power_of_all_the_gpus_sampled_is_their_sum() -> None:
+    samples = parse_gpu_csv((FIXTURES / "load.csv").read_text())  # 2 x H200, 72 ticks
+    summary = summarise(samples)
+    per_gpu = [[s.power_draw_w for s in samples if s.index == gpu] for gpu in (0, 1)]
+    assert summary.gpus == 2 and len(per_gpu[0]) == len(per_gpu[1]) == 72
+    ticks = [a + b for a, b in zip(*per_gpu)]  # each tick: GPU 0's row, then GPU 1's
+    assert summary.total_power_w == pytest.approx(sum(ticks) / len(ticks))
+    assert summary.total_power_w == pytest.approx(2 * summary.mean_power_w)
+
+
 def test_under_utilised_means_mean_power_below_half_the_limit() -> None:
     idle = summarise(parse_gpu_csv((FIXTURES / "idle.csv").read_text()))
     busy = summarise(
@@ -122,6 +132,16 @@ def test_sampler_runs_one_nvidia_smi_during_the_block(host: Host) -> None:
     assert not under_utilised(summary)
     assert _stand_in_samplers() == []
     assert not Path(sampler.run_dir).exists()
+
+
+def test_sampler_keeps_only_the_gpus_the_server_uses(host: Host) -> None:
+    env = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "FAKE_SMI_POWER": "420"}
+    with GpuSampler(host, interval_ms=50, env=env, gpus=frozenset({1})) as sampler:
+        log = Path(sampler.run_dir) / "gpu.csv"
+        assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) >= 8, 60)
+    summary = sampler.summary
+    assert {s.index for s in sampler.samples} == {1}  # GPU 0 draws 420 W, GPU 1 421 W
+    assert (summary.gpus, summary.mean_power_w, summary.total_power_w) == (1, 421.0, 421.0)
 
 
 def test_sampler_without_nvidia_smi_gives_no_summary_and_no_error(host: Host) -> None:

@@ -2,8 +2,9 @@
 
 ``build_report(study)`` returns one HTML page (plotly, inline, no network) with the optimisation
 history, throughput against concurrency, latency against throughput with the Pareto front,
-parameter importances, parallel coordinates, failures by reason and by parameter value, and GPU
-power and utilisation; ``write_report(study, path)`` writes it. ``trials_frame(study)`` is the
+parameter importances, parallel coordinates, failures by reason and by parameter value, GPU
+power and utilisation, energy per token against throughput with its Pareto front, the best
+stable trial at each load level, and the winner with its spread over re-measured runs; ``write_report(study, path)`` writes it. ``trials_frame(study)`` is the
 trials table as a pandas DataFrame; ``trials_text(study, "csv"|"json")`` its text.
 """
 

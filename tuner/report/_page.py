@@ -15,9 +15,11 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 import tuner
+from tuner.report._fig_energy import energy_figure
 from tuner.report._fig_failures import failure_param_figure, failure_reason_figure
 from tuner.report._fig_levels import concurrency_figure, gpu_figure, latency_figure
 from tuner.report._fig_search import history_figure, importance_figure, parallel_figure
+from tuner.report._per_load import per_load_html, winner_html
 from tuner.report._style import FIGURE_HEIGHT
 from tuner.report._summary import summary_html, top_trials_html
 from tuner.report._view import StudyView, read_study
@@ -25,7 +27,7 @@ from tuner.report._view import StudyView, read_study
 __all__ = ["FIGURE_COUNT", "build_report", "report_title", "write_report"]
 
 # The figures of the page, in order (the browser test checks that each is drawn).
-FIGURE_COUNT = 8
+FIGURE_COUNT = 9
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
@@ -85,6 +87,7 @@ def _figures(study: optuna.Study, view: StudyView) -> list[tuple[go.Figure, int]
         (importance_figure(study, view), 2),
         (failure_reason_figure(view), 2),
         (gpu_figure(view), 2),
+        (energy_figure(view), 6),
         (parallel_figure(view), 6),
         (failure_param_figure(view), 6),
     ]
@@ -147,6 +150,8 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
 <div class="sub">{sub}</div></header>
 <main>
 {summary_html(view)}
+{winner_html(study, view)}
+{per_load_html(study, view)}
 <div class="grid">
 {cells}
 </div>

@@ -4,7 +4,8 @@ Columns, in order: ``number, state, value, is_baseline, stable, reason, detail, 
 reused_from, chosen_by`` (why it was run: ``sampler: tpe``, ``rule: ...``), one ``config.<name>``
 per setting (empty when the setting was not active, the text ``unset`` when the flag was left
 unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and
-``median_tpot_ms@<c>``, ``measurement_bound@<c>`` (True: the client measured itself there, the
+``median_tpot_ms@<c>``, ``tokens_per_joule@<c>`` (output tokens per joule of the server's GPUs, empty
+without power readings), ``measurement_bound@<c>`` (True: the client measured itself there, the
 figure is stored but never ranked), then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
 ``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's ``validated``,
 ``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.

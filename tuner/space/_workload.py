@@ -237,7 +237,8 @@ class Probe(StrictModel):
 class Objective(StrictModel):
     """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
 
-    metric: Literal["output_throughput", "total_throughput", "request_throughput", "goodput"] = (
+    metric: Literal["output_throughput", "total_throughput", "request_throughput", "goodput",
+                    "tokens_per_joule"] = (
         "output_throughput"
     )
     max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)

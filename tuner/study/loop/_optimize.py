@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from tuner.errors import TunerError
 from tuner.scrub import Scrubber
+from tuner.study.confirm import Confirmation
 from tuner.study.record import (
     CHOSEN_BY,
     COMMAND_LINE,
@@ -72,6 +73,7 @@ class OptimizeSummary:
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
     patience_stop: bool = False
+    remeasured: int = 0  # re-runs of a close best and runner-up (tuner.study.confirm), in the budget
 
     def settled(self, outcome: Outcome) -> None:
         """Count a configuration settled without running (skipped, gated or reused)."""
@@ -118,6 +120,7 @@ def optimize_study(
     unavailable_patches: set[str] = frozenset(),
     feasibility: FeasibilityCheck | None = None,
     strategy: Strategy | None = None,
+    confirm: Confirmation | None = None,
 ) -> OptimizeSummary:
     """Run up to ``n_trials`` configurations on the host (the baseline first, if not yet run).
 
@@ -128,6 +131,7 @@ def optimize_study(
     skipped like a constraint: that dimension is pinned to "not patched" for this run. With
     ``feasibility``, a sampled configuration too much like failed ones is recorded PRUNED
     (``pruned_by: feasibility``) without running; the baseline and queued ones always run.
+    With ``confirm``, the end of the budget re-measures a close best and runner-up.
     """
     strategy = strategy or StudySampler(study)
     summary = OptimizeSummary()
@@ -136,6 +140,8 @@ def optimize_study(
     idle = 0
     progress.run_started(n_trials, study)
     while summary.ran < n_trials and not patience.exhausted:
+        if confirm is not None and confirm.stop_search(summary.ran, n_trials):
+            break  # the trials left re-measure the close pair
         fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
         wait_for_probe_reference(study, space, say=progress.console.print)
         require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
@@ -190,6 +196,8 @@ def optimize_study(
             break
     require_baseline_goodput(study, space)  # also when the baseline was the run's last trial
     summary.patience_stop = patience.exhausted
+    if confirm is not None:
+        summary.remeasured = confirm.run(runner, n_trials - summary.ran, progress)
     progress.run_finished(summary)
     return summary
 
@@ -269,6 +277,7 @@ def _run_launch(
     progress.trial_started(trial.number, summary.ran, config, is_baseline, chosen_by)
     runner.on_phase = progress.phase
     runner.on_level = progress.level_done
+    runner.on_energy = progress.level_energy
     started = time.monotonic()
     result = run_outcome(lambda: runner.run(trial, config, launch))
     write_outcome(study, trial, result)

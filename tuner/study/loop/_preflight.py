@@ -8,6 +8,7 @@ from typing import Any
 
 from tuner import doctor
 from tuner.errors import TunerError
+from tuner.handover import read_gpu_state, server_gpus
 from tuner.host._run_root import inspect_run_root
 from tuner.patches import PatchManager
 from tuner.study.trial import Target
@@ -43,7 +44,7 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         doctor.check_python(host, target.python, env),
         doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
         doctor.check_gpus(host, None, env),
-        doctor.check_gpus_idle(host, env=env, left=left),
+        doctor.check_gpus_idle(host, env=env, left=left, server_gpus=_baseline_gpus(space, target, env)),
         doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
         doctor.check_port_free(host, target.port, left),
         doctor.check_disk(host, target.run_root),
@@ -51,6 +52,14 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
     return checks
+
+
+def _baseline_gpus(space: Any, target: Target, env: Mapping[str, str]) -> frozenset[int] | None:
+    """The GPUs the baseline's server will use (None: every GPU, when that cannot be told)."""
+    try:
+        return server_gpus(read_gpu_state(target.host, env), space.render(space.baseline, local=target.local).argv)
+    except TunerError:
+        return None
 
 
 def check_run_root(host: Any) -> doctor.Check:

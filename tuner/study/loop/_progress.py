@@ -46,6 +46,8 @@ class ProgressView:
         self._live: Live | None = None
         self._started = time.monotonic()
         self.goodput = False  # objective.metric goodput: values are req/s, levels are rates
+        self.tokens_per_joule = False  # objective.metric tokens_per_joule: values are tok/J
+        self._energy: float | None = None  # the next level's tokens per joule
 
     # -- the loop's events --------------------------------------------------------------------
 
@@ -75,8 +77,14 @@ class ProgressView:
         self.status = text
         self._refresh()
 
+    def level_energy(self, tokens_per_joule: float | None) -> None:
+        """The next level's output tokens per joule (None: no GPU power sampled)."""
+        self._energy = tokens_per_joule
+
     def level_done(self, metrics: Any, k: int, n: int) -> None:
         emulated = " emulated" if metrics.emulated else ""
+        energy, self._energy = self._energy, None
+        per_joule = f", {energy:.2f} tok/J{emulated}" if energy is not None else ""
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
         bound = getattr(metrics, "measurement_bound", None)
         stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
@@ -85,7 +93,8 @@ class ProgressView:
         self._print(
             f"    level {k}/{n} {self._at(metrics)}: {_num(metrics.output_throughput)} output tok/s"
             f"{emulated}, {metrics.completed} ok / {metrics.failed} failed{again}, "
-            f"p99 TTFT {_num(metrics.p99_ttft_ms)} ms, median TPOT {_num(metrics.median_tpot_ms, 1)} ms{stop}"
+            f"p99 TTFT {_num(metrics.p99_ttft_ms)} ms, median TPOT {_num(metrics.median_tpot_ms, 1)} ms"
+            f"{per_joule}{stop}"
         )
 
     def trial_finished(
@@ -100,6 +109,8 @@ class ProgressView:
         self._refresh()
 
     def _value(self, value: float) -> str:
+        if self.tokens_per_joule:
+            return f"{value:,.3f} output tok/J"
         return f"{value:,.2f} req/s goodput" if self.goodput else f"{value:,.0f} tok/s"
 
     @staticmethod
@@ -122,7 +133,9 @@ class ProgressView:
         best = (self._value(self.best).replace("tok/s", "output tok/s") + label
                 if self.best is not None else "none")
         self.console.print(
-            f"[bold]done[/]: {summary.ran} run, {summary.skipped} skipped by constraints, "
+            f"[bold]done[/]: {summary.ran} run, "
+            + (f"{summary.remeasured} re-measured, " if getattr(summary, "remeasured", 0) else "")
+            + f"{summary.skipped} skipped by constraints, "
             + (f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
                if getattr(summary, "skipped_unsafe", 0) else "")
             + f"{summary.reused} reused; best so far {best}; "

@@ -20,6 +20,9 @@ from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
+from tuner.study.confirm import Confirmation
+from tuner.study.energy import TOKENS_PER_JOULE, require_power
+from tuner.study.per_load import load_summary
 from tuner.study.trial import (
     GATE_EXPLORE,
     BaselinePruner,
@@ -151,6 +154,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
     progress.goodput = space.objective.metric == "goodput"
+    progress.tokens_per_joule = space.objective.metric == TOKENS_PER_JOULE
     try:
         restored = patches.revert_all()
         if restored:
@@ -163,6 +167,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
         target.gpu_idle = read_gpu_state(target.host, target.env)  # each start waits for it
+        require_power(space, target.gpu_idle)  # tokens_per_joule on a host without nvidia-smi
         if options.warm_start:
             queued = warm_start(study, space, options.warm_start)
             console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")
@@ -183,10 +188,12 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         )
         summary = optimize_study(
             study, space, runner, options.trials, progress, unavailable, feasibility=feasibility,
-            strategy=strategy,
+            strategy=strategy, confirm=Confirmation(study, space),
         )
         for line in failing_values(study):
             console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)
+        for line in load_summary(study, space):
+            console.print(line, highlight=False)
         return summary
     finally:
         progress.close()

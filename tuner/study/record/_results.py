@@ -22,6 +22,7 @@ from tuner.study.record._keys import (
     STABLE,
 )
 from tuner.study.record._outcome import Outcome, outcome_of
+from tuner.study.spread import REPEATS_ATTR, Spread, spread_of
 
 __all__ = ["TrialRecord", "records", "best_stable", "baseline_record"]
 
@@ -51,13 +52,25 @@ class TrialRecord:
     def throughput_by_level(self) -> dict[int, float]:
         return {lv["concurrency"]: lv["output_throughput"] for lv in self.levels}
 
+    def spread(self, noise: float = 0.0) -> Spread | None:
+        """Its value over its runs (the re-measures of :mod:`tuner.study.confirm`, if any)."""
+        return spread_of(self.value, self.user_attrs.get(REPEATS_ATTR), noise)
+
+    @property
+    def mean_value(self) -> float | None:
+        """The value, or its mean over the re-measured runs."""
+        spread = self.spread()
+        return spread.mean if spread is not None else None
 
 
 
-def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
+
+def _record(trial: FrozenTrial, validations: dict[str, Any], repeats: dict[str, Any]) -> TrialRecord:
     ua = dict(trial.user_attrs)
     if str(trial.number) in validations:
         ua[VALIDATION] = validations[str(trial.number)]
+    if str(trial.number) in repeats:  # a finished trial's attributes are closed: kept on the study
+        ua[REPEATS_ATTR] = repeats[str(trial.number)]
     reason = ua.get(FAILURE_REASON) or ua.get(PRUNED_REASON)
     return TrialRecord(
         number=trial.number,
@@ -81,12 +94,14 @@ def _record(trial: FrozenTrial, validations: dict[str, Any]) -> TrialRecord:
 
 def records(study: optuna.Study) -> list[TrialRecord]:
     """Every trial of the study, in order."""
-    validations = study.user_attrs.get(VALIDATION, {})
-    return [_record(t, validations) for t in study.get_trials(deepcopy=False)]
+    study_attrs = study.user_attrs
+    validations, repeats = study_attrs.get(VALIDATION, {}), study_attrs.get(REPEATS_ATTR, {})
+    return [_record(t, validations, repeats) for t in study.get_trials(deepcopy=False)]
 
 
 def best_stable(study: optuna.Study, *, prefer_validated: bool = True) -> TrialRecord:
-    """The best COMPLETE trial whose every level ran clean (validated ones first, if any).
+    """The best COMPLETE trial whose every level ran clean (validated ones first, if any); a
+    re-measured trial counts by its mean over its runs.
 
     Raises:
         ConfigError: no stable trial yet.
@@ -99,7 +114,7 @@ def best_stable(study: optuna.Study, *, prefer_validated: bool = True) -> TrialR
             stable = validated
     if not stable:
         raise ConfigError(f"study {study.study_name!r} has no stable completed trial yet; fix: run `tuner optimize`")
-    return max(stable, key=lambda r: r.value or 0.0)
+    return max(stable, key=lambda r: r.mean_value or 0.0)
 
 
 def baseline_record(study: optuna.Study) -> TrialRecord | None:

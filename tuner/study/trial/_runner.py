@@ -20,11 +20,13 @@ from typing import Any, Callable
 import optuna
 
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
+from tuner.handover import server_gpus
 from tuner.lifecycle import ServerSession
 from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_level
 from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
+from tuner.study.energy import add_energy
 from tuner.study.record import (
     PROBE_REFERENCE,
     ENGINE_VERSION,
@@ -87,6 +89,8 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
             continue
         if objective.slo.unmet(level):  # p99 TTFT, median or p99 TPOT
             continue
+        if level.get(objective.metric) is None:  # tokens_per_joule of a level without power
+            continue
         if best is None or level[objective.metric] > best[objective.metric]:
             best = level
     if best is None:
@@ -121,6 +125,7 @@ class TrialRunner:
     engine_version: str | None = None
     on_phase: Callable[[str], None] = lambda text: None
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
+    on_energy: Callable[[float | None], None] = lambda tokens_per_joule: None  # before on_level
     requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
@@ -258,6 +263,7 @@ class TrialRunner:
             if gpu is not None:
                 telemetry[str(concurrency)] = gpu
                 level["gpu"] = gpu
+            self.on_energy(add_energy(level))
             levels.append(level)
             store(trial, LEVELS, levels)
             store_level_figures(trial, level)
@@ -269,8 +275,9 @@ class TrialRunner:
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
                 raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
-            if metrics.rankable(self.space.objective.max_failed_fraction) and self._should_prune(
-                trial, levels, getattr(metrics, self.space.objective.metric), concurrency
+            figure = level.get(self.space.objective.metric)
+            if figure is not None and metrics.rankable(self.space.objective.max_failed_fraction) and self._should_prune(
+                trial, levels, figure, concurrency
             ):
                 raise optuna.TrialPruned(
                     f"below the baseline's best by more than {self.space.objective.prune_margin:.0%} "
@@ -279,7 +286,7 @@ class TrialRunner:
                 )
         value, stable = objective_value(levels, self.space.objective)
         store(trial, STABLE, stable)
-        peak = max(levels, key=lambda lv: lv[self.space.objective.metric])
+        peak = max(levels, key=lambda lv: lv.get(self.space.objective.metric) or 0.0)
         if "gpu" in peak and under_utilised(peak["gpu"]):
             store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
         if value is None and any(level.get("measurement_bound") for level in levels):
@@ -294,9 +301,11 @@ class TrialRunner:
         return value
 
     def _run_level(self, session: ServerSession, spec: LevelSpec) -> tuple[LevelMetrics, dict[str, Any] | None]:
-        """One level against the running server, with GPU telemetry and the server's /metrics
-        sampled meanwhile (the search benchmark's model host replaces this one method)."""
-        with GpuSampler(self.target.host, env=self.target.env) as sampler, \
+        """One level against the running server, with GPU telemetry (of the server's own GPUs) and
+        the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
+        one method)."""
+        gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
+        with GpuSampler(self.target.host, env=self.target.env, gpus=gpus) as sampler, \
                 sample_metrics(session, self.target.time_scale.emulated):
             metrics = asyncio.run(
                 run_level(

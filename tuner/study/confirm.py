@@ -1,0 +1,199 @@
+"""A winner beyond noise: the best and the runner-up measured again when they are close.
+
+One run of a configuration differs from the next by the host's run-to-run noise. When the best
+stable trial and the runner-up are within that spread of each other, which one wins is luck; so
+before the study ends, each is run again (restarted, probed, every level measured) until it has
+:data:`CONFIRM_RUNS` runs, and the winner is the higher mean.
+
+**Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
+host time. The optimize loop stops searching as soon as the trials left are no more than the
+re-measures the close pair needs, provided the search has run at least twice as many (so
+re-measures take at most a third of the budget: with the default 3 runs, from ``--trials 12``);
+when the pair is not close, every trial of the budget searches. A re-run is not a new Optuna trial: its values are stored on the original
+trial (the study's ``repeats`` attribute, :mod:`tuner.study.spread`), its server logs under
+``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
+
+**Noise.** The spread the pair is compared with: an emulated study's stated noise (the
+emulator's ``noise.py``: sd 2% per server run, 1% per stretch, so 2.2%), else the largest
+relative spread measured over the study's re-measured trials, else :data:`ASSUMED_NOISE` (a
+real restart differs by a percent or two: assumed, until repeats are measured).
+
+Not for ``objective.minimize`` (a Pareto front, no single winner) or ``goodput`` (a rate search
+per configuration) studies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tuner.emulator.noise import EPOCH_SD, RUN_SD
+from tuner.errors import ServerFailure, TunerError
+from tuner.scrub import Scrubber
+from tuner.study import record as attrs
+from tuner.study.per_load import stable_candidates
+from tuner.study.record import TrialRecord, records
+from tuner.study.spread import REPEATS_ATTR, Spread, tied
+
+__all__ = ["ASSUMED_NOISE", "CONFIRM_RUNS", "Confirmation", "Noise", "close_pair", "study_noise", "winner_lines"]
+
+CONFIRM_RUNS = 3
+ASSUMED_NOISE = 0.02
+EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The study's relative run-to-run noise and where it comes from."""
+
+    relative: float
+    source: str
+
+
+def study_noise(study: optuna.Study) -> Noise:
+    """See the module docstring, **Noise**."""
+    if study.user_attrs.get(attrs.EMULATED):
+        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
+    measured = [s.relative for r in records(study) if (s := r.spread()) is not None and s.runs > 1]
+    if measured:
+        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
+    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
+
+
+def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
+    """The best and the runner-up stable trials when they are within the spread of each other."""
+    ranked = sorted(stable_candidates(found), key=lambda r: -(r.mean_value or 0.0))
+    if len(ranked) < 2:
+        return None
+    best, second = ranked[0].spread(noise), ranked[1].spread(noise)
+    if best is None or second is None or best.mean - second.mean > max(best.sd, second.sd):
+        return None
+    return ranked[0], ranked[1]
+
+
+def _runs_left(pair: tuple[TrialRecord, TrialRecord] | None) -> int:
+    if pair is None:
+        return 0
+    return sum(max(0, CONFIRM_RUNS - (r.spread() or Spread(0, 0, 1)).runs) for r in pair)
+
+
+def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
+    """The best stable trial with its spread, and a tie with the runner-up when there is one."""
+    noise = study_noise(study)
+    ranked = sorted(stable_candidates(records(study)), key=lambda r: -(r.mean_value or 0.0))
+    if not ranked:
+        return []
+    first = ranked[0].spread(noise.relative)
+    lines = [f"winner: trial {ranked[0].number}: {first.text(unit)}"]
+    if len(ranked) > 1:
+        second = ranked[1].spread(noise.relative)
+        if tied(first, second):
+            lines.append(
+                f"tied: trial {ranked[0].number} ({first.text(unit)}) and trial {ranked[1].number} "
+                f"({second.text(unit)}) are within each other's spread (noise {noise.relative:.1%}: "
+                f"{noise.source}); either may be exported"
+            )
+    return lines
+
+
+class _RepeatTrial:
+    """What :class:`TrialRunner` stores on while re-running trial ``number``: its attributes are
+    kept here (a finished Optuna trial takes no more), and it is never pruned."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.user_attrs: dict[str, Any] = {}
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        self.user_attrs[key] = value
+
+    def report(self, value: float, step: int) -> None:
+        pass
+
+    def should_prune(self) -> bool:
+        return False
+
+
+@dataclass
+class Confirmation:
+    """The re-measure of the close pair, for one ``optimize`` run (see the module docstring)."""
+
+    study: optuna.Study
+    space: Any
+
+    @property
+    def applies(self) -> bool:
+        objective = self.space.objective
+        return objective.minimize is None and objective.metric != "goodput"
+
+    def needed(self) -> int:
+        """Runs the close pair still needs (0: no close pair)."""
+        if not self.applies:
+            return 0
+        return _runs_left(close_pair(records(self.study), study_noise(self.study).relative))
+
+    def stop_search(self, ran: int, budget: int) -> bool:
+        """Whether the loop stops searching to leave the rest of the budget to re-measures."""
+        if budget - ran > 2 * (CONFIRM_RUNS - 1):  # more left than a pair could need: no read
+            return False
+        needed = self.needed()
+        return 0 < needed and 2 * needed <= ran and ran + needed >= budget
+
+    def run(self, runner: Any, budget: int, progress: Any) -> int:
+        """Re-run the close pair within ``budget`` runs; the number of runs made."""
+        if not self.applies:
+            return 0
+        noise = study_noise(self.study)
+        pair = close_pair(records(self.study), noise.relative)
+        made = 0
+        for record in pair or ():
+            runs = (record.spread() or Spread(0, 0, 1)).runs
+            while runs < CONFIRM_RUNS and made < budget:
+                progress.console.print(
+                    f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
+                    f"trials {pair[0].number} and {pair[1].number} are within the run-to-run noise "
+                    f"({noise.relative:.1%}, {noise.source})", highlight=False)
+                if not self._run_again(record, runner, runs, progress):
+                    break
+                runs, made = runs + 1, made + 1
+        for line in winner_lines(self.study) if made else ():
+            progress.console.print(line, highlight=False)
+        return made
+
+    def _run_again(self, record: TrialRecord, runner: Any, runs: int, progress: Any) -> bool:
+        """One re-run stored on the original; False when the host failed (no more re-runs)."""
+        config = self.space.config_from_params(record.params)
+        target = runner.target
+        launch = self.space.render(config, command=target.command, port=target.port, local=target.local)
+        again = dataclasses.replace(runner, local_runs_dir=runner.local_runs_dir / f"repeat-{runs}",
+                                    on_phase=progress.phase, on_level=progress.level_done,
+                                    on_energy=progress.level_energy)
+        trial = _RepeatTrial(record.number)
+        value, failure, host_error = None, None, False
+        try:
+            with attrs.scrubbing(Scrubber.of(launch.secret_values())):
+                value = again.run(trial, config, launch)[0]  # type: ignore[arg-type]
+        except ServerFailure as error:
+            failure = error.reason
+        except TunerError as error:
+            failure, host_error = f"host-error: {error}", True
+        self._store(record, value, failure, trial.user_attrs.get(attrs.HOST_SECONDS))
+        progress.console.print(f"  re-run of trial {record.number}: "
+                               + (f"{value:,.4g}" if value is not None else f"FAIL {failure}"), highlight=False)
+        return not host_error
+
+    def _store(self, record: TrialRecord, value: float | None, failure: str | None,
+               host_seconds: float | None) -> None:
+        every = dict(self.study.user_attrs.get(REPEATS_ATTR) or {})
+        mine = dict(every.get(str(record.number)) or {"values": [record.value], "failed": [], "host_seconds": []})
+        if value is not None:
+            mine["values"] = [*mine["values"], value]
+        else:
+            mine["failed"] = [*mine["failed"], failure]
+        mine["host_seconds"] = [*mine["host_seconds"], host_seconds]
+        every[str(record.number)] = mine
+        self.study.set_user_attr(REPEATS_ATTR, every)

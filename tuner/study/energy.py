@@ -1,0 +1,91 @@
+"""Energy per token: each level's output tokens per joule (the report draws its Pareto front).
+
+A level's ``gpu`` summary (:mod:`tuner.telemetry`) holds the power of the GPUs the server uses,
+sampled while the level ran (``total_power_w``: the per-GPU mean times those GPUs). Output
+tokens per second divided by watts is output tokens per joule; it is stored on the level as
+``tokens_per_joule`` when the level is measured, so ``objective.metric: tokens_per_joule`` ranks
+by it exactly as by throughput (the same clean-level rule, the same optional SLO). An emulated
+study's power is the emulator's stand-in ``nvidia-smi`` (230-280 W per busy GPU, assumed: see
+``tuner/emulator/README.md``), and its tokens per joule are emulated like its throughput.
+
+Levels stored before ``total_power_w`` existed carry only the per-GPU mean: their tokens per
+joule are known only when the caller states how many GPUs the server used (``gpus``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import ConfigError
+
+__all__ = [
+    "TOKENS_PER_JOULE",
+    "EnergyPoint",
+    "add_energy",
+    "energy_points",
+    "require_power",
+    "tokens_per_joule",
+]
+
+TOKENS_PER_JOULE = "tokens_per_joule"
+
+
+def tokens_per_joule(level: Mapping[str, Any], gpus: int | None = None) -> float | None:
+    """Output tokens per joule of one stored level; None without power readings (a CPU host,
+    or an older level whose GPU count ``gpus`` is not given)."""
+    gpu = level.get("gpu") or {}
+    power = gpu.get("total_power_w")
+    if not power and gpus and gpu.get("mean_power_w"):
+        power = float(gpu["mean_power_w"]) * gpus
+    tokens = level.get("output_throughput")
+    if not power or tokens is None:
+        return None
+    return float(tokens) / float(power)
+
+
+def add_energy(level: dict[str, Any]) -> float | None:
+    """Store ``tokens_per_joule`` on a level just measured (when its power was sampled)."""
+    value = tokens_per_joule(level)
+    if value is not None:
+        level[TOKENS_PER_JOULE] = round(value, 4)
+    return value
+
+
+@dataclass(frozen=True)
+class EnergyPoint:
+    """One clean level of one trial: throughput and energy per token."""
+
+    trial: int
+    concurrency: int
+    output_throughput: float
+    tokens_per_joule: float
+
+    @property
+    def joules_per_token(self) -> float:
+        return 1.0 / self.tokens_per_joule
+
+
+def energy_points(records: Iterable[Any], gpus: int | None = None) -> list[EnergyPoint]:
+    """The clean levels of the stable COMPLETE trials (``results.TrialRecord``) that have power."""
+    points = []
+    for record in records:
+        if not record.stable or record.reused_from is not None:
+            continue
+        for level in record.levels:
+            value = tokens_per_joule(level, gpus)
+            if value is not None and level.get("stop_reason") is None:
+                points.append(EnergyPoint(record.number, int(level["concurrency"]),
+                                          float(level["output_throughput"]), value))
+    return points
+
+
+def require_power(space: Any, gpu_state: Any) -> None:
+    """Refuse ``objective.metric: tokens_per_joule`` on a host without ``nvidia-smi`` (before
+    any trial: no level could be ranked)."""
+    if space.objective.metric == TOKENS_PER_JOULE and gpu_state is None:
+        raise ConfigError(
+            f"{space.path}: objective.metric: tokens_per_joule needs GPU power, and the host has "
+            "no nvidia-smi; fix: use metric output_throughput on this host"
+        )

@@ -1,0 +1,149 @@
+"""The best stable configuration at each load level (``tuner best --at C``, the report, the summary).
+
+A configuration can win at one load and lose at another (speculative decoding at low
+concurrency, DP attention at high; the seeds' 689 against 757 tok/s at 64 streams). So the best
+is also told per level measured.
+
+**Stable** here means what ``tuner best`` means: a COMPLETE trial whose every level ran clean
+(and that did not fail a validation soak). A configuration that crashed or dropped requests at
+a higher level is not "the best at 64" for a user who may see that higher load: it is left out,
+and when its figure at the level asked beats the winner's, it is named as left out and why
+(:attr:`LoadBest.excluded`). Trials pruned below the baseline are not candidates either: the
+baseline beat them at every level they measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import ConfigError
+from tuner.study.record import EMULATED, VALIDATION, TrialRecord, records
+from tuner.study.record import clean_levels
+
+__all__ = [
+    "Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary", "stable_candidates",
+]
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A configuration that read more at the level but is not stable."""
+
+    trial: int
+    figure: float
+    why: str
+
+
+@dataclass(frozen=True)
+class LoadBest:
+    """The best stable trial at one level: its figure there, the runner-up, what was left out."""
+
+    concurrency: int
+    trial: TrialRecord
+    figure: float
+    runner_up: tuple[TrialRecord, float] | None
+    excluded: tuple[Excluded, ...]
+
+
+def stable_candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Trials that ran every level clean, did not fail a soak, and are not copies."""
+    return [
+        r for r in records
+        if r.stable and r.value is not None and r.reused_from is None
+        and r.user_attrs.get(VALIDATION, {}).get("stable", True)
+    ]
+
+
+def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, float]:
+    return clean_levels(record.levels, metric, max_failed_fraction)
+
+
+def _unstable_why(record: TrialRecord) -> str:
+    if record.state == "FAIL":
+        return f"failed: {record.reason}" if record.reason else "failed"
+    if record.user_attrs.get(VALIDATION, {}).get("stable") is False:
+        return "failed its validation soak"
+    unclean = sorted({lv["concurrency"] for lv in record.levels} - set(_figures(record, "output_throughput", 1.0)))
+    return f"a level ran unclean (c={', '.join(map(str, unclean))})" if unclean else "a level ran unclean"
+
+
+def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "output_throughput",
+            max_failed_fraction: float = 0.01) -> LoadBest:
+    """The best stable trial at ``concurrency`` by ``metric`` there.
+
+    Raises:
+        ConfigError: no stable trial measured that level (the message lists those measured).
+    """
+    ranked = sorted(
+        ((r, f) for r in stable_candidates(records)
+         if (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None),
+        key=lambda pair: -pair[1],
+    )
+    if not ranked:
+        measured = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
+        raise ConfigError(
+            f"--at {concurrency}: no stable trial measured that level; fix: use one of "
+            f"{', '.join(map(str, measured)) or '(none yet: run `tuner optimize`)'}"
+        )
+    best, figure = ranked[0]
+    stable = {r.number for r in stable_candidates(records)}
+    excluded = tuple(
+        Excluded(r.number, f, _unstable_why(r))
+        for r in records
+        if r.number not in stable and r.reused_from is None and r.state in ("COMPLETE", "FAIL")
+        and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
+    )
+    return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded)
+
+
+def best_by_load(records: Sequence[TrialRecord], metric: str = "output_throughput",
+                 max_failed_fraction: float = 0.01) -> list[LoadBest]:
+    """:func:`best_at` for every level a stable trial measured, by rising concurrency."""
+    levels = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
+    return [best_at(records, c, metric, max_failed_fraction) for c in levels]
+
+
+def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
+                  max_failed_fraction: float = 0.01, noise: float = 0.0) -> str | None:
+    """One line when the best at the lowest level is not the best at the top one, and by how
+    much each loses where the other wins (and whether both losses are within ``noise``, the
+    relative run-to-run noise); None when one configuration wins both."""
+    if len(bests) < 2 or bests[0].trial.number == bests[-1].trial.number:
+        return None
+    low, top = bests[0], bests[-1]
+
+    losses: list[float] = []
+
+    def loses(winner: LoadBest, other: LoadBest) -> str:
+        there = _figures(other.trial, metric, max_failed_fraction).get(winner.concurrency)
+        if there is None:
+            return f"trial {other.trial.number} did not measure c={winner.concurrency}"
+        losses.append((winner.figure - there) / winner.figure)
+        return (f"trial {other.trial.number} reads {there:,.4g} there "
+                f"({(there - winner.figure) / winner.figure:+.1%})")
+
+    text = (
+        f"the best at c={low.concurrency} is trial {low.trial.number} ({low.figure:,.4g}), "
+        f"not the best at c={top.concurrency}, trial {top.trial.number} ({top.figure:,.4g}): "
+        f"at c={low.concurrency} {loses(low, top)}; at c={top.concurrency} {loses(top, low)}"
+    )
+    if len(losses) == 2 and max(losses) <= noise:
+        text += f" (both within the run-to-run noise, {noise:.1%}: either serves both loads)"
+    return text
+
+
+def load_summary(study: Any, space: Any) -> list[str]:
+    """The terminal summary's lines on load: when the best at the lowest level is not the best
+    at the top one (nothing for a goodput study, whose levels are rates)."""
+    objective = space.objective
+    if objective.metric == "goodput":
+        return []
+    from tuner.study.confirm import study_noise  # confirm reads stable_candidates from here
+
+    metric = objective.metric
+    contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction),
+                             metric, objective.max_failed_fraction, study_noise(study).relative)
+    label = " (emulated)" if study.user_attrs.get(EMULATED) else ""
+    return [f"[yellow]best by load{label}[/]: {contrast}; see `tuner best --at C`"] if contrast else []
