@@ -77,7 +77,7 @@ def best(
     """Show the best stable trial (``--at C``: the best at that concurrency level)."""
     from tuner.space import load_space
     from tuner.study.confirm import study_noise, winner_lines
-    from tuner.study.record import best_stable
+    from tuner.study.record import EMULATED, best_stable
     from tuner.study.storage import load_existing_study
 
     space = load_space(space_path)
@@ -85,7 +85,7 @@ def best(
     study = load_existing_study(url, name)
     found = best_trial_at(space, study, at) if at is not None else None
     record = found.trial if found is not None else best_stable(study)
-    emulated = bool(study.user_attrs.get("emulated"))
+    emulated = bool(study.user_attrs.get(EMULATED))
     spread = record.spread(study_noise(study).relative)
     if as_json:
         print(json.dumps({

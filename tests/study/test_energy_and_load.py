@@ -13,7 +13,7 @@ import pytest
 from tuner.report import build_report
 from tuner.study.energy import energy_points, tokens_per_joule
 from tuner.study.per_load import best_at, best_by_load, load_contrast
-from tuner.study.results import records
+from tuner.study.record import records
 from tuner.study.spread import Spread, spread_of, tied
 
 H200 = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200"

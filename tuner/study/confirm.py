@@ -25,44 +25,21 @@ per configuration) studies.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 
-from tuner.emulator.noise import EPOCH_SD, RUN_SD
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
-from tuner.study.per_load import stable_candidates
+from tuner.study.per_load import ASSUMED_NOISE, Noise, stable_candidates, study_noise
 from tuner.study.record import TrialRecord, records
 from tuner.study.spread import REPEATS_ATTR, Spread, tied
 
 __all__ = ["ASSUMED_NOISE", "CONFIRM_RUNS", "Confirmation", "Noise", "close_pair", "study_noise", "winner_lines"]
 
 CONFIRM_RUNS = 3
-ASSUMED_NOISE = 0.02
-EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The study's relative run-to-run noise and where it comes from."""
-
-    relative: float
-    source: str
-
-
-def study_noise(study: optuna.Study) -> Noise:
-    """See the module docstring, **Noise**."""
-    if study.user_attrs.get(attrs.EMULATED):
-        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
-    measured = [s.relative for r in records(study) if (s := r.spread()) is not None and s.runs > 1]
-    if measured:
-        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
-    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
-
 
 def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
     """The best and the runner-up stable trials when they are within the spread of each other."""

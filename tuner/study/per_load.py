@@ -14,17 +14,45 @@ baseline beat them at every level they measured.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import optuna
+
+from tuner.emulator.noise import EPOCH_SD, RUN_SD
 from tuner.errors import ConfigError
 from tuner.study.record import EMULATED, VALIDATION, TrialRecord, records
 from tuner.study.record import clean_levels
 
 __all__ = [
+    "ASSUMED_NOISE", "Noise", "study_noise",
     "Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary", "stable_candidates",
 ]
+
+ASSUMED_NOISE = 0.02
+EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The study's relative run-to-run noise and where it comes from."""
+
+    relative: float
+    source: str
+
+
+def study_noise(study: optuna.Study) -> Noise:
+    """See the module docstring, **Noise**."""
+    if study.user_attrs.get(EMULATED):
+        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
+    measured = [s.relative for r in records(study) if (s := r.spread()) is not None and s.runs > 1]
+    if measured:
+        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
+    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
+
 
 
 @dataclass(frozen=True)
@@ -140,7 +168,6 @@ def load_summary(study: Any, space: Any) -> list[str]:
     objective = space.objective
     if objective.metric == "goodput":
         return []
-    from tuner.study.confirm import study_noise  # confirm reads stable_candidates from here
 
     metric = objective.metric
     contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction),
