@@ -34,7 +34,7 @@ from tuner.emulator.perf_model import EngineModel, engine_from_settings
 from tuner.emulator.scheduler import Scheduler
 from tuner.emulator.server import EmulatedServer
 from tuner.emulator.sglang_log import SglangLog
-from tuner.emulator.speculative import decode_log_fields
+from tuner.emulator.speculative import decode_log_fields, speculative_metrics
 from tuner.emulator.source_files import SourceState, read_source_state
 from tuner.emulator.startup import plan_startup, run_startup
 from tuner.emulator.tp_worker import start_worker
@@ -192,6 +192,9 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
         engine = engine_from_settings(settings)
         metrics = (SchedulerMetrics(args["served_model_name"] or args["model_path"], settings.kv_tokens)
                    if args["enable_metrics"] else None)
+        if metrics is not None:  # speculative decoding's gauges (0 without speculation, as SGLang)
+            for name, value in speculative_metrics(settings.speculation).items():
+                metrics.register_extra(name, f"{name} (emulated)", lambda value=value: value)
         scheduler = _scheduler(engine, args, log, rng, time_scale, metrics)
         telemetry.scheduler = scheduler
         telemetry.phase = "ready"
