@@ -107,7 +107,7 @@ def level_figures(source: Series, phase: str, concurrency: int, cap: int | None 
     if usage:
         out["token_usage_max"] = max(usage)
     for name in ("spec_accept_len", "spec_accept_rate"):  # speculative decoding: the level's mean
-        accepted = source.series(phase, name)
+        accepted = [v for v in source.series(phase, name) if v > 0]  # /metrics: 0 without speculation
         if accepted:
             out[name] = round(fmean(accepted), 3)
     return out
