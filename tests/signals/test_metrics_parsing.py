@@ -58,4 +58,5 @@ def test_the_sglang_profile_reads_the_names_the_wheel_declares() -> None:
     observer.read((FIXTURE.parent / "sglang-metrics.txt").read_text(), "level-1024")
     assert {name: observer.series("level-1024", name) for name in profile.metrics_observations} == {
         "kv_tokens": [495488.0], "running_req": [64.0], "queue_req": [960.0], "token_usage": [0.06],
-        "decode_passes": [40.0], "eager_passes": [10.0]}
+        "decode_passes": [40.0], "eager_passes": [10.0],
+        "spec_accept_len": [], "spec_accept_rate": []}  # no speculation gauges in this scrape
