@@ -26,13 +26,18 @@ REPO = Path(__file__).resolve().parents[2]
 GLM5 = REPO / "search_spaces" / "glm5.yaml"
 
 
+_HELD = ("tp_size", "dp_attention", "ep_size", "moe_a2a_backend", "speculative_algorithm")
+
+
 @pytest.fixture(scope="module")
 def space() -> Any:
     return load_space(GLM5)
 
 
 def _random_configs(space: Any, count: int, seed: int, **fixed: Any) -> list[Config]:
-    """Varied configurations of glm5.yaml (random sampler), with ``fixed`` values forced."""
+    """Varied configurations of glm5.yaml (random sampler), with ``fixed`` values forced; the
+    parallel and speculative dimensions stay at the baseline's, as memory stays below 0.94."""
+    fixed = {**{name: space.baseline[name] for name in _HELD}, **fixed}
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     configs = []
     while len(configs) < count:
@@ -188,7 +193,9 @@ def test_failing_values_reports_a_value_that_keeps_failing(space: Any, tmp_path:
     for config in _random_configs(space, 4, seed=15, attention_backend="fa3", cuda_graph=True):
         _add(study, config, TrialState.FAIL, failure_reason="wrong-output")
     crash = {"cuda_graph": False, "attention_backend": "flashinfer", "max_running_requests": None}
-    for config in _random_configs(space, 2, seed=16, **crash):
+    # seed 19: the two crashes share no other value with the failed fa3 trials (with seed 16,
+    # one had chunked_prefill_size=16384 like two fa3 failures, and that value got the blame)
+    for config in _random_configs(space, 2, seed=19, **crash):
         _add(study, config, TrialState.FAIL, failure_reason="unstable-at-512")
     for config in _random_configs(space, 6, seed=17, attention_backend="triton", cuda_graph=True):
         _add(study, config, TrialState.COMPLETE)

@@ -87,6 +87,9 @@ def test_best_stable_configurations_that_fit_are_queued_after_the_baseline(
     fitted_winner = {
         **{k: v for k, v in WINNER.items() if k != "enable_dp_attention"},
         "kv_cache_dtype": None,
+        # the parallel and speculative dimensions the earlier study did not have: the baseline's
+        "tp_size": 8, "dp_attention": False, "ep_size": None, "moe_a2a_backend": None,
+        "speculative_algorithm": None,
     }
     second = {**fitted_winner, "max_running_requests": 1024, "cuda_graph": False}
     del second["cuda_graph_max_bs"]  # inactive with graphs off

@@ -31,6 +31,12 @@ N_OFF = {
     "schedule_conservativeness": None,
     "kv_cache_dtype": None,
     "radix_cache": True,
+    # the parallel and speculative dimensions at the baseline's (a trial's config holds them all)
+    "tp_size": 8,
+    "dp_attention": False,
+    "ep_size": None,
+    "moe_a2a_backend": None,
+    "speculative_algorithm": None,
 }
 N_ON = {**N_OFF, "cuda_graph": True, "cuda_graph_max_bs": None}
 

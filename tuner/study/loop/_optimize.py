@@ -56,10 +56,15 @@ from tuner.study.loop._progress import ProgressView
 from tuner.study.storage import fail_stale_trials, storage_file, worker_id
 from tuner.study.strategies import Strategy, StudySampler
 
-__all__ = ["optimize_study", "OptimizeSummary", "MAX_IDLE_ASKS"]
+__all__ = ["optimize_study", "OptimizeSummary", "MAX_IDLE_ASKS", "MAX_REFUSED_ASKS"]
 
-# How many configurations in a row may be skipped or reused before the space counts as exhausted.
+# How many configurations in a row may be reused (asked again after they were settled) before the
+# space counts as exhausted. Refusals of configurations (a constraint, the fit, the feasibility
+# gate) cost no host time and say nothing about exhaustion: a space with large refused regions
+# (TP4 that cannot hold the model, TP6 with 4-way DP attention) may refuse many in a row, up to
+# MAX_REFUSED_ASKS.
 MAX_IDLE_ASKS = 30
+MAX_REFUSED_ASKS = 300
 
 
 @dataclass
@@ -137,7 +142,7 @@ def optimize_study(
     summary = OptimizeSummary()
     ensure_baseline_queued(study, space)
     patience = Patience(space.objective.patience)
-    idle = 0
+    idle = refused = 0  # asks in a row that reused a settled configuration / were refused
     progress.run_started(n_trials, study)
     while summary.ran < n_trials and not patience.exhausted:
         if confirm is not None and confirm.stop_search(summary.ran, n_trials):
@@ -170,12 +175,15 @@ def optimize_study(
             if settled is not None:
                 write_outcome(study, trial, settled)
                 summary.settled(settled.outcome)
+                if settled.outcome in (Outcome.CONSTRAINT, Outcome.GATED):
+                    refused += 1
+                    idle -= 1  # counted below as an ask that reused nothing
                 progress.trial_skipped(trial.number, settled.message)
             else:
                 if gate is not None and gate.note is not None:
                     chosen_by = f"{chosen_by}; {gate.note}"
                     store(trial, CHOSEN_BY, chosen_by)
-                idle = -1
+                idle, refused = -1, 0
                 summary.ran += 1
                 with get_heartbeat_thread(trial._trial_id, study._storage):
                     if not is_baseline:  # another worker may have asked for the baseline between
@@ -191,7 +199,7 @@ def optimize_study(
             _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
             raise
         idle += 1
-        if idle >= MAX_IDLE_ASKS:
+        if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
             summary.exhausted = True
             break
     require_baseline_goodput(study, space)  # also when the baseline was the run's last trial
