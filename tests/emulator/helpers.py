@@ -96,7 +96,10 @@ class Emulator:
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Self:
-        """Start the process (returns at once)."""
+        """Start the process (returns at once); a second call starts nothing (``with
+        Emulator(...).start()`` once started two servers on one port, the first never stopped)."""
+        if self.process is not None:
+            return self
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tuner.emulator", *self.argv], stdin=subprocess.DEVNULL,

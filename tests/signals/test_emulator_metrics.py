@@ -30,8 +30,8 @@ def _level(emulator: Emulator, extra: list[str]) -> tuple[MetricsObserver, LogOb
 def test_warning_level_hides_decode_lines_and_metrics_give_the_level(tmp_path: Path) -> None:
     argv = [*BASE_ARGV, "--max-running-requests", "64", "--time-scale", "400", "--emulator-seed", "1",
             "--log-level", "warning", "--enable-metrics"]
-    with Emulator(argv, tmp_path).start() as emulator:
-        emulator.wait_ready()
+    with Emulator(argv, tmp_path) as emulator:
+        assert emulator.wait_ready(), emulator.log()[-2000:]
         metrics, log = _level(emulator, argv)
         text = emulator.log()
     assert "Decode batch" not in text and "Prefill batch" not in text and "EMULATED" in text
@@ -46,8 +46,8 @@ def test_warning_level_hides_decode_lines_and_metrics_give_the_level(tmp_path: P
 
 def test_without_enable_metrics_the_endpoint_is_404_and_asked_once(tmp_path: Path) -> None:
     argv = [*BASE_ARGV, "--time-scale", "400", "--emulator-seed", "1"]
-    with Emulator(argv, tmp_path).start() as emulator:
-        emulator.wait_ready()
+    with Emulator(argv, tmp_path) as emulator:
+        assert emulator.wait_ready(), emulator.log()[-2000:]
         assert get_json(f"{emulator.base_url}/metrics")[0] == 404
         metrics, log = _level(emulator, argv)
     assert metrics.unavailable == "HTTP 404 from /metrics" and metrics.scrapes == 0
