@@ -1,9 +1,9 @@
 """``tuner best [--at C]``: the best stable trial, overall or at one load level.
 
 Overall: the best stable trial with its spread when it was re-measured (``4,578 +- 2.1% over 3
-runs``), a tie with the runner-up when there is one (:mod:`tuner.study.confirm`), and each
+runs``), a tie with the runner-up when there is one (:mod:`tuner.study.record._winner`), and each
 level's figures with its output tokens per joule. ``--at C``: the best stable trial at
-concurrency ``C`` (:mod:`tuner.study.per_load`), the runner-up there, and the configurations
+concurrency ``C`` (:mod:`tuner.study.record._per_load`), the runner-up there, and the configurations
 that read more at ``C`` but failed or dropped requests at another level (left out, named).
 """
 
@@ -33,7 +33,7 @@ def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (pe
     Raises:
         ConfigError: a goodput study (its levels are rates), or no stable trial measured it.
     """
-    from tuner.study.per_load import best_at
+    from tuner.study.record import best_at
     from tuner.study.record import records
 
     objective = space.objective
@@ -76,7 +76,7 @@ def best(
 ) -> None:
     """Show the best stable trial (``--at C``: the best at that concurrency level)."""
     from tuner.space import load_space
-    from tuner.study.confirm import study_noise, winner_lines
+    from tuner.study.record import study_noise, winner_lines
     from tuner.study.record import EMULATED, best_stable
     from tuner.study.storage import load_existing_study
 

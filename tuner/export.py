@@ -93,7 +93,7 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
             f"p99 TTFT {level['p99_ttft_ms']:,.0f} ms, median TPOT {level['median_tpot_ms']:,.1f} ms"
         )
     spread = record.spread()
-    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.confirm)
+    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.loop._confirm)
         lines.append(f"# re-measured: {spread.text('output tok/s')}")
     validation = record.user_attrs.get(VALIDATION)
     if validation:

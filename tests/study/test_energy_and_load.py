@@ -11,10 +11,7 @@ import optuna
 import pytest
 
 from tuner.report import build_report
-from tuner.study.energy import energy_points, tokens_per_joule
-from tuner.study.per_load import best_at, best_by_load, load_contrast
-from tuner.study.record import records
-from tuner.study.spread import Spread, spread_of, tied
+from tuner.study.record import Spread, best_at, best_by_load, energy_points, load_contrast, records, spread_of, tied, tokens_per_joule
 
 H200 = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200"
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from tuner.report._fig_levels import pareto_front
 from tuner.report._style import COLORS, LEVEL_COLORS, finish, note_figure
 from tuner.report._view import StudyView
-from tuner.study.energy import energy_points
+from tuner.study.record import energy_points
 
 __all__ = ["energy_figure"]
 

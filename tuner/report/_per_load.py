@@ -1,6 +1,6 @@
 """The report's panels on which configuration wins where: the best stable trial at each load
-level (:mod:`tuner.study.per_load`) with its tokens per joule there, and the winner with its
-spread over re-measured runs, or the tie (:mod:`tuner.study.confirm`)."""
+level (:mod:`tuner.study.record._per_load`) with its tokens per joule there, and the winner with its
+spread over re-measured runs, or the tie (:mod:`tuner.study.record._winner`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import html
 import optuna
 
 from tuner.report._view import StudyView
-from tuner.study.confirm import study_noise, winner_lines
-from tuner.study.energy import tokens_per_joule
-from tuner.study.per_load import best_by_load, load_contrast
+from tuner.study.record import best_by_load, load_contrast, study_noise, tokens_per_joule, winner_lines
 
 __all__ = ["per_load_html", "winner_html"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
@@ -19,12 +20,13 @@ from tuner.study.record._keys import (
     LEVELS,
     PRUNED_REASON,
     REUSED_FROM,
+    REPEATS,
     STABLE,
 )
 from tuner.study.record._outcome import Outcome, outcome_of
-from tuner.study.spread import REPEATS_ATTR, Spread, spread_of
+from tuner.study.record._spread import Spread, spread_of
 
-__all__ = ["TrialRecord", "records", "best_stable", "baseline_record"]
+__all__ = ["TrialRecord", "records", "best_stable", "baseline_record", "stable_candidates"]
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ class TrialRecord:
         return {lv["concurrency"]: lv["output_throughput"] for lv in self.levels}
 
     def spread(self, noise: float = 0.0) -> Spread | None:
-        """Its value over its runs (the re-measures of :mod:`tuner.study.confirm`, if any)."""
-        return spread_of(self.value, self.user_attrs.get(REPEATS_ATTR), noise)
+        """Its value over its runs (the re-measures of :mod:`tuner.study.loop._confirm`, if any)."""
+        return spread_of(self.value, self.user_attrs.get(REPEATS), noise)
 
     @property
     def mean_value(self) -> float | None:
@@ -70,7 +72,7 @@ def _record(trial: FrozenTrial, validations: dict[str, Any], repeats: dict[str, 
     if str(trial.number) in validations:
         ua[VALIDATION] = validations[str(trial.number)]
     if str(trial.number) in repeats:  # a finished trial's attributes are closed: kept on the study
-        ua[REPEATS_ATTR] = repeats[str(trial.number)]
+        ua[REPEATS] = repeats[str(trial.number)]
     reason = ua.get(FAILURE_REASON) or ua.get(PRUNED_REASON)
     return TrialRecord(
         number=trial.number,
@@ -95,7 +97,7 @@ def _record(trial: FrozenTrial, validations: dict[str, Any], repeats: dict[str, 
 def records(study: optuna.Study) -> list[TrialRecord]:
     """Every trial of the study, in order."""
     study_attrs = study.user_attrs
-    validations, repeats = study_attrs.get(VALIDATION, {}), study_attrs.get(REPEATS_ATTR, {})
+    validations, repeats = study_attrs.get(VALIDATION, {}), study_attrs.get(REPEATS, {})
     return [_record(t, validations, repeats) for t in study.get_trials(deepcopy=False)]
 
 
@@ -123,3 +125,12 @@ def baseline_record(study: optuna.Study) -> TrialRecord | None:
         if record.is_baseline and record.state in ("COMPLETE", "FAIL"):
             return record
     return None
+
+
+def stable_candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Trials that ran every level clean, did not fail a soak, and are not copies."""
+    return [
+        r for r in records
+        if r.stable and r.value is not None and r.reused_from is None
+        and r.user_attrs.get(VALIDATION, {}).get("stable", True)
+    ]

@@ -14,46 +14,17 @@ baseline beat them at every level they measured.
 
 from __future__ import annotations
 
-import math
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import optuna
-
-from tuner.emulator.noise import EPOCH_SD, RUN_SD
 from tuner.errors import ConfigError
-from tuner.study.record import EMULATED, VALIDATION, TrialRecord, records
-from tuner.study.record import clean_levels
+from tuner.study.record._keys import EMULATED, VALIDATION
+from tuner.study.record._results import TrialRecord, records, stable_candidates
+from tuner.study.record._view import clean_levels
+from tuner.study.record._winner import study_noise
 
-__all__ = [
-    "ASSUMED_NOISE", "Noise", "study_noise",
-    "Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary", "stable_candidates",
-]
-
-ASSUMED_NOISE = 0.02
-EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The study's relative run-to-run noise and where it comes from."""
-
-    relative: float
-    source: str
-
-
-def study_noise(study: optuna.Study) -> Noise:
-    """See the module docstring, **Noise**."""
-    if study.user_attrs.get(EMULATED):
-        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
-    measured = [s.relative for r in records(study) if (s := r.spread()) is not None and s.runs > 1]
-    if measured:
-        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
-    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
-
-
+__all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary"]
 
 @dataclass(frozen=True)
 class Excluded:
@@ -73,15 +44,6 @@ class LoadBest:
     figure: float
     runner_up: tuple[TrialRecord, float] | None
     excluded: tuple[Excluded, ...]
-
-
-def stable_candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """Trials that ran every level clean, did not fail a soak, and are not copies."""
-    return [
-        r for r in records
-        if r.stable and r.value is not None and r.reused_from is None
-        and r.user_attrs.get(VALIDATION, {}).get("stable", True)
-    ]
 
 
 def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, float]:

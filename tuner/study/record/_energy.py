@@ -18,14 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import ConfigError
-
 __all__ = [
     "TOKENS_PER_JOULE",
     "EnergyPoint",
     "add_energy",
     "energy_points",
-    "require_power",
     "tokens_per_joule",
 ]
 
@@ -68,7 +65,7 @@ class EnergyPoint:
 
 
 def energy_points(records: Iterable[Any], gpus: int | None = None) -> list[EnergyPoint]:
-    """The clean levels of the stable COMPLETE trials (``results.TrialRecord``) that have power."""
+    """The clean levels of the stable COMPLETE trials (:class:`TrialRecord`) that have power."""
     points = []
     for record in records:
         if not record.stable or record.reused_from is not None:
@@ -79,13 +76,3 @@ def energy_points(records: Iterable[Any], gpus: int | None = None) -> list[Energ
                 points.append(EnergyPoint(record.number, int(level["concurrency"]),
                                           float(level["output_throughput"]), value))
     return points
-
-
-def require_power(space: Any, gpu_state: Any) -> None:
-    """Refuse ``objective.metric: tokens_per_joule`` on a host without ``nvidia-smi`` (before
-    any trial: no level could be ranked)."""
-    if space.objective.metric == TOKENS_PER_JOULE and gpu_state is None:
-        raise ConfigError(
-            f"{space.path}: objective.metric: tokens_per_joule needs GPU power, and the host has "
-            "no nvidia-smi; fix: use metric output_throughput on this host"
-        )
