@@ -8,14 +8,21 @@ import html
 
 import optuna
 
-from tuner.report._view import StudyView
-from tuner.study.record import best_by_load, load_contrast, study_noise, tokens_per_joule, winner_lines
+from tuner.study.record import (
+    StudyView,
+    TrialRecord,
+    best_by_load,
+    load_contrast,
+    study_noise,
+    tokens_per_joule,
+    winner_lines,
+)
 
 __all__ = ["per_load_html", "winner_html"]
 
 
-def _energy_at(record, concurrency: int) -> str:  # noqa: ANN001 (results.TrialRecord)
-    level = next((lv for lv in record.levels if lv["concurrency"] == concurrency), None)
+def _energy_at(record: TrialRecord, concurrency: int) -> str:
+    level = record.level_at(concurrency)
     value = tokens_per_joule(level) if level is not None else None
     return "–" if value is None else f"{value:.3f}"
 
@@ -23,7 +30,7 @@ def _energy_at(record, concurrency: int) -> str:  # noqa: ANN001 (results.TrialR
 def per_load_html(study: optuna.Study, view: StudyView) -> str:
     """A table: per level, the best stable trial, its output tok/s and tok/J there, the runner-up,
     and the configurations left out there because they failed at another level."""
-    bests = best_by_load(list(view.trials))
+    bests = best_by_load(list(view.records))
     if not bests:
         return ""
     rows = []

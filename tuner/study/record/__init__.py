@@ -1,6 +1,7 @@
 """The record of a study: every attribute key (`_keys`), how a value is written (`_write`), what
-became of a trial and the one writer of outcomes (`_outcome`), the typed trial record and the
-study view every reader shares (`_view`), reading results (`_results`); what is read from the
+became of a trial and the one writer of outcomes (`_outcome`), a stored level read back typed
+(`_level`), the one typed trial record (`_record`) and the one study view every reader shares
+(`_view`), reading results (`_results`); what is read from the
 results: a figure over several runs (`_spread`), the study's noise and the winner beyond it
 (`_winner`), the best at each load (`_per_load`), energy per token (`_energy`).
 """
@@ -77,12 +78,9 @@ from tuner.study.record._outcome import (
     write_outcome,
     write_dead_worker,
 )
-from tuner.study.record._view import (
-    TrialRecord,
-    StudyView,
-    read_view,
-    clean_levels,
-)
+from tuner.study.record._level import Level, read_levels, clean_levels
+from tuner.study.record._record import TrialRecord, read_record
+from tuner.study.record._view import StudyView, read_view
 from tuner.study.record._results import (
     records,
     best_stable,
@@ -180,10 +178,13 @@ __all__ = [
     "outcome_attrs",
     "write_outcome",
     "write_dead_worker",
+    "Level",
+    "read_levels",
+    "clean_levels",
     "TrialRecord",
+    "read_record",
     "StudyView",
     "read_view",
-    "clean_levels",
     "records",
     "best_stable",
     "baseline_record",

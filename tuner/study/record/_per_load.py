@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError
-from tuner.study.record._keys import EMULATED, VALIDATION
-from tuner.study.record._results import TrialRecord, records, stable_candidates
-from tuner.study.record._view import clean_levels
+from optuna.trial import TrialState
+
+from tuner.study.record._keys import EMULATED
+from tuner.study.record._level import clean_levels
+from tuner.study.record._record import TrialRecord
+from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._winner import study_noise
 
 __all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary"]
+
 
 @dataclass(frozen=True)
 class Excluded:
@@ -51,11 +55,11 @@ def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> di
 
 
 def _unstable_why(record: TrialRecord) -> str:
-    if record.state == "FAIL":
+    if record.state == TrialState.FAIL:
         return f"failed: {record.reason}" if record.reason else "failed"
-    if record.user_attrs.get(VALIDATION, {}).get("stable") is False:
+    if record.soak_stable is False:
         return "failed its validation soak"
-    unclean = sorted({lv["concurrency"] for lv in record.levels} - set(_figures(record, "output_throughput", 1.0)))
+    unclean = sorted({level.concurrency for level in record.levels} - set(_figures(record, "output_throughput", 1.0)))
     return f"a level ran unclean (c={', '.join(map(str, unclean))})" if unclean else "a level ran unclean"
 
 
@@ -82,7 +86,7 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
     excluded = tuple(
         Excluded(r.number, f, _unstable_why(r))
         for r in records
-        if r.number not in stable and r.reused_from is None and r.state in ("COMPLETE", "FAIL")
+        if r.number not in stable and r.reused_from is None and r.state in (TrialState.COMPLETE, TrialState.FAIL)
         and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
     )
     return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded)

@@ -19,7 +19,8 @@ import optuna
 
 from tuner.emulator.noise import EPOCH_SD, RUN_SD
 from tuner.study.record._keys import EMULATED
-from tuner.study.record._results import TrialRecord, records, stable_candidates
+from tuner.study.record._record import TrialRecord
+from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._spread import tied
 
 __all__ = ["ASSUMED_NOISE", "CONFIRM_RUNS", "EMULATED_NOISE", "Noise", "close_pair", "study_noise", "winner_lines"]
