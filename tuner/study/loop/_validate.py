@@ -109,7 +109,7 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
 
 def store_validation(study: optuna.Study, result: ValidationResult) -> None:
     """Keep the soak's result in the study (Optuna freezes a finished trial's attributes), under
-    ``validation`` by trial number; :func:`tuner.study.results.records` puts it on the trial."""
+    ``validation`` by trial number; :func:`tuner.study.record.read_view` puts it on the trial."""
     stored = dict(study.user_attrs.get(VALIDATION, {}))
     stored[str(result.trial)] = result.to_dict()
     study.set_user_attr(VALIDATION, stored)
