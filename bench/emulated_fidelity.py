@@ -32,7 +32,7 @@ from tuner.emulator import predict_throughput  # noqa: E402
 from tuner.emulator.cli_args import parse_server_args  # noqa: E402
 from tuner.space import load_space  # noqa: E402
 from tuner.study.storage import default_storage_url, open_storage  # noqa: E402
-from tuner.study.record import COMMAND_LINE, IS_BASELINE, LEVELS, PATCHES  # noqa: E402
+from tuner.study.record import COMMAND_LINE, IS_BASELINE, LEVELS, PATCHES, Level, read_levels  # noqa: E402
 
 TOLERANCE = 0.10
 
@@ -65,16 +65,16 @@ def _flags(command_line: str) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in ("time_scale", "emulator_seed")}
 
 
-def model_figure(trial: optuna.trial.FrozenTrial, level: dict[str, Any], workload: Any) -> float:
+def model_figure(trial: optuna.trial.FrozenTrial, level: Level, workload: Any) -> float:
     patches = set(trial.user_attrs.get(PATCHES) or [])
     result = predict_throughput(
         _flags(trial.user_attrs[COMMAND_LINE]),
         "autotune_gate" in patches,
         "force_allreduce_fusion" in patches,
-        int(level["concurrency"]),
+        int(level.concurrency),
         workload.input_len,
         workload.output_len,
-        num_requests=int(level["num_requests"]),
+        num_requests=int(level.num_requests),
     )
     return float(result) if isinstance(result, float) else float("nan")
 
@@ -91,23 +91,23 @@ def report(space_path: Path, workdir: Path) -> dict[str, Any]:
     max_failed = space.objective.max_failed_fraction
     print("trial  c     measured     model  ratio  note")
     for trial in study.get_trials(deepcopy=False):
-        if "command_line" not in trial.user_attrs:
+        if COMMAND_LINE not in trial.user_attrs:
             continue  # reused: a copy of a trial that ran, not a run of its own
-        for level in trial.user_attrs.get(LEVELS) or []:
-            if level.get("measurement_bound"):
+        for level in read_levels(trial.user_attrs.get(LEVELS)):
+            if level.measurement_bound:
                 flagged += 1
             if trial.state != optuna.trial.TrialState.COMPLETE:
                 continue
-            done = level["completed"] + level["failed"]
-            clean = level.get("stop_reason") is None and level["failed"] <= max_failed * max(1, done)
+            done = level.completed + level.failed
+            clean = level.stop_reason is None and level.failed <= max_failed * max(1, done)
             model = model_figure(trial, level, workload)
-            ratio = level["output_throughput"] / model if model == model and model > 0 else None
-            note = "measurement-bound" if level.get("measurement_bound") else (
+            ratio = level.output_throughput / model if model == model and model > 0 else None
+            note = "measurement-bound" if level.measurement_bound else (
                 "" if clean else "not clean")
-            if clean and not level.get("measurement_bound") and ratio is not None:
+            if clean and not level.measurement_bound and ratio is not None:
                 ratios.append(ratio)
             shown = f"{ratio:5.3f}" if ratio is not None else "  -  "
-            print(f"{trial.number:5d} {level['concurrency']:5d} {level['output_throughput']:10,.0f}"
+            print(f"{trial.number:5d} {level.concurrency:5d} {level.output_throughput:10,.0f}"
                   f" {model:9,.0f}  {shown}  {note}")
     complete = [t for t in study.get_trials(deepcopy=False) if t.values]
     baseline = next((t.values[0] for t in complete if t.user_attrs.get(IS_BASELINE)), None)

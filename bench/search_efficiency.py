@@ -66,7 +66,7 @@ from variants import SIGNALS, Signals, client_latencies, level_seconds, sampled,
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
 from tuner.space import Config, load_space  # noqa: E402
-from tuner.study.record import CHOSEN_BY, CONFIG, LEVELS, outcome_of  # noqa: E402
+from tuner.study.record import CHOSEN_BY, CONFIG, LEVELS, outcome_of, read_levels  # noqa: E402
 from tuner.study.record import PROBE_REFERENCE  # noqa: E402
 from tuner.study.trial import FeasibilityCheck, TrialRunner  # noqa: E402
 from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
@@ -324,10 +324,10 @@ def _host_seconds(trial: optuna.trial.FrozenTrial, landscape: Landscape | None) 
     config = Config(trial.user_attrs[CONFIG])
     if landscape is not None and landscape.outcome(config).host_seconds is not None:
         return float(landscape.outcome(config).host_seconds)
-    levels = trial.user_attrs.get(LEVELS) or []
-    out = [int(lv.get("output_tokens") or 0) // max(1, int(lv.get("completed") or 1)) for lv in levels]
+    levels = read_levels(trial.user_attrs.get(LEVELS))
+    out = [int(lv.output_tokens or 0) // max(1, int(lv.completed or 1)) for lv in levels]
     return startup_seconds(dict(config)) + sum(
-        level_seconds(int(lv["num_requests"]), n, lv.get("output_throughput") if lv.get("stop_reason") is None else None)
+        level_seconds(int(lv.num_requests), n, lv.output_throughput if lv.stop_reason is None else None)
         for lv, n in zip(levels, out))
 
 

@@ -1,22 +1,25 @@
 """``tuner best [--at C]``: the best stable trial, overall or at one load level.
 
 Overall: the best stable trial with its spread when it was re-measured (``4,578 +- 2.1% over 3
-runs``), a tie with the runner-up when there is one (:mod:`tuner.study.confirm`), and each
+runs``), a tie with the runner-up when there is one (:mod:`tuner.study.record._winner`), and each
 level's figures with its output tokens per joule. ``--at C``: the best stable trial at
-concurrency ``C`` (:mod:`tuner.study.per_load`), the runner-up there, and the configurations
+concurrency ``C`` (:mod:`tuner.study.record._per_load`), the runner-up there, and the configurations
 that read more at ``C`` but failed or dropped requests at another level (left out, named).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from tuner.cli_options import EmulateOpt, SpaceArg, StorageOpt, StudyOpt, storage_and_name
 from tuner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tuner.study.record import Level
 
 __all__ = ["AtOpt", "best", "best_trial_at"]
 
@@ -27,14 +30,13 @@ _UNITS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s"
           "request_throughput": "req/s", "tokens_per_joule": "output tok/J"}
 
 
-def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (per_load.LoadBest)
+def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (tuner.study.record.LoadBest)
     """The :class:`LoadBest` at ``concurrency`` by the space's objective metric.
 
     Raises:
         ConfigError: a goodput study (its levels are rates), or no stable trial measured it.
     """
-    from tuner.study.per_load import best_at
-    from tuner.study.record import records
+    from tuner.study.record import best_at, records
 
     objective = space.objective
     if objective.metric == "goodput":
@@ -43,10 +45,10 @@ def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (pe
     return best_at(records(study), concurrency, objective.metric, objective.max_failed_fraction)
 
 
-def _level_line(level: dict[str, Any], label: str) -> str:
-    energy = level.get("tokens_per_joule")
+def _level_line(level: Level, label: str) -> str:
+    energy = level.tokens_per_joule
     per_joule = f", {energy:.3f} tok/J" if energy is not None else ""
-    return f"  c={level['concurrency']}: {level['output_throughput']:,.0f} tok/s{per_joule}{label}"
+    return f"  c={level.concurrency}: {level.output_throughput:,.0f} tok/s{per_joule}{label}"
 
 
 def _print_at(console: Console, found: Any, unit: str, label: str) -> None:
@@ -76,8 +78,7 @@ def best(
 ) -> None:
     """Show the best stable trial (``--at C``: the best at that concurrency level)."""
     from tuner.space import load_space
-    from tuner.study.confirm import study_noise, winner_lines
-    from tuner.study.record import EMULATED, best_stable
+    from tuner.study.record import EMULATED, best_stable, study_noise, winner_lines
     from tuner.study.storage import load_existing_study
 
     space = load_space(space_path)
@@ -91,7 +92,7 @@ def best(
         print(json.dumps({
             "study": name, "trial": record.number, "emulated": emulated,
             "output_throughput": record.value, "config": record.config,
-            "command_line": record.command_line, "levels": record.levels,
+            "command_line": record.command_line, "levels": [level.to_dict() for level in record.levels],
             "mean": spread.mean, "spread": spread.sd, "runs": spread.runs,
             **({"at": at, "figure_at": found.figure, "left_out": [vars(e) for e in found.excluded]}
                if found is not None else {}),

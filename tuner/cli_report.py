@@ -47,17 +47,18 @@ def report(
     emulate: EmulateOpt = False,
 ) -> None:
     """Write one self-contained HTML page with the study's figures (opens offline)."""
-    from tuner.report import read_study, write_report
+    from tuner.report import write_report
+    from tuner.study.record import read_view
 
     study = _study(space_path, storage, study_name, emulate)
     path = write_report(study, out, space_name=str(space_path))
-    view = read_study(study)
+    view = read_view(study)
     best = (
-        f"best stable trial {view.best.number}: {view.best.value:,.0f} output tok/s"
-        if view.best
+        f"best stable trial {view.best_stable.number}: {view.best_stable.value:,.0f} output tok/s"
+        if view.best_stable
         else "no stable trial yet"
     )
-    print(f"wrote {path}: {len(view.trials)} trials, {best}{view.label}")
+    print(f"wrote {path}: {len(view.records)} trials, {best}{view.label}")
 
 
 def trials(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from tuner.engines import load_profile
 from tuner.errors import ConfigError
@@ -89,11 +90,11 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
     ]
     for level in record.levels:
         lines.append(
-            f"#   c={level['concurrency']}: {level['output_throughput']:,.0f} output tok/s, "
-            f"p99 TTFT {level['p99_ttft_ms']:,.0f} ms, median TPOT {level['median_tpot_ms']:,.1f} ms"
+            f"#   c={level.concurrency}: {level.output_throughput:,.0f} output tok/s, "
+            f"p99 TTFT {level.p99_ttft_ms:,.0f} ms, median TPOT {level.median_tpot_ms:,.1f} ms"
         )
     spread = record.spread()
-    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.confirm)
+    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.loop._confirm)
         lines.append(f"# re-measured: {spread.text('output tok/s')}")
     validation = record.user_attrs.get(VALIDATION)
     if validation:
@@ -114,7 +115,7 @@ def render_launch_script(
         record = best_stable(study)
     else:
         matches = [r for r in records(study) if r.number == trial_number]
-        if not matches or matches[0].state != "COMPLETE":
+        if not matches or matches[0].state != TrialState.COMPLETE:
             raise ConfigError(f"--trial {trial_number}: no completed trial with that number")
         record = matches[0]
     emulated = bool(study.user_attrs.get(EMULATED))

@@ -9,12 +9,13 @@ import optuna
 from optuna.trial import TrialState
 
 from tests.report.study_factory import BASELINE, DISTRIBUTIONS, level_dict
-from tuner.report import FIGURE_COUNT, build_report, pareto_front, read_study
+from tuner.report import FIGURE_COUNT, build_report, pareto_front
 from tuner.report._fig_failures import BINS, failure_reason_figure, outcome_table, value_groups
 from tuner.report._fig_levels import concurrency_figure, gpu_figure, latency_figure
 from tuner.report._fig_search import history_figure, importance_figure, parallel_figure
 from tuner.report._page import _figures
-from tuner.report._view import outcome_of
+from tuner.report._view import outcome_text
+from tuner.study.record import read_view
 
 
 def test_pareto_front_keeps_only_points_nothing_beats() -> None:
@@ -34,36 +35,36 @@ def test_pareto_front_keeps_only_points_nothing_beats() -> None:
 
 
 def test_history_draws_the_baseline_as_a_line_and_marks_the_best(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     fig = history_figure(view)
-    baseline_lines = [s for s in fig.layout.shapes if s.y0 == s.y1 == view.baseline.value]
+    baseline_lines = [s for s in fig.layout.shapes if s.y0 == s.y1 == view.baseline_trial.value]
     assert len(baseline_lines) == 1
     assert any("baseline" in a.text for a in fig.layout.annotations)
     best = next(t for t in fig.data if t.name.startswith("best stable"))
-    assert list(best.x) == [view.best.number] and list(best.y) == [view.best.value]
+    assert list(best.x) == [view.best_stable.number] and list(best.y) == [view.best_stable.value]
     failed = next(t for t in fig.data if t.name.startswith("failed"))
     fails = [t.number for t in synthetic.study.trials if t.state == TrialState.FAIL]
     assert sorted(failed.x) == fails and set(failed.y) == {0.0}
 
 
 def test_throughput_curves_for_baseline_best_and_top_five(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     fig = concurrency_figure(view)
     names = [t.name for t in fig.data]
     assert names[0] == "baseline (trial 0)"
-    assert names[-1] == f"best: trial {view.best.number}"
+    assert names[-1] == f"best: trial {view.best_stable.number}"
     assert len([n for n in names if n.startswith("#")]) == 5
     best = fig.data[-1]
     assert dict(zip(best.x, best.y)) == {
-        lv["concurrency"]: lv["output_throughput"] for lv in view.best.levels
+        lv.concurrency: lv.output_throughput for lv in view.best_stable.levels
     }
     # the best is the validated stable trial, and the top five are the next fastest others
-    assert view.best.user_attrs["validation"]["stable"] is True
+    assert view.best_stable.soak_stable is True
     others = sorted(
         (
             t
             for t in synthetic.study.trials
-            if t.state == TrialState.COMPLETE and t.number not in (0, view.best.number)
+            if t.state == TrialState.COMPLETE and t.number not in (0, view.best_stable.number)
         ),
         key=lambda t: -t.value,
     )
@@ -73,9 +74,9 @@ def test_throughput_curves_for_baseline_best_and_top_five(synthetic) -> None:
 
 
 def test_latency_points_are_clean_levels_and_fronts_are_drawn(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     fig = latency_figure(view)
-    clean = sum(len(v) for v in view.clean_levels.values())
+    clean = sum(len(r.reported) for r in view.records)
     drawn = sum(len(t.x) for t in fig.data if t.name.startswith("c=") and t.xaxis == "x")
     assert drawn == clean
     fronts = [t for t in fig.data if t.name == "Pareto front"]
@@ -83,7 +84,7 @@ def test_latency_points_are_clean_levels_and_fronts_are_drawn(synthetic) -> None
 
 
 def test_failures_grouped_by_reason_match_the_study(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     bars = failure_reason_figure(view).data[0]
     expected = Counter(
         t.user_attrs.get("failure_reason") or f"pruned: {t.user_attrs['pruned_by']}"
@@ -94,7 +95,7 @@ def test_failures_grouped_by_reason_match_the_study(synthetic) -> None:
 
 
 def test_outcomes_by_parameter_value_point_at_the_breaking_setting(synthetic) -> None:
-    rows, outcomes, cells = outcome_table(read_study(synthetic.study))
+    rows, outcomes, cells = outcome_table(read_view(synthetic.study))
     row = dict(zip(outcomes, cells[rows.index("disable_cuda_graph = True")]))
     graphs_off = [
         t for t in synthetic.study.trials if t.user_attrs["config"].get("disable_cuda_graph")
@@ -106,7 +107,7 @@ def test_outcomes_by_parameter_value_point_at_the_breaking_setting(synthetic) ->
 
 
 def test_importances_rank_parameters_or_explain_why_not(synthetic, tmp_path: Path) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     bars = importance_figure(synthetic.study, view).data[0]
     assert set(bars.y) <= set(DISTRIBUTIONS) and len(bars.y) >= 3
     assert abs(sum(bars.x) - 1.0) < 1e-6
@@ -119,12 +120,12 @@ def test_importances_rank_parameters_or_explain_why_not(synthetic, tmp_path: Pat
             user_attrs={"config": {"mem_fraction_static": 0.9}},
         )
     )
-    note = importance_figure(few, read_study(few))
+    note = importance_figure(few, read_view(few))
     assert not note.data and "needs at least" in note.layout.annotations[0].text
 
 
 def test_gpu_figure_has_one_point_per_level_with_telemetry(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     fig = gpu_figure(view)
     with_gpu = [
         lv for t in synthetic.study.trials for lv in t.user_attrs.get("levels", []) if "gpu" in lv
@@ -135,7 +136,7 @@ def test_gpu_figure_has_one_point_per_level_with_telemetry(synthetic) -> None:
 
 
 def test_parallel_coordinates_cover_every_finished_trial(synthetic) -> None:
-    view = read_study(synthetic.study)
+    view = read_view(synthetic.study)
     coords = parallel_figure(view).data[0]
     labels = [d.label for d in coords.dimensions]
     assert labels[-2:] == ["outcome", "output tok/s (emulated)"]
@@ -143,7 +144,7 @@ def test_parallel_coordinates_cover_every_finished_trial(synthetic) -> None:
 
 
 def test_every_figure_of_an_emulated_study_says_so(synthetic) -> None:
-    figures = _figures(synthetic.study, read_study(synthetic.study))
+    figures = _figures(synthetic.study, read_view(synthetic.study))
     assert len(figures) == FIGURE_COUNT
     for fig, _ in figures:
         assert fig.layout.title.text.endswith("(emulated)"), fig.layout.title.text
@@ -207,7 +208,7 @@ def test_a_trial_unstable_in_its_soak_is_not_the_best(tmp_path: Path) -> None:
                 user_attrs=attrs,
             )
         )
-    view = read_study(study)
-    assert view.best.number == 2  # the faster trial 1 broke in its soak
-    assert outcome_of(view.trials[1]) == "unstable in soak"
+    view = read_view(study)
+    assert view.best_stable.number == 2  # the faster trial 1 broke in its soak
+    assert outcome_text(view.records[1]) == "unstable in soak"
     assert "unstable in soak" in failure_reason_figure(view).data[0].x

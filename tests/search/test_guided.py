@@ -47,7 +47,7 @@ def record(space: Any, number: int, changes: dict[str, Any], *, value: float | N
         config=config,
         outcome=Outcome.FAILED if failed else Outcome.COMPLETE,
         failure_reason=failure,
-        levels={} if failed else {64: value * 0.5, 1024: value},
+        clean={} if failed else {64: value * 0.5, 1024: value},
         value=None if failed else value,
         observations=observations or {},
         chosen_by=move.reason if move is not None else "",
@@ -550,7 +550,7 @@ class TopLevelFallsOff(Rule):
     id = "top-level-falls-off"
 
     def candidates(self, rules: RuleProposer, now: Round, reading: Reading) -> Iterator[Candidate]:
-        levels = now.incumbent.levels  # the client's clean levels: concurrency -> tok/s
+        levels = now.incumbent.clean  # the client's clean levels: concurrency -> tok/s
         if len(levels) < 2:
             return
         top, below = sorted(levels)[-1], sorted(levels)[-2]
@@ -566,7 +566,7 @@ class TopLevelFallsOff(Rule):
 
 
 def test_a_rule_of_ones_own_is_one_small_class(space: Any) -> None:
-    best = replace(record(space, 0, {"max_running_requests": 1024}, value=1500.0), levels={256: 2000.0, 1024: 1500.0})
+    best = replace(record(space, 0, {"max_running_requests": 1024}, value=1500.0), clean={256: 2000.0, 1024: 1500.0})
     strategy = GuidedStrategy(space, 0, rules=[TopLevelFallsOff()])
     proposal = strategy.propose(view(best))
     assert proposal is not None and proposal.move is not None

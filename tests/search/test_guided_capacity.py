@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from tuner.engines import CapacityFlag
-from tuner.loadgen import LevelMetrics
+from tuner.study.record import Level
 from tuner.space import load_space
 from tuner.study.strategies import Change, Move, MoveKind, Source
 from tuner.study.strategies.guided import GuidedStrategy
@@ -26,9 +26,9 @@ def space() -> Any:
     return load_space(REPO / "search_spaces" / "glm5.yaml")
 
 
-def levels(*points: tuple[int, float, float, float]) -> tuple[LevelMetrics, ...]:
+def levels(*points: tuple[int, float, float, float]) -> tuple[Level, ...]:
     """Levels of (concurrency, tok/s, median TTFT ms, median TPOT ms), every request served."""
-    return tuple(LevelMetrics(concurrency=c, num_requests=max(128, c), completed=max(128, c), failed=0,
+    return tuple(Level(concurrency=c, num_requests=max(128, c), completed=max(128, c), failed=0,
                               duration_s=60.0, input_tokens=0, output_tokens=0, output_throughput=tps,
                               total_throughput=2 * tps, request_throughput=1.0, median_ttft_ms=ttft,
                               median_tpot_ms=tpot) for c, tps, ttft, tpot in points)
@@ -39,7 +39,7 @@ FLAT = levels((64, 2083.0, 300.0, 30.0), (256, 2150.0, 4100.0, 30.5), (1024, 218
 
 
 def test_a_flat_client_level_raises_the_cap_with_the_client_named(space: Any) -> None:
-    base = replace(record(space, 0, {}, value=2185.0), metrics=FLAT)
+    base = replace(record(space, 0, {}, value=2185.0), levels=FLAT)
     proposal = GuidedStrategy(space, 0).propose(view(base))
     assert proposal is not None and proposal.move is not None
     move = proposal.move
@@ -58,14 +58,14 @@ def test_a_capacity_change_that_lost_alone_is_tried_again_from_a_lifted_best(spa
                     patches=("autotune_gate",))
     seen = view(record(space, 0, {}, value=2000.0),
                 record(space, 1, {"max_running_requests": 512}, value=1800.0, move=cap_move),
-                replace(record(space, 2, moe, value=2600.0, move=moe_move), metrics=FLAT))
+                replace(record(space, 2, moe, value=2600.0, move=moe_move), levels=FLAT))
     candidates = list(GuidedStrategy(space, 0).proposers[2].candidates(_round(space, seen)))
     assert candidates, "the retry proposer proposed nothing"
     move = candidates[0].move
     assert (move.rule, move.parameter, move.value, move.trial) == ("capacity-retry", "max_running_requests", 512, 1)
     assert candidates[0].values["moe_runner_backend"] == "flashinfer_cutlass"
     # without a binding limit in the best's levels, nothing is retried
-    quiet = view(*seen.records[:2], replace(seen.records[2], metrics=()))
+    quiet = view(*seen.records[:2], replace(seen.records[2], levels=()))
     assert not list(GuidedStrategy(space, 0).proposers[2].candidates(_round(space, quiet)))
 
 

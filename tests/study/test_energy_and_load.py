@@ -11,10 +11,7 @@ import optuna
 import pytest
 
 from tuner.report import build_report
-from tuner.study.energy import energy_points, tokens_per_joule
-from tuner.study.per_load import best_at, best_by_load, load_contrast
-from tuner.study.record import records
-from tuner.study.spread import Spread, spread_of, tied
+from tuner.study.record import Spread, best_at, best_by_load, energy_points, load_contrast, records, spread_of, tied, tokens_per_joule
 
 H200 = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200"
 
@@ -30,13 +27,13 @@ def test_the_h200_study_gives_tokens_per_joule_per_level(h200: optuna.Study) -> 
     gpus = [line for line in (H200 / "machine.txt").read_text().splitlines() if line.startswith(("0, ", "1, "))]
     assert gpus == ["0, NVIDIA H200, 143771 MiB, 0 MiB, 81.22 W, 700.00 W, 9.0"]  # one GPU
     found = {r.number: r for r in records(h200)}
-    levels = {lv["concurrency"]: lv for lv in found[11].levels}
+    levels = {lv.concurrency: lv for lv in found[11].levels}
     # Stored before the summed power existed: the per-GPU mean, one GPU (machine.txt lists one).
     assert tokens_per_joule(levels[64]) is None
     assert tokens_per_joule(levels[64], gpus=1) == pytest.approx(1955.58 / 166.48, rel=1e-4)
     assert round(tokens_per_joule(levels[64], gpus=1), 2) == 11.75
     assert round(tokens_per_joule(levels[1], gpus=1), 3) == 0.426
-    baseline = {lv["concurrency"]: lv for lv in found[0].levels}
+    baseline = {lv.concurrency: lv for lv in found[0].levels}
     assert round(tokens_per_joule(baseline[64], gpus=1), 2) == 4.77  # the winner: 2.5x the tokens a joule
     points = energy_points(records(h200), gpus=1)
     most = max(points, key=lambda p: p.tokens_per_joule)

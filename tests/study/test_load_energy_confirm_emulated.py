@@ -19,7 +19,7 @@ import yaml
 from tests.report.browser import inspect_page
 from tests.study.conftest import GLM5, N_ON, EmulatedStudy
 from tuner.report import FIGURE_COUNT
-from tuner.study.spread import REPEATS_ATTR
+from tuner.study.record import REPEATS
 
 WORKLOAD = {"levels": [64, 512], "output_len": 32, "time_scale": 200,
             "requests_per_level": {"per_concurrency": 1, "min": 64}}
@@ -79,7 +79,7 @@ def test_a_close_best_and_runner_up_are_re_measured_within_the_budget_and_tied(s
     run, output = study
     optuna_study = run.study()
     assert "done: 8 run, 4 re-measured" in " ".join(output.split())  # --trials 12: 8 searched, 4 re-runs
-    repeats = optuna_study.user_attrs[REPEATS_ATTR]
+    repeats = optuna_study.user_attrs[REPEATS]
     assert len(repeats) == 2 and all(len(r["values"]) == 3 and not r["failed"] for r in repeats.values())
     first, second = sorted(repeats, key=int)
     assert all(optuna_study.trials[int(n)].user_attrs["config"] in SAME_SPEED for n in repeats)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from tuner.study.record import Outcome, best_stable, read_view, records
+from tuner.study.record import LEVELS, Level, Outcome, best_stable, read_levels, read_view, records
 from tuner.study.storage import load_existing_study, resolve_storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,5 +50,26 @@ def test_a_study_written_by_earlier_code_still_loads(stored: Path, tmp_path: Pat
         assert len(view.records) == len(trials)
         assert len(view.complete()) + sum(r.outcome == Outcome.REUSED and r.value is not None for r in view.records) == len(complete)
         assert all(r.outcome not in (Outcome.RUNNING, Outcome.WAITING) for r in view.records)
+        for trial, row in zip(trials, rows, strict=True):  # every stored level reads back typed, as stored
+            stored = trial.user_attrs.get(LEVELS) or []
+            assert len(row.levels) == len(stored)
+            for level, document in zip(row.levels, stored, strict=True):
+                again = level.to_dict()  # figures added since the study was written: their defaults
+                assert set(document) <= set(again), set(document) - set(again)
+                assert {k: again[k] for k in document} == document
         if any(r.stable for r in rows):
             assert best_stable(study).value == max(r.value for r in rows if r.stable and r.value is not None)
+
+
+def test_a_level_keeps_what_the_study_stored_beside_the_clients_figures() -> None:
+    client = {"concurrency": 64, "num_requests": 128, "completed": 127, "failed": 1, "duration_s": 10.0,
+              "input_tokens": 1, "output_tokens": 2, "output_throughput": 500.0, "total_throughput": 600.0,
+              "request_throughput": 12.7}
+    gpu = {"mean_power_w": 250.0, "total_power_w": 2000.0}
+    goodput = {**client, "request_rate": 4.0, "gpu": gpu, "meets_slo": False, "slo_miss": "p99 TTFT 900 ms"}
+    (level,) = read_levels([goodput])
+    assert (level.gpu, level.meets_slo, level.slo_miss, level.tokens_per_joule) == (gpu, False, "p99 TTFT 900 ms", None)
+    assert level.figure("output_throughput") == 500.0 and level.figure("goodput") is None
+    assert {k: v for k, v in level.to_dict().items() if k in goodput} == goodput
+    assert "meets_slo" not in Level.from_dict(client).to_dict()  # not a goodput level: nothing added
+    assert read_levels([{"concurrency": 64}]) == ()  # no client figures: not a level

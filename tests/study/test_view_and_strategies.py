@@ -17,6 +17,7 @@ from optuna.trial import TrialState, create_trial
 from tuner.engines import load_profile
 from tuner.errors import ConfigError
 from tuner.signals import LogObserver, Source, level_observations
+from tuner.loadgen import LevelMetrics
 from tuner.space import load_space
 from tuner.errors import ServerFailure
 from tuner.study.record import (
@@ -47,7 +48,10 @@ def space() -> Any:
 
 
 def _level(c: int, tps: float, failed: int = 0, stop: str | None = None) -> dict[str, Any]:
-    return {"concurrency": c, "output_throughput": tps, "completed": 100, "failed": failed, "stop_reason": stop}
+    """A level as the trial runner stores it (``LevelMetrics.to_dict``)."""
+    return LevelMetrics(concurrency=c, num_requests=100 + failed, completed=100, failed=failed, duration_s=10.0,
+                        input_tokens=0, output_tokens=int(10 * tps), output_throughput=tps, total_throughput=tps,
+                        request_throughput=10.0, stop_reason=stop).to_dict()
 
 
 def _add(study: optuna.Study, space: Any, config: dict[str, Any], state: TrialState, value: float | None = None,
@@ -146,7 +150,7 @@ def test_view_reads_levels_outcomes_and_reasons_once(space) -> None:
     assert view.baseline is not None and view.baseline.number == 0
     assert view.baseline.observations == {"kv_tokens": 495488.0, "running_req_at_cap_fraction": 0.93}
     # Only clean levels: 1024 lost 50 of 150 requests.
-    assert view.records[1].levels == {64: 250.0, 256: 800.0}
+    assert view.records[1].clean == {64: 250.0, 256: 800.0}
     assert view.best().number == 1 and view.records[1].chosen_by == "sampler: tpe"
     assert [r.number for r in view.failed()] == [2] and view.failed()[0].failure_reason == "wrong-output"
     assert set(view.finished_by_key()) == {view.records[i].config_key for i in (0, 1, 2)}

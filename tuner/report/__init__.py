@@ -13,15 +13,12 @@ from __future__ import annotations
 from tuner.report._fig_levels import pareto_front
 from tuner.report._page import FIGURE_COUNT, build_report, report_title, write_report
 from tuner.report._table import TABLE_FORMATS, trials_frame, trials_text
-from tuner.report._view import StudyView, read_study
 
 __all__ = [
     "FIGURE_COUNT",
     "TABLE_FORMATS",
-    "StudyView",
     "build_report",
     "pareto_front",
-    "read_study",
     "report_title",
     "trials_frame",
     "trials_text",

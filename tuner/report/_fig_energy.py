@@ -7,8 +7,7 @@ import plotly.graph_objects as go
 
 from tuner.report._fig_levels import pareto_front
 from tuner.report._style import COLORS, LEVEL_COLORS, finish, note_figure
-from tuner.report._view import StudyView
-from tuner.study.energy import energy_points
+from tuner.study.record import StudyView, energy_points
 
 __all__ = ["energy_figure"]
 
@@ -16,7 +15,7 @@ __all__ = ["energy_figure"]
 def energy_figure(view: StudyView) -> go.Figure:
     """Joules per output token (from the GPU power sampled during each level) against throughput."""
     title = "Energy per token vs throughput, with the Pareto front"
-    points = energy_points(view.trials)
+    points = energy_points(view.records)
     if not points:
         return note_figure(title, view.label, "no GPU power was recorded for the GPUs the server used")
     fig = go.Figure()

@@ -12,7 +12,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tuner.report._style import finish, note_figure, outcome_color
-from tuner.report._view import INACTIVE, StudyView, outcome_of, show_value, sorted_labels
+from tuner.report._view import INACTIVE, outcome_text, show_value, sorted_labels
+from tuner.study.record import StudyView, TrialRecord
 
 __all__ = [
     "BINS",
@@ -28,11 +29,11 @@ MAX_VALUES = 6
 BINS = 4
 
 
-def _tried(view: StudyView) -> list:
+def _tried(view: StudyView) -> list[TrialRecord]:
     return [
         t
-        for t in view.trials
-        if t.state in ("COMPLETE", "PRUNED", "FAIL") and t.reused_from is None
+        for t in view.records
+        if t.state.is_finished() and t.reused_from is None
     ]
 
 
@@ -41,7 +42,7 @@ def failure_reason_figure(view: StudyView) -> go.Figure:
     title = "Failures and prunes by reason"
     by_reason: dict[str, list[int]] = {}
     for trial in _tried(view):
-        outcome = outcome_of(trial)
+        outcome = outcome_text(trial)
         if outcome != "ok":
             by_reason.setdefault(outcome, []).append(trial.number)
     if not by_reason:
@@ -109,7 +110,7 @@ def outcome_table(view: StudyView) -> tuple[list[str], list[str], list[list[int]
     tried = [t for t in _tried(view) if t.config]
     names = list(dict.fromkeys(k for t in tried for k in t.config))
     outcomes = sorted(
-        {outcome_of(t) for t in tried}, key=lambda o: (o != "ok", o.startswith("pruned"), o)
+        {outcome_text(t) for t in tried}, key=lambda o: (o != "ok", o.startswith("pruned"), o)
     )
     rows: list[str] = []
     cells: list[list[int]] = []
@@ -120,7 +121,7 @@ def outcome_table(view: StudyView) -> tuple[list[str], list[str], list[list[int]
         for value in order:
             chosen = [t for t, lab in zip(tried, labels, strict=True) if lab == value]
             rows.append(f"{name} = {value}")
-            cells.append([sum(outcome_of(t) == o for t in chosen) for o in outcomes])
+            cells.append([sum(outcome_text(t) == o for t in chosen) for o in outcomes])
     return rows, outcomes, cells
 
 

@@ -7,20 +7,21 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tuner.report._style import COLORS, LEVEL_COLORS, TOP_COLORS, finish, log_ticks, note_figure
-from tuner.report._view import LevelPoint, StudyView, changes_from
+from tuner.report._view import LevelPoint, changes_from, level_points
+from tuner.study.record import StudyView, TrialRecord
 
 __all__ = ["concurrency_figure", "gpu_figure", "latency_figure", "pareto_front"]
 
 
 def _curve(
-    fig: go.Figure, view: StudyView, trial, name: str, color: str, width: float, dash: str | None
+    fig: go.Figure, view: StudyView, trial: TrialRecord, name: str, color: str, width: float, dash: str | None
 ) -> None:
-    clean = view.clean_levels.get(trial.number, {})
-    levels = sorted(trial.levels, key=lambda lv: lv["concurrency"])
-    xs = [lv["concurrency"] for lv in levels]
-    ys = [lv["output_throughput"] for lv in levels]
+    clean = trial.reported
+    levels = sorted(trial.levels, key=lambda lv: lv.concurrency)
+    xs = [lv.concurrency for lv in levels]
+    ys = [lv.output_throughput for lv in levels]
     base = (
-        view.baseline.config if view.baseline is not None and trial is not view.baseline else None
+        view.baseline_trial.config if view.baseline_trial is not None and trial is not view.baseline_trial else None
     )
     detail = "<br>".join(changes_from(trial.config, base)[:8]) or "the baseline"
     symbols = ["circle" if c in clean else "x" for c in xs]
@@ -44,12 +45,12 @@ def concurrency_figure(view: StudyView, top: int = 5) -> go.Figure:
     """Output throughput at each concurrency level: the baseline, the best and the top ``top``."""
     title = "Throughput vs concurrency"
     fig = go.Figure()
-    if view.baseline is not None and view.baseline.levels:
+    if view.baseline_trial is not None and view.baseline_trial.levels:
         _curve(
             fig,
             view,
-            view.baseline,
-            f"baseline (trial {view.baseline.number})",
+            view.baseline_trial,
+            f"baseline (trial {view.baseline_trial.number})",
             COLORS["baseline"],
             3,
             "dash",
@@ -64,11 +65,11 @@ def concurrency_figure(view: StudyView, top: int = 5) -> go.Figure:
             1.5,
             None,
         )
-    if view.best is not None:
-        _curve(fig, view, view.best, f"best: trial {view.best.number}", COLORS["best"], 4, None)
+    if view.best_stable is not None:
+        _curve(fig, view, view.best_stable, f"best: trial {view.best_stable.number}", COLORS["best"], 4, None)
     if not fig.data:
         return note_figure(title, view.label, "no trial has measured a level yet")
-    levels = sorted({lv["concurrency"] for t in view.trials for lv in t.levels})
+    levels = sorted({lv.concurrency for t in view.records for lv in t.levels})
     fig.update_xaxes(
         title="concurrent requests", type="log", tickvals=levels, ticktext=[str(c) for c in levels]
     )
@@ -98,7 +99,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
 def latency_figure(view: StudyView) -> go.Figure:
     """p99 TTFT and median TPOT against throughput, a point per clean level, with Pareto fronts."""
     title = "Latency vs throughput, with the Pareto front"
-    points = [p for p in view.points() if p.clean]
+    points = [p for p in level_points(view) if p.clean]
     if not points:
         return note_figure(title, view.label, "no level has run clean yet")
     fig = make_subplots(
@@ -170,7 +171,7 @@ def latency_figure(view: StudyView) -> go.Figure:
 
 
 def _gpu_points(view: StudyView) -> list[LevelPoint]:
-    return [p for p in view.points() if p.mean_power_w is not None or p.mean_util_pct is not None]
+    return [p for p in level_points(view) if p.mean_power_w is not None or p.mean_util_pct is not None]
 
 
 def gpu_figure(view: StudyView) -> go.Figure:

@@ -7,14 +7,15 @@ import warnings
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 import plotly.graph_objects as go
 
+from tuner.study.record import StudyView, TrialRecord
 from tuner.report._style import COLORS, finish, note_figure
 from tuner.report._view import (
     INACTIVE,
-    StudyView,
     changes_from,
-    outcome_of,
+    outcome_text,
     show_value,
     sorted_labels,
 )
@@ -26,16 +27,16 @@ MIN_TRIALS_FOR_IMPORTANCE = 4
 MAX_CATEGORIES = 8
 
 
-def _hover(view: StudyView, trial: Any) -> str:
-    base = view.baseline.config if view.baseline and trial is not view.baseline else None
+def _hover(view: StudyView, trial: TrialRecord) -> str:
+    base = view.baseline_trial.config if view.baseline_trial and trial is not view.baseline_trial else None
     changes = changes_from(trial.config, base) or ["same as the baseline"]
-    return f"trial {trial.number}: {outcome_of(trial)}<br>" + "<br>".join(changes[:8])
+    return f"trial {trial.number}: {outcome_text(trial)}<br>" + "<br>".join(changes[:8])
 
 
 def history_figure(view: StudyView) -> go.Figure:
     """Objective per trial, best-so-far, the baseline as a horizontal line, failures at zero."""
     unit = f"output tok/s{view.label}"
-    if not view.trials:
+    if not view.records:
         return note_figure("Optimisation history", view.label, "no trials yet")
     fig = go.Figure()
     groups: dict[str, tuple[list[int], list[float], list[str]]] = {
@@ -45,20 +46,20 @@ def history_figure(view: StudyView) -> go.Figure:
     }
     best_so_far: tuple[list[int], list[float]] = ([], [])
     running = None
-    for trial in view.trials:
-        if trial.state not in groups:
+    for trial in view.records:
+        if trial.state.name not in groups:
             continue
-        clean = view.clean_levels.get(trial.number, {})
+        clean = trial.reported
         y = (
             trial.value
-            if trial.state == "COMPLETE"
-            else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0)
+            if trial.state == TrialState.COMPLETE
+            else (max(clean.values()) if trial.state == TrialState.PRUNED and clean else 0.0)
         )
-        xs, ys, texts = groups[trial.state]
+        xs, ys, texts = groups[trial.state.name]
         xs.append(trial.number)
         ys.append(y or 0.0)
         texts.append(_hover(view, trial))
-        if trial.state == "COMPLETE" and trial.stable and trial.value is not None:
+        if trial.state == TrialState.COMPLETE and trial.stable and trial.value is not None:
             running = trial.value if running is None else max(running, trial.value)
         if running is not None:
             best_so_far[0].append(trial.number)
@@ -91,13 +92,13 @@ def history_figure(view: StudyView) -> go.Figure:
                     marker={"color": color, "symbol": symbol, "size": 9},
                 )
             )
-    if view.best is not None:
+    if view.best_stable is not None:
         fig.add_trace(
             go.Scatter(
-                x=[view.best.number],
-                y=[view.best.value],
+                x=[view.best_stable.number],
+                y=[view.best_stable.value],
                 mode="markers",
-                name=f"best stable (trial {view.best.number})",
+                name=f"best stable (trial {view.best_stable.number})",
                 hoverinfo="skip",
                 marker={
                     "symbol": "star",
@@ -107,11 +108,11 @@ def history_figure(view: StudyView) -> go.Figure:
                 },
             )
         )
-    if view.baseline is not None and view.baseline.value is not None:
+    if view.baseline_trial is not None and view.baseline_trial.value is not None:
         fig.add_hline(
-            y=view.baseline.value,
+            y=view.baseline_trial.value,
             line={"dash": "dash", "color": COLORS["baseline"], "width": 2},
-            annotation_text=f"baseline {view.baseline.value:,.0f} tok/s",
+            annotation_text=f"baseline {view.baseline_trial.value:,.0f} tok/s",
             annotation_position="top left",
         )
     fig.update_xaxes(title="trial", rangemode="tozero")
@@ -126,7 +127,7 @@ def importance_figure(study: optuna.Study, view: StudyView) -> go.Figure:
     between the top 10% and the top half.
     """
     title = "Parameter importances"
-    done = [t for t in view.trials if t.state == "COMPLETE"]
+    done = [t for t in view.records if t.state == TrialState.COMPLETE]
     if len(done) < MIN_TRIALS_FOR_IMPORTANCE:
         return note_figure(
             title,
@@ -214,9 +215,9 @@ def parallel_figure(view: StudyView) -> go.Figure:
     title = "Parallel coordinates: settings, outcome and throughput"
     tried = [
         t
-        for t in view.trials
+        for t in view.records
         if t.config
-        and t.state in ("COMPLETE", "PRUNED", "FAIL")
+        and t.state.is_finished()
         and t.reused_from is None
     ]
     if not tried:
@@ -225,14 +226,14 @@ def parallel_figure(view: StudyView) -> go.Figure:
     varying = [n for n in names if len({show_value(t.config.get(n, INACTIVE)) for t in tried}) > 1]
     throughput = []
     for trial in tried:
-        clean = view.clean_levels.get(trial.number, {})
+        clean = trial.reported
         throughput.append(
             trial.value
             if trial.value is not None
-            else (max(clean.values()) if trial.state == "PRUNED" and clean else 0.0)
+            else (max(clean.values()) if trial.state == TrialState.PRUNED and clean else 0.0)
         )
     dimensions = [_axis(n, [t.config.get(n, INACTIVE) for t in tried]) for n in varying]
-    dimensions.append(_axis("outcome", [outcome_of(t) for t in tried]))
+    dimensions.append(_axis("outcome", [outcome_text(t) for t in tried]))
     dimensions.append({"label": f"output tok/s{view.label}", "values": throughput})
     fig = go.Figure(
         go.Parcoords(

@@ -22,7 +22,7 @@ from tuner.report._fig_search import history_figure, importance_figure, parallel
 from tuner.report._per_load import per_load_html, winner_html
 from tuner.report._style import FIGURE_HEIGHT
 from tuner.report._summary import summary_html, top_trials_html
-from tuner.report._view import StudyView, read_study
+from tuner.study.record import ENGINE, HOST, SPACE_FILE, StudyView, read_view
 
 __all__ = ["FIGURE_COUNT", "build_report", "report_title", "write_report"]
 
@@ -112,18 +112,18 @@ def build_report(study: optuna.Study, space_name: str | None = None) -> str:
     Returns:
         The HTML text.
     """
-    view = read_study(study)
+    view = read_view(study)
     figures = _figures(study, view)
     title = report_title(view)
-    space = _relative(str(space_name or view.attrs.get("space_file") or "?"))
+    space = _relative(str(space_name or view.attrs.get(SPACE_FILE) or "?"))
     tag = '<span class="emulated-tag">emulated</span>' if view.emulated else ""
     sub = " · ".join(
         html.escape(str(part))
         for part in (
             f"space {space}",
-            f"engine {view.attrs.get('engine', '?')}",
-            f"host {view.attrs.get('host', '?')}",
-            f"{len(view.trials)} trials",
+            f"engine {view.attrs.get(ENGINE, '?')}",
+            f"host {view.attrs.get(HOST, '?')}",
+            f"{len(view.records)} trials",
         )
     )
     cells = "\n".join(

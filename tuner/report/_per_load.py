@@ -1,6 +1,6 @@
 """The report's panels on which configuration wins where: the best stable trial at each load
-level (:mod:`tuner.study.per_load`) with its tokens per joule there, and the winner with its
-spread over re-measured runs, or the tie (:mod:`tuner.study.confirm`)."""
+level (:mod:`tuner.study.record._per_load`) with its tokens per joule there, and the winner with its
+spread over re-measured runs, or the tie (:mod:`tuner.study.record._winner`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,21 @@ import html
 
 import optuna
 
-from tuner.report._view import StudyView
-from tuner.study.confirm import study_noise, winner_lines
-from tuner.study.energy import tokens_per_joule
-from tuner.study.per_load import best_by_load, load_contrast
+from tuner.study.record import (
+    StudyView,
+    TrialRecord,
+    best_by_load,
+    load_contrast,
+    study_noise,
+    tokens_per_joule,
+    winner_lines,
+)
 
 __all__ = ["per_load_html", "winner_html"]
 
 
-def _energy_at(record, concurrency: int) -> str:  # noqa: ANN001 (results.TrialRecord)
-    level = next((lv for lv in record.levels if lv["concurrency"] == concurrency), None)
+def _energy_at(record: TrialRecord, concurrency: int) -> str:
+    level = record.level_at(concurrency)
     value = tokens_per_joule(level) if level is not None else None
     return "–" if value is None else f"{value:.3f}"
 
@@ -25,7 +30,7 @@ def _energy_at(record, concurrency: int) -> str:  # noqa: ANN001 (results.TrialR
 def per_load_html(study: optuna.Study, view: StudyView) -> str:
     """A table: per level, the best stable trial, its output tok/s and tok/J there, the runner-up,
     and the configurations left out there because they failed at another level."""
-    bests = best_by_load(list(view.trials))
+    bests = best_by_load(list(view.records))
     if not bests:
         return ""
     rows = []

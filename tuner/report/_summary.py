@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Sequence
 
-from tuner.report._view import StudyView, changes_from
-from tuner.study.record import VALIDATION
+from tuner.report._view import changes_from
+from tuner.study.record import HOST, VALIDATION, Level, StudyView, TrialRecord
 
 __all__ = ["measurement_bound_html", "peak_level", "summary_html", "top_trials_html"]
 
 
-def peak_level(levels: list[dict[str, Any]]) -> dict[str, Any] | None:
+def peak_level(levels: Sequence[Level]) -> Level | None:
     """The level with the highest output throughput (None without levels); a level that was
     measurement-bound (the client measured itself) is not a peak while another level exists."""
-    ranked = [lv for lv in levels if not lv.get("measurement_bound")] or levels
-    return max(ranked, key=lambda lv: lv.get("output_throughput") or 0.0) if ranked else None
+    ranked = [level for level in levels if not level.measurement_bound] or list(levels)
+    return max(ranked, key=lambda level: level.output_throughput or 0.0) if ranked else None
 
 
 def measurement_bound_html(view: StudyView) -> str:
     """A panel listing the levels whose client measured itself (kept, never ranked)."""
-    bound = [(trial.number, level) for trial in view.trials for level in trial.levels
-             if level.get("measurement_bound")]
+    bound = [(trial.number, level) for trial in view.records for level in trial.levels
+             if level.measurement_bound]
     if not bound:
         return ""
     rows = "".join(
-        f"<tr><td class=num>{number}</td><td class=num>{level.get('concurrency', '–')}</td>"
-        f"<td class=num>{_tps(level.get('output_throughput'))}</td>"
-        f"<td>{html.escape(str(level['measurement_bound']).split(': its figure')[0])}</td></tr>"
+        f"<tr><td class=num>{number}</td><td class=num>{level.concurrency}</td>"
+        f"<td class=num>{_tps(level.output_throughput)}</td>"
+        f"<td>{html.escape(str(level.measurement_bound).split(': its figure')[0])}</td></tr>"
         for number, level in bound
     )
     return (
@@ -54,7 +54,7 @@ def _tps(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f} tok/s"
 
 
-def _validation_card(best) -> str:
+def _validation_card(best: TrialRecord) -> str:
     validation = best.user_attrs.get(VALIDATION)
     if not validation:
         return _card("validation", "not yet", "run `tuner validate` before deploying")
@@ -71,8 +71,8 @@ def _validation_card(best) -> str:
 
 def _cards(view: StudyView) -> str:
     label = view.label
-    base = view.baseline.value if view.baseline is not None else None
-    best = view.best
+    base = view.baseline_trial.value if view.baseline_trial is not None else None
+    best = view.best_stable
     counts = view.state_counts()
     if best is not None and best.value is not None:
         gain = f"{best.value / base:.2f}x the baseline" if base else "no baseline measured"
@@ -84,11 +84,11 @@ def _cards(view: StudyView) -> str:
     base_card = _card(
         f"baseline{label}",
         _tps(base),
-        f"trial {view.baseline.number}" if view.baseline is not None else "not run yet",
+        f"trial {view.baseline_trial.number}" if view.baseline_trial is not None else "not run yet",
     )
     trials_card = _card(
         "trials",
-        str(len(view.trials)),
+        str(len(view.records)),
         " · ".join(
             f"{counts[s]} {s.lower()}"
             for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
@@ -98,17 +98,17 @@ def _cards(view: StudyView) -> str:
     last = (
         _validation_card(best)
         if best is not None
-        else _card("host", str(view.attrs.get("host", "?")))
+        else _card("host", str(view.attrs.get(HOST, "?")))
     )
     return f'<div class="cards">{best_card}{base_card}{trials_card}{last}</div>'
 
 
 def _best_panel(view: StudyView) -> str:
-    best = view.best
+    best = view.best_stable
     if best is None:
         return ""
     base = (
-        view.baseline.config if view.baseline is not None and best is not view.baseline else None
+        view.baseline_trial.config if view.baseline_trial is not None and best is not view.baseline_trial else None
     )
     changes = ", ".join(changes_from(best.config, base)) or "none: the baseline is the best"
     return (
@@ -124,13 +124,13 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
     ranked = view.completed[:count]
     if not ranked:
         return ""
-    base = view.baseline.value if view.baseline is not None else None
-    base_config = view.baseline.config if view.baseline is not None else None
+    base = view.baseline_trial.value if view.baseline_trial is not None else None
+    base_config = view.baseline_trial.config if view.baseline_trial is not None else None
     rows = []
     for trial in ranked:
-        peak = peak_level(trial.levels) or {}
+        peak = peak_level(trial.levels)
         ratio = f"{trial.value / base:.2f}x" if base and trial.value else "–"
-        ttft = peak.get("p99_ttft_ms")
+        ttft = peak.p99_ttft_ms if peak is not None else None
         changes = (
             "baseline"
             if trial.is_baseline
@@ -138,7 +138,7 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
         )
         rows.append(
             f"<tr><td class=num>{trial.number}</td><td class=num>{_tps(trial.value)}</td>"
-            f"<td class=num>{ratio}</td><td class=num>{peak.get('concurrency', '–')}</td>"
+            f"<td class=num>{ratio}</td><td class=num>{peak.concurrency if peak is not None else '–'}</td>"
             f"<td class=num>{'–' if ttft is None else f'{ttft:,.0f} ms'}</td>"
             f"<td class=num>{'yes' if trial.stable else 'no'}</td>"
             f"<td>{html.escape(changes)}</td><td>{html.escape(trial.chosen_by)}</td></tr>"

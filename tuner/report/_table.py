@@ -20,14 +20,15 @@ import pandas as pd
 
 from tuner.errors import ConfigError
 from tuner.report._summary import peak_level
-from tuner.report._view import read_study
 from tuner.study.record import (
     EMULATED,
     HOST_SECONDS,
     LEVEL_FIGURES,
     READY_S,
     VALIDATION,
+    TrialRecord,
     level_figures,
+    read_view,
 )
 
 __all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
@@ -41,32 +42,32 @@ def _level_column_order(column: str) -> tuple[int, int]:
     return [p for p, _ in LEVEL_FIGURES].index(name) if name != BOUND else len(LEVEL_FIGURES), int(concurrency)
 
 
-def _row(trial: Any, emulated: bool) -> dict[str, Any]:
+def _row(trial: TrialRecord, emulated: bool) -> dict[str, Any]:
     ua = trial.user_attrs
     row: dict[str, Any] = {
         "number": trial.number,
-        "state": trial.state,
+        "state": trial.state.name,
         "value": trial.value,
         "is_baseline": trial.is_baseline,
         "stable": trial.stable,
         "reason": trial.reason,
         "detail": trial.detail,
-        "pruned_by": trial.outcome.pruned_by,
+        "pruned_by": trial.result.pruned_by,
         "reused_from": trial.reused_from,
         "chosen_by": trial.chosen_by,
     }
     for name, value in trial.config.items():
         row[f"config.{name}"] = "unset" if value is None else value
-    for level in sorted(trial.levels, key=lambda lv: lv["concurrency"]):
-        row.update(level_figures(level))
+    for level in sorted(trial.levels, key=lambda lv: lv.concurrency):
+        row.update(level_figures(level.to_dict()))
         # The client measured itself there: the figure is stored, never the configuration's.
-        row[f"{BOUND}@{level['concurrency']}"] = bool(level.get("measurement_bound"))
-    peak = peak_level(trial.levels) or {}
-    gpu = peak.get("gpu") or {}
+        row[f"{BOUND}@{level.concurrency}"] = bool(level.measurement_bound)
+    peak = peak_level(trial.levels)
+    gpu = (peak.gpu if peak is not None else None) or {}
     validation = ua.get(VALIDATION) or {}
     row.update(
         {
-            "peak_concurrency": peak.get("concurrency"),
+            "peak_concurrency": peak.concurrency if peak is not None else None,
             "peak_mean_power_w": gpu.get("mean_power_w"),
             "peak_mean_util_pct": gpu.get("mean_util_pct"),
             "ready_s": ua.get(READY_S),
@@ -103,8 +104,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     Columns use pandas' nullable dtypes (``Int64``, ``Float64``, ``boolean``), so an integer
     setting stays an integer where another trial lacks it; gaps are ``<NA>``.
     """
-    view = read_study(study)
-    rows = [_row(trial, view.emulated) for trial in view.trials]
+    view = read_view(study)
+    rows = [_row(trial, view.emulated) for trial in view.records]
     if not rows:
         return pd.DataFrame(
             columns=["number", "state", "value", "is_baseline", "stable", "reason"]

@@ -1,6 +1,7 @@
 """The optimize loop: the run from claim to release (`_run`), the loop over trials (`_optimize`),
-what the terminal shows (`_progress`), the dry run, and the commands that act on a study around it:
-preflight, warm start, enqueue, validate (soaks), the host claim.
+what the terminal shows (`_progress`), the re-measure of a close best and runner-up (`_confirm`),
+the dry run, and the commands that act on a study around it: preflight, warm start, enqueue,
+validate (soaks), the host claim.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from tuner.study.loop._optimize import (
     MAX_IDLE_ASKS,
 )
 from tuner.study.loop._progress import ProgressView
+from tuner.study.loop._confirm import Confirmation
 from tuner.study.loop._dry_run import print_dry_run, estimate_trial_host_seconds
 from tuner.study.loop._preflight import (
     check_run_root,
     preflight_checks,
     read_engine_version,
+    require_power,
     server_environment,
     unavailable_patches,
     PATCH_CHECK_PREFIX,
@@ -55,6 +58,8 @@ __all__ = [
     "ensure_baseline_queued",
     "MAX_IDLE_ASKS",
     "ProgressView",
+    "Confirmation",
+    "require_power",
     "print_dry_run",
     "estimate_trial_host_seconds",
     "check_run_root",

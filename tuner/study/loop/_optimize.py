@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from tuner.errors import TunerError
 from tuner.scrub import Scrubber
-from tuner.study.confirm import Confirmation
+from tuner.study.loop._confirm import Confirmation
 from tuner.study.record import (
     CHOSEN_BY,
     COMMAND_LINE,
@@ -78,7 +78,7 @@ class OptimizeSummary:
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
     patience_stop: bool = False
-    remeasured: int = 0  # re-runs of a close best and runner-up (tuner.study.confirm), in the budget
+    remeasured: int = 0  # re-runs of a close best and runner-up (tuner.study.loop._confirm), in the budget
 
     def settled(self, outcome: Outcome) -> None:
         """Count a configuration settled without running (skipped, gated or reused)."""

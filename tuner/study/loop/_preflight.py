@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner import doctor
-from tuner.errors import TunerError
+from tuner.errors import ConfigError, TunerError
 from tuner.handover import read_gpu_state, server_gpus
 from tuner.host._run_root import inspect_run_root
 from tuner.patches import PatchManager
+from tuner.study.record import TOKENS_PER_JOULE
 from tuner.study.trial import Target
 
-__all__ = ["check_run_root", "preflight_checks", "read_engine_version", "server_environment",
+__all__ = ["check_run_root", "preflight_checks", "read_engine_version", "require_power", "server_environment",
            "unavailable_patches", "PATCH_CHECK_PREFIX"]
 
 PATCH_CHECK_PREFIX = "patch "
@@ -91,3 +92,13 @@ def read_engine_version(target: Target, env: Mapping[str, str] | None = None) ->
     result = target.host.run(command, env=target.env if env is None else env, timeout=120.0)
     lines = result.stdout.strip().splitlines()
     return lines[-1].strip() if result.ok and lines else None
+
+
+def require_power(space: Any, gpu_state: Any) -> None:
+    """Refuse ``objective.metric: tokens_per_joule`` on a host without ``nvidia-smi`` (before
+    any trial: no level could be ranked)."""
+    if space.objective.metric == TOKENS_PER_JOULE and gpu_state is None:
+        raise ConfigError(
+            f"{space.path}: objective.metric: tokens_per_joule needs GPU power, and the host has "
+            "no nvidia-smi; fix: use metric output_throughput on this host"
+        )

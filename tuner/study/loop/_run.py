@@ -20,9 +20,8 @@ from tuner.doctor import format_checks
 from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
-from tuner.study.confirm import Confirmation
-from tuner.study.energy import TOKENS_PER_JOULE, require_power
-from tuner.study.per_load import load_summary
+from tuner.study.loop._confirm import Confirmation
+from tuner.study.record import TOKENS_PER_JOULE, load_summary
 from tuner.study.trial import (
     GATE_EXPLORE,
     BaselinePruner,
@@ -36,6 +35,7 @@ from tuner.study.loop._host_claim import claim_host, release_host
 from tuner.study.loop._optimize import OptimizeSummary, local_runs_dir, optimize_study
 from tuner.study.storage import create_or_resume, mark_dead_workers, open_storage
 from tuner.study.loop._preflight import (
+    require_power,
     PATCH_CHECK_PREFIX,
     preflight_checks,
     read_engine_version,

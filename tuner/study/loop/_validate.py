@@ -25,7 +25,7 @@ from tuner.loadgen import LevelSpec, run_level
 from tuner.patches import PatchManager
 from tuner.study.loop._host_claim import claim_host, release_host
 from tuner.study.trial._runner import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
-from tuner.study.record import VALIDATION, TrialRecord, records
+from tuner.study.record import VALIDATION, Level, TrialRecord, records
 from tuner.study.trial import Target, request_dialect
 
 __all__ = ["ValidationResult", "validate_study", "DEFAULT_SOAK_S"]
@@ -52,9 +52,9 @@ class ValidationResult:
         return asdict(self)
 
 
-def _peak_level(record: TrialRecord, metric: str) -> dict[str, Any]:
-    clean = [lv for lv in record.levels if lv.get("stop_reason") is None]
-    return max(clean or record.levels, key=lambda lv: lv[metric])
+def _peak_level(record: TrialRecord, metric: str) -> Level:
+    clean = [level for level in record.levels if level.stop_reason is None]
+    return max(clean or record.levels, key=lambda level: level.figure(metric))
 
 
 def _candidates(study: optuna.Study, top: int) -> list[TrialRecord]:
@@ -66,7 +66,7 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
           repeats: int) -> ValidationResult:
     objective = space.objective
     peak = _peak_level(record, objective.metric)
-    concurrency = int(peak["concurrency"])
+    concurrency = int(peak.concurrency)
     workload = space.workload_for(target.emulated)
     window_s = duration_s / repeats
     expected_tokens = (record.value or 0.0) * window_s
@@ -109,7 +109,7 @@ def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecor
 
 def store_validation(study: optuna.Study, result: ValidationResult) -> None:
     """Keep the soak's result in the study (Optuna freezes a finished trial's attributes), under
-    ``validation`` by trial number; :func:`tuner.study.results.records` puts it on the trial."""
+    ``validation`` by trial number; :func:`tuner.study.record.read_view` puts it on the trial."""
     stored = dict(study.user_attrs.get(VALIDATION, {}))
     stored[str(result.trial)] = result.to_dict()
     study.set_user_attr(VALIDATION, stored)

@@ -1,6 +1,9 @@
 """The record of a study: every attribute key (`_keys`), how a value is written (`_write`), what
-became of a trial and the one writer of outcomes (`_outcome`), the typed trial record and the
-study view every reader shares (`_view`), reading results (`_results`).
+became of a trial and the one writer of outcomes (`_outcome`), a stored level read back typed
+(`_level`), the one typed trial record (`_record`) and the one study view every reader shares
+(`_view`), reading results (`_results`); what is read from the
+results: a figure over several runs (`_spread`), the study's noise and the winner beyond it
+(`_winner`), the best at each load (`_per_load`), energy per token (`_energy`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from tuner.study.record._keys import (
     SPACE_FILE,
     ENGINE,
     TIME_SCALE,
+    REPEATS,
 )
 from tuner.study.record._write import (
     LEVEL_FIGURES,
@@ -74,16 +78,39 @@ from tuner.study.record._outcome import (
     write_outcome,
     write_dead_worker,
 )
-from tuner.study.record._view import (
-    TrialRecord,
-    StudyView,
-    read_view,
-    clean_levels,
-)
+from tuner.study.record._level import Level, read_levels, clean_levels
+from tuner.study.record._record import TrialRecord, read_record
+from tuner.study.record._view import StudyView, read_view
 from tuner.study.record._results import (
     records,
     best_stable,
     baseline_record,
+    stable_candidates,
+)
+from tuner.study.record._spread import Spread, spread_of, tied
+from tuner.study.record._winner import (
+    ASSUMED_NOISE,
+    CONFIRM_RUNS,
+    EMULATED_NOISE,
+    Noise,
+    close_pair,
+    study_noise,
+    winner_lines,
+)
+from tuner.study.record._per_load import (
+    Excluded,
+    LoadBest,
+    best_at,
+    best_by_load,
+    load_contrast,
+    load_summary,
+)
+from tuner.study.record._energy import (
+    TOKENS_PER_JOULE,
+    EnergyPoint,
+    add_energy,
+    energy_points,
+    tokens_per_joule,
 )
 
 __all__ = [
@@ -136,6 +163,7 @@ __all__ = [
     "SPACE_FILE",
     "ENGINE",
     "TIME_SCALE",
+    "REPEATS",
     "LEVEL_FIGURES",
     "level_figures",
     "scrubbing",
@@ -150,11 +178,36 @@ __all__ = [
     "outcome_attrs",
     "write_outcome",
     "write_dead_worker",
+    "Level",
+    "read_levels",
+    "clean_levels",
     "TrialRecord",
+    "read_record",
     "StudyView",
     "read_view",
-    "clean_levels",
     "records",
     "best_stable",
     "baseline_record",
+    "stable_candidates",
+    "Spread",
+    "spread_of",
+    "tied",
+    "ASSUMED_NOISE",
+    "CONFIRM_RUNS",
+    "EMULATED_NOISE",
+    "Noise",
+    "close_pair",
+    "study_noise",
+    "winner_lines",
+    "Excluded",
+    "LoadBest",
+    "best_at",
+    "best_by_load",
+    "load_contrast",
+    "load_summary",
+    "TOKENS_PER_JOULE",
+    "EnergyPoint",
+    "add_energy",
+    "energy_points",
+    "tokens_per_joule",
 ]

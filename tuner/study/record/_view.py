@@ -1,103 +1,46 @@
-"""One typed view of the study, read once per iteration of the optimize loop.
+"""One typed view of the study, read once: :class:`StudyView`.
 
-:func:`read_view` turns every trial into a :class:`TrialRecord` (state, configuration, typed
-outcome, clean per-level throughput, what the server log and telemetry said, why it was chosen);
-strategies, the reuse of identical configurations and the pruning rule read this view instead
-of scanning the trials and their string attributes themselves.
+:func:`read_view` turns every trial into a :class:`TrialRecord`. The optimize loop reads it once
+per iteration (strategies, the reuse of identical configurations and the pruning rule read this
+view instead of scanning the trials and their string attributes themselves); the report,
+``tuner trials``, ``tuner best`` and ``tuner export`` read the same view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.loadgen import LevelMetrics
-from tuner.signals import Source
-from tuner.study.record._keys import (
-    CHOSEN_BY,
-    CONFIG,
-    CONFIG_KEY,
-    FAILURE_REASON,
-    IS_BASELINE,
-    LEVELS,
-    MOVE,
-    OBSERVATIONS,
-    REUSED_FROM,
-)
-from tuner.study.record._outcome import Outcome, outcome_of
-from tuner.study.record._write import observation_sources
-from tuner.study.strategies._moves import Move, read_move
+from tuner.study.record._keys import EMULATED
+from tuner.study.record._outcome import Outcome
+from tuner.study.record._record import TrialRecord, read_record
 
-__all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
+__all__ = ["StudyView", "read_view"]
 
-
-def clean_levels(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
-    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests.
-
-    A goodput study's levels are request rates at one concurrency and carry no ``goodput`` figure:
-    there the highest rate that met the SLO stands for them (in req/s, as the trial's value)."""
-    values: dict[int, float] = {}
-    for level in levels:
-        total = level["completed"] + level["failed"]
-        if level.get("stop_reason") is None and level["failed"] <= max_failed_fraction * max(1, total):
-            figure = level.get(metric)
-            if figure is None:  # a goodput rate level
-                if not level.get("meets_slo") or level.get("request_rate") is None:
-                    continue
-                figure = level["request_rate"]
-            concurrency = int(level["concurrency"])
-            values[concurrency] = max(float(figure), values.get(concurrency, float(figure)))
-    return values
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """One trial as the search sees it.
-
-    ``levels``: concurrency -> output tokens/s of the clean levels only; ``observations``: what the
-    server log and GPU telemetry said (``kv_tokens``, ``running_req_at_cap_fraction``,
-    ``queue_growing``, ``token_usage_max``, ``gpu_power_w``, ...), names as in
-    :mod:`tuner.signals`; ``observation_sources``: where each was read; ``chosen_by``: the one-line reason it was run; ``move``: the
-    strategy's move that chose it, as data (None: the baseline, the sampler, by hand);
-    ``metrics``: every level's figures as the client measured them (the client-level signals of
-    :mod:`tuner.signals` read them).
-    """
-
-    number: int
-    state: TrialState
-    config: dict[str, Any]
-    outcome: Outcome
-    failure_reason: str | None
-    levels: dict[int, float]
-    value: float | None
-    observations: dict[str, float]
-    chosen_by: str
-    is_baseline: bool = False
-    reused_from: int | None = None
-    config_key: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    move: Move | None = None
-    observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
-    metrics: tuple[LevelMetrics, ...] = ()
-
-    @property
-    def ran(self) -> bool:
-        """Whether this trial ran its configuration on the host (COMPLETE, below the baseline,
-        or FAIL by its configuration)."""
-        return self.outcome.ran
+# Without a search space: the objective's defaults (what a record's ``clean`` figures are).
+_DEFAULT_METRIC = "output_throughput"
+_DEFAULT_MAX_FAILED_FRACTION = 0.01
 
 
 @dataclass(frozen=True)
 class StudyView:
-    """Every trial of the study at one moment, in trial-number order."""
+    """Every trial of the study at one moment, in trial-number order.
+
+    ``baseline``: the reference the search compares with (the baseline that ran and measured
+    clean levels, not a copy); ``name``, ``attrs``: the study's name and user attributes.
+    """
 
     records: tuple[TrialRecord, ...]
     baseline: TrialRecord | None
+    name: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
     _frozen: dict[int, FrozenTrial] = field(default_factory=dict, repr=False, compare=False)
 
+    # -- what the search reads ------------------------------------------------------------------
     def complete(self) -> list[TrialRecord]:
         """COMPLETE trials that ran (not copies of earlier ones)."""
         return [r for r in self.records if r.outcome == Outcome.COMPLETE]
@@ -128,51 +71,68 @@ class StudyView:
         """Optuna's own record of a trial (to copy its attributes when reusing it)."""
         return self._frozen[number]
 
+    # -- what the report and the commands read --------------------------------------------------
+    @cached_property
+    def best_stable(self) -> TrialRecord | None:
+        """The best COMPLETE trial whose every level ran clean (validated ones first, if any); a
+        re-measured trial counts by its mean over its runs. None: no stable trial yet."""
+        return self.best_stable_of(prefer_validated=True)
 
-def _record(trial: FrozenTrial, metric: str, max_failed_fraction: float) -> TrialRecord:
-    ua = trial.user_attrs
-    outcome = outcome_of(trial)
-    value = trial.values[0] if trial.state == TrialState.COMPLETE and trial.values else None
-    config = dict(ua.get(CONFIG) or {})
-    chosen_by = str(ua.get(CHOSEN_BY) or "")
-    return TrialRecord(
-        number=trial.number,
-        state=trial.state,
-        config=config,
-        outcome=outcome,
-        failure_reason=ua.get(FAILURE_REASON),
-        levels=clean_levels(list(ua.get(LEVELS) or []), metric, max_failed_fraction),
-        value=value,
-        observations={k: float(v) for k, v in (ua.get(OBSERVATIONS) or {}).items() if v is not None},
-        chosen_by=chosen_by,
-        is_baseline=bool(ua.get(IS_BASELINE)),
-        reused_from=ua.get(REUSED_FROM),
-        config_key=ua.get(CONFIG_KEY),
-        params=dict(trial.params),
-        move=read_move(ua.get(MOVE), chosen_by, config),
-        observation_sources=observation_sources(ua),
-        metrics=_level_metrics(ua.get(LEVELS) or []),
-    )
+    def best_stable_of(self, *, prefer_validated: bool) -> TrialRecord | None:
+        """:attr:`best_stable`, preferring validated trials or not."""
+        stable = [r for r in self.records if r.stable and r.value is not None and r.soak_stable is not False]
+        if prefer_validated:
+            validated = [r for r in stable if r.soak_stable]
+            if validated:
+                stable = validated
+        return max(stable, key=lambda r: r.mean_value or 0.0) if stable else None
+
+    @cached_property
+    def baseline_trial(self) -> TrialRecord | None:
+        """The baseline trial as shown: the one that completed, else the first that failed (a
+        baseline that failed for a reason of the run, interrupted or host-error, runs again)."""
+        baselines = [r for r in self.records if r.is_baseline and r.state in (TrialState.COMPLETE, TrialState.FAIL)]
+        return next((r for r in baselines if r.state == TrialState.COMPLETE), baselines[0] if baselines else None)
+
+    @property
+    def emulated(self) -> bool:
+        """True when the study ran on the emulated host (its figures are labelled so)."""
+        return bool(self.attrs.get(EMULATED)) or any(r.user_attrs.get(EMULATED) for r in self.records)
+
+    @property
+    def label(self) -> str:
+        """The suffix every emulated figure carries: `` (emulated)`` or nothing."""
+        return " (emulated)" if self.emulated else ""
+
+    @property
+    def completed(self) -> list[TrialRecord]:
+        """COMPLETE trials that ran on the host (reused copies left out), best first."""
+        done = [r for r in self.records if r.state == TrialState.COMPLETE and r.value is not None]
+        return sorted((r for r in done if r.reused_from is None), key=lambda r: -(r.value or 0.0))
+
+    def top(self, count: int) -> list[TrialRecord]:
+        """The ``count`` best completed trials other than the best stable and the baseline."""
+        skip = {r.number for r in (self.best_stable, self.baseline_trial) if r is not None}
+        return [r for r in self.completed if r.number not in skip][:count]
+
+    def state_counts(self) -> dict[str, int]:
+        """How many trials ended in each state (by Optuna's state name)."""
+        counts: dict[str, int] = {}
+        for record in self.records:
+            counts[record.state.name] = counts.get(record.state.name, 0) + 1
+        return counts
 
 
-def _level_metrics(levels: list[dict[str, Any]]) -> tuple[LevelMetrics, ...]:
-    """The stored levels read back as :class:`LevelMetrics` (a level stored without the
-    client's figures, a goodput rate search's, is left out)."""
-    out = []
-    for level in levels:
-        try:
-            out.append(LevelMetrics.from_dict(level))
-        except (TypeError, ValueError):
-            continue
-    return tuple(out)
-
-
-def read_view(study: optuna.Study, space: Any) -> StudyView:
-    """Read the study ONCE into a :class:`StudyView` (levels compared on ``space.objective``)."""
-    objective = space.objective
+def read_view(study: optuna.Study, space: Any = None) -> StudyView:
+    """Read the study ONCE into a :class:`StudyView` (clean levels by ``space.objective``; without
+    a space, by the objective's defaults: output tokens/s, at most 1% failed)."""
+    objective = space.objective if space is not None else None
+    metric = objective.metric if objective is not None else _DEFAULT_METRIC
+    limit = objective.max_failed_fraction if objective is not None else _DEFAULT_MAX_FAILED_FRACTION
     trials = study.get_trials(deepcopy=False)
-    records = tuple(_record(t, objective.metric, objective.max_failed_fraction) for t in trials)
+    attrs = dict(study.user_attrs)
+    records = tuple(read_record(t, metric, limit, attrs) for t in trials)
     baseline = next(
-        (r for r in records if r.is_baseline and r.reused_from is None and r.levels), None
+        (r for r in records if r.is_baseline and r.reused_from is None and r.clean), None
     )
-    return StudyView(records, baseline, {t.number: t for t in trials})
+    return StudyView(records, baseline, study.study_name, attrs, {t.number: t for t in trials})

@@ -48,7 +48,7 @@ LEVEL_FIGURES = (
     ("tps", "output_throughput"),
     ("p99_ttft_ms", "p99_ttft_ms"),
     ("median_tpot_ms", "median_tpot_ms"),
-    ("tokens_per_joule", "tokens_per_joule"),  # output tokens per joule (tuner.study.energy)
+    ("tokens_per_joule", "tokens_per_joule"),  # output tokens per joule (tuner.study.record._energy)
 )
 
 

@@ -1,6 +1,6 @@
 """The strategy plug point: what a search strategy is and what it returns.
 
-Each iteration of the optimize loop reads the study once (:func:`tuner.study.view.read_view`) and
+Each iteration of the optimize loop reads the study once (:func:`tuner.study.record.read_view`) and
 asks the strategy for a :class:`Proposal`. A proposal is run next (queued through
 ``study.enqueue_trial``) and its reason is stored as the trial's ``chosen_by``, its move (when it
 has one) as the trial's ``move``; ``None`` lets the strategy's Optuna sampler draw the next

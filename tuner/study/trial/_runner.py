@@ -26,8 +26,8 @@ from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_
 from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
-from tuner.study.energy import add_energy
 from tuner.study.record import (
+    add_energy,
     PROBE_REFERENCE,
     ENGINE_VERSION,
     HANDOVER_WAIT_S,

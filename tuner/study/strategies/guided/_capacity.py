@@ -41,7 +41,7 @@ def cap_value(plan: Plan, record: TrialRecord) -> int | None:
 
 def limit_binds(plan: Plan, record: TrialRecord) -> ClientObservation | None:
     """What the trial's levels say binds (the cap, or requests queueing), None when nothing."""
-    for seen in client_observations(record.metrics, cap_value(plan, record)):
+    for seen in client_observations(record.levels, cap_value(plan, record)):
         if seen.signal in (ClientSignal.CAP_BINDS, ClientSignal.REQUESTS_QUEUE):
             return seen
     return None
@@ -105,4 +105,4 @@ class CapacityRetryProposer(Proposer):
 
 
 def _score(record: TrialRecord) -> float:
-    return record.value if record.value is not None else max(record.levels.values(), default=0.0)
+    return record.value if record.value is not None else max(record.clean.values(), default=0.0)

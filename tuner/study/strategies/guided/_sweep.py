@@ -181,4 +181,4 @@ def _score(record: TrialRecord | None) -> float | None:
     """What a sweep trial measured (0 when it failed; None when there is none)."""
     if record is None:
         return None
-    return record.value if record.value is not None else max(record.levels.values(), default=0.0)
+    return record.value if record.value is not None else max(record.clean.values(), default=0.0)

@@ -14,45 +14,20 @@ baseline beat them at every level they measured.
 
 from __future__ import annotations
 
-import math
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import optuna
-
-from tuner.emulator.noise import EPOCH_SD, RUN_SD
 from tuner.errors import ConfigError
-from tuner.study.record import EMULATED, VALIDATION, TrialRecord, records
-from tuner.study.record import clean_levels
+from optuna.trial import TrialState
 
-__all__ = [
-    "ASSUMED_NOISE", "Noise", "study_noise",
-    "Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary", "stable_candidates",
-]
+from tuner.study.record._keys import EMULATED
+from tuner.study.record._level import clean_levels
+from tuner.study.record._record import TrialRecord
+from tuner.study.record._results import records, stable_candidates
+from tuner.study.record._winner import study_noise
 
-ASSUMED_NOISE = 0.02
-EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The study's relative run-to-run noise and where it comes from."""
-
-    relative: float
-    source: str
-
-
-def study_noise(study: optuna.Study) -> Noise:
-    """See the module docstring, **Noise**."""
-    if study.user_attrs.get(EMULATED):
-        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
-    measured = [s.relative for r in records(study) if (s := r.spread()) is not None and s.runs > 1]
-    if measured:
-        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
-    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
-
+__all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary"]
 
 
 @dataclass(frozen=True)
@@ -75,25 +50,16 @@ class LoadBest:
     excluded: tuple[Excluded, ...]
 
 
-def stable_candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """Trials that ran every level clean, did not fail a soak, and are not copies."""
-    return [
-        r for r in records
-        if r.stable and r.value is not None and r.reused_from is None
-        and r.user_attrs.get(VALIDATION, {}).get("stable", True)
-    ]
-
-
 def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, float]:
     return clean_levels(record.levels, metric, max_failed_fraction)
 
 
 def _unstable_why(record: TrialRecord) -> str:
-    if record.state == "FAIL":
+    if record.state == TrialState.FAIL:
         return f"failed: {record.reason}" if record.reason else "failed"
-    if record.user_attrs.get(VALIDATION, {}).get("stable") is False:
+    if record.soak_stable is False:
         return "failed its validation soak"
-    unclean = sorted({lv["concurrency"] for lv in record.levels} - set(_figures(record, "output_throughput", 1.0)))
+    unclean = sorted({level.concurrency for level in record.levels} - set(_figures(record, "output_throughput", 1.0)))
     return f"a level ran unclean (c={', '.join(map(str, unclean))})" if unclean else "a level ran unclean"
 
 
@@ -120,7 +86,7 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
     excluded = tuple(
         Excluded(r.number, f, _unstable_why(r))
         for r in records
-        if r.number not in stable and r.reused_from is None and r.state in ("COMPLETE", "FAIL")
+        if r.number not in stable and r.reused_from is None and r.state in (TrialState.COMPLETE, TrialState.FAIL)
         and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
     )
     return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded)

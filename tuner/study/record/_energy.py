@@ -18,39 +18,44 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import ConfigError
+from tuner.study.record._level import Level
+from tuner.study.record._record import TrialRecord
 
 __all__ = [
     "TOKENS_PER_JOULE",
     "EnergyPoint",
     "add_energy",
     "energy_points",
-    "require_power",
     "tokens_per_joule",
 ]
 
-TOKENS_PER_JOULE = "tokens_per_joule"
+TOKENS_PER_JOULE = "tokens_per_joule"  # the objective metric, and the key a measured level stores it under
+# A level being measured is still the dict the runner stores (the typed one is read back: Level).
+_GPU, _OUTPUT_THROUGHPUT = "gpu", "output_throughput"
 
 
-def tokens_per_joule(level: Mapping[str, Any], gpus: int | None = None) -> float | None:
+def tokens_per_joule(level: Level, gpus: int | None = None) -> float | None:
     """Output tokens per joule of one stored level; None without power readings (a CPU host,
     or an older level whose GPU count ``gpus`` is not given)."""
-    gpu = level.get("gpu") or {}
-    power = gpu.get("total_power_w")
-    if not power and gpus and gpu.get("mean_power_w"):
-        power = float(gpu["mean_power_w"]) * gpus
-    tokens = level.get("output_throughput")
-    if not power or tokens is None:
-        return None
-    return float(tokens) / float(power)
+    return _per_joule(level.gpu, level.output_throughput, gpus)
 
 
 def add_energy(level: dict[str, Any]) -> float | None:
     """Store ``tokens_per_joule`` on a level just measured (when its power was sampled)."""
-    value = tokens_per_joule(level)
+    value = _per_joule(level.get(_GPU), level.get(_OUTPUT_THROUGHPUT))
     if value is not None:
         level[TOKENS_PER_JOULE] = round(value, 4)
     return value
+
+
+def _per_joule(gpu: Mapping[str, Any] | None, tokens: float | None, gpus: int | None = None) -> float | None:
+    gpu = gpu or {}
+    power = gpu.get("total_power_w")
+    if not power and gpus and gpu.get("mean_power_w"):
+        power = float(gpu["mean_power_w"]) * gpus
+    if not power or tokens is None:
+        return None
+    return float(tokens) / float(power)
 
 
 @dataclass(frozen=True)
@@ -67,25 +72,15 @@ class EnergyPoint:
         return 1.0 / self.tokens_per_joule
 
 
-def energy_points(records: Iterable[Any], gpus: int | None = None) -> list[EnergyPoint]:
-    """The clean levels of the stable COMPLETE trials (``results.TrialRecord``) that have power."""
+def energy_points(records: Iterable[TrialRecord], gpus: int | None = None) -> list[EnergyPoint]:
+    """The clean levels of the stable COMPLETE trials (:class:`TrialRecord`) that have power."""
     points = []
     for record in records:
         if not record.stable or record.reused_from is not None:
             continue
         for level in record.levels:
             value = tokens_per_joule(level, gpus)
-            if value is not None and level.get("stop_reason") is None:
-                points.append(EnergyPoint(record.number, int(level["concurrency"]),
-                                          float(level["output_throughput"]), value))
+            if value is not None and level.stop_reason is None:
+                points.append(EnergyPoint(record.number, int(level.concurrency),
+                                          float(level.output_throughput), value))
     return points
-
-
-def require_power(space: Any, gpu_state: Any) -> None:
-    """Refuse ``objective.metric: tokens_per_joule`` on a host without ``nvidia-smi`` (before
-    any trial: no level could be ranked)."""
-    if space.objective.metric == TOKENS_PER_JOULE and gpu_state is None:
-        raise ConfigError(
-            f"{space.path}: objective.metric: tokens_per_joule needs GPU power, and the host has "
-            "no nvidia-smi; fix: use metric output_throughput on this host"
-        )

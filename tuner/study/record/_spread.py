@@ -1,8 +1,8 @@
 """A configuration's figure over several runs: mean, spread, and when two are tied.
 
-The winner's re-measures (:mod:`tuner.study.confirm`) are stored in the study's ``repeats``
-attribute by trial number (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed": []}}``: the
-trial's own value first, then each re-run's); :func:`tuner.study.results.records` puts them on
+The winner's re-measures (:mod:`tuner.study.loop._confirm`) are stored in the study's ``repeats``
+attribute (:data:`tuner.study.record.REPEATS`) by trial number (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed": []}}``: the
+trial's own value first, then each re-run's); :func:`tuner.study.record.records` puts them on
 the trial's record, so ``best``, ``export`` and the report read a mean and a spread.
 
 The spread of one configuration is the larger of the standard deviation of its runs and the
@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from statistics import fmean, stdev
 from typing import Any
 
-__all__ = ["REPEATS_ATTR", "Spread", "spread_of", "tied"]
-
-REPEATS_ATTR = "repeats"
+__all__ = ["Spread", "spread_of", "tied"]
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,18 @@
 One run of a configuration differs from the next by the host's run-to-run noise. When the best
 stable trial and the runner-up are within that spread of each other, which one wins is luck; so
 before the study ends, each is run again (restarted, probed, every level measured) until it has
-:data:`CONFIRM_RUNS` runs, and the winner is the higher mean.
+:data:`tuner.study.record.CONFIRM_RUNS` runs, and the winner is the higher mean.
 
 **Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
 host time. The optimize loop stops searching as soon as the trials left are no more than the
 re-measures the close pair needs, provided the search has run at least twice as many (so
 re-measures take at most a third of the budget: with the default 3 runs, from ``--trials 12``);
 when the pair is not close, every trial of the budget searches. A re-run is not a new Optuna trial: its values are stored on the original
-trial (the study's ``repeats`` attribute, :mod:`tuner.study.spread`), its server logs under
+trial (the study's ``repeats`` attribute, :mod:`tuner.study.record._spread`), its server logs under
 ``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
 
-**Noise.** The spread the pair is compared with: an emulated study's stated noise (the
-emulator's ``noise.py``: sd 2% per server run, 1% per stretch, so 2.2%), else the largest
-relative spread measured over the study's re-measured trials, else :data:`ASSUMED_NOISE` (a
-real restart differs by a percent or two: assumed, until repeats are measured).
+**Noise.** The spread the pair is compared with, the close pair and the winner's lines are read
+from the study (:mod:`tuner.study.record._winner`).
 
 Not for ``objective.minimize`` (a Pareto front, no single winner) or ``goodput`` (a rate search
 per configuration) studies.
@@ -33,48 +31,15 @@ import optuna
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
-from tuner.study.per_load import ASSUMED_NOISE, Noise, stable_candidates, study_noise
-from tuner.study.record import TrialRecord, records
-from tuner.study.spread import REPEATS_ATTR, Spread, tied
+from tuner.study.record import CONFIRM_RUNS, REPEATS, Spread, TrialRecord, close_pair, records, study_noise, winner_lines
 
-__all__ = ["ASSUMED_NOISE", "CONFIRM_RUNS", "Confirmation", "Noise", "close_pair", "study_noise", "winner_lines"]
-
-CONFIRM_RUNS = 3
-
-def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
-    """The best and the runner-up stable trials when they are within the spread of each other."""
-    ranked = sorted(stable_candidates(found), key=lambda r: -(r.mean_value or 0.0))
-    if len(ranked) < 2:
-        return None
-    best, second = ranked[0].spread(noise), ranked[1].spread(noise)
-    if best is None or second is None or best.mean - second.mean > max(best.sd, second.sd):
-        return None
-    return ranked[0], ranked[1]
+__all__ = ["Confirmation"]
 
 
 def _runs_left(pair: tuple[TrialRecord, TrialRecord] | None) -> int:
     if pair is None:
         return 0
     return sum(max(0, CONFIRM_RUNS - (r.spread() or Spread(0, 0, 1)).runs) for r in pair)
-
-
-def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
-    """The best stable trial with its spread, and a tie with the runner-up when there is one."""
-    noise = study_noise(study)
-    ranked = sorted(stable_candidates(records(study)), key=lambda r: -(r.mean_value or 0.0))
-    if not ranked:
-        return []
-    first = ranked[0].spread(noise.relative)
-    lines = [f"winner: trial {ranked[0].number}: {first.text(unit)}"]
-    if len(ranked) > 1:
-        second = ranked[1].spread(noise.relative)
-        if tied(first, second):
-            lines.append(
-                f"tied: trial {ranked[0].number} ({first.text(unit)}) and trial {ranked[1].number} "
-                f"({second.text(unit)}) are within each other's spread (noise {noise.relative:.1%}: "
-                f"{noise.source}); either may be exported"
-            )
-    return lines
 
 
 class _RepeatTrial:
@@ -165,7 +130,7 @@ class Confirmation:
 
     def _store(self, record: TrialRecord, value: float | None, failure: str | None,
                host_seconds: float | None) -> None:
-        every = dict(self.study.user_attrs.get(REPEATS_ATTR) or {})
+        every = dict(self.study.user_attrs.get(REPEATS) or {})
         mine = dict(every.get(str(record.number)) or {"values": [record.value], "failed": [], "host_seconds": []})
         if value is not None:
             mine["values"] = [*mine["values"], value]
@@ -173,4 +138,4 @@ class Confirmation:
             mine["failed"] = [*mine["failed"], failure]
         mine["host_seconds"] = [*mine["host_seconds"], host_seconds]
         every[str(record.number)] = mine
-        self.study.set_user_attr(REPEATS_ATTR, every)
+        self.study.set_user_attr(REPEATS, every)

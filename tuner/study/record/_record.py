@@ -1,0 +1,164 @@
+"""One trial as every reader sees it: :class:`TrialRecord`, read from Optuna's record once.
+
+The optimize loop, the strategies, the report, ``tuner trials``, ``tuner best`` and ``tuner
+export`` all read this one record; :func:`read_record` is the one place that turns a trial's
+stored attributes into its fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.signals import Source
+from tuner.study.record._keys import (
+    CHOSEN_BY,
+    COMMAND_LINE,
+    CONFIG,
+    CONFIG_KEY,
+    FAILURE_DETAIL,
+    FAILURE_REASON,
+    IS_BASELINE,
+    LEVELS,
+    MOVE,
+    OBSERVATIONS,
+    PRUNED_REASON,
+    REPEATS,
+    REUSED_FROM,
+    STABLE,
+    VALIDATION,
+)
+from tuner.study.record._level import Level, clean_levels, read_levels
+from tuner.study.record._outcome import Outcome, outcome_of
+from tuner.study.record._spread import Spread, spread_of
+from tuner.study.record._write import observation_sources
+from tuner.study.strategies._moves import Move, read_move
+
+__all__ = ["TrialRecord", "read_record"]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial: its state and configuration, what became of it, its levels and figures.
+
+    ``outcome``: what became of it (a copy of an earlier identical trial is REUSED; ``result``
+    tells what it copied); ``levels``: every level it measured, typed (:class:`Level`);
+    ``clean``: concurrency -> the objective's figure of its clean levels only (what the search
+    compares); ``reported``: the figures it reported to Optuna, by step (its clean levels as the
+    loop reported them); ``observations``: what the server log, ``/metrics`` and GPU telemetry
+    said (``kv_tokens``, ``running_req_at_cap_fraction``, ``queue_growing``, ...), names as in
+    :mod:`tuner.signals`, with where each was read in ``observation_sources``; ``chosen_by``: the
+    one-line reason it was run; ``move``: the strategy's move that chose it, as data (None: the
+    baseline, the sampler, by hand); ``stable``: COMPLETE with every level clean;
+    ``user_attrs``: everything stored on it (and the study's soak result and re-measures of it),
+    read through the named keys of :mod:`tuner.study.record`.
+    """
+
+    number: int
+    state: TrialState
+    config: dict[str, Any]
+    outcome: Outcome
+    value: float | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    is_baseline: bool = False
+    reused_from: int | None = None
+    config_key: str | None = None
+    chosen_by: str = ""
+    move: Move | None = None
+    stable: bool = False
+    failure_reason: str | None = None
+    pruned_reason: str | None = None
+    detail: str | None = None
+    command_line: str | None = None
+    levels: tuple[Level, ...] = ()
+    clean: dict[int, float] = field(default_factory=dict)
+    reported: dict[int, float] = field(default_factory=dict)
+    observations: dict[str, float] = field(default_factory=dict)
+    observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
+    copied_outcome: Outcome | None = None  # a copy (REUSED): the outcome of the trial it copied
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+    trial_id: int = -1
+
+    @property
+    def ran(self) -> bool:
+        """Whether this trial ran its configuration on the host (COMPLETE, below the baseline,
+        or FAIL by its configuration)."""
+        return self.outcome.ran
+
+    @property
+    def result(self) -> Outcome:
+        """The outcome of its result: its own, or for a copy the one it copied."""
+        return self.copied_outcome or self.outcome
+
+    @property
+    def reason(self) -> str | None:
+        """Why it failed (its failure class) or why it was pruned."""
+        return self.failure_reason or self.pruned_reason
+
+    @property
+    def soak_stable(self) -> bool | None:
+        """``tuner validate``'s verdict on it (None: not soaked)."""
+        return (self.user_attrs.get(VALIDATION) or {}).get("stable")
+
+    @property
+    def throughput_by_level(self) -> dict[int, float]:
+        return {level.concurrency: level.output_throughput for level in self.levels}
+
+    def level_at(self, concurrency: int) -> Level | None:
+        """Its level at ``concurrency`` (None: not measured)."""
+        return next((level for level in self.levels if level.concurrency == concurrency), None)
+
+    def spread(self, noise: float = 0.0) -> Spread | None:
+        """Its value over its runs (the re-measures of :mod:`tuner.study.loop._confirm`, if any)."""
+        return spread_of(self.value, self.user_attrs.get(REPEATS), noise)
+
+    @property
+    def mean_value(self) -> float | None:
+        """The value, or its mean over the re-measured runs."""
+        spread = self.spread()
+        return spread.mean if spread is not None else None
+
+
+def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
+                study_attrs: Mapping[str, Any]) -> TrialRecord:
+    """``trial`` as a :class:`TrialRecord`; ``clean`` by the objective's ``metric`` and
+    ``max_failed_fraction``; the study's soak result and re-measures of it (``study_attrs``)
+    joined to its attributes."""
+    ua = dict(trial.user_attrs)
+    for key in (VALIDATION, REPEATS):  # a finished trial's attributes are closed: kept on the study
+        if str(trial.number) in (study_attrs.get(key) or {}):
+            ua[key] = study_attrs[key][str(trial.number)]
+    complete = trial.state == TrialState.COMPLETE
+    config = dict(ua.get(CONFIG) or {})
+    stored_chosen_by = str(ua.get(CHOSEN_BY) or "")
+    levels = read_levels(ua.get(LEVELS))
+    outcome = outcome_of(trial)
+    return TrialRecord(
+        number=trial.number,
+        state=trial.state,
+        config=config,
+        outcome=outcome,
+        value=trial.values[0] if complete and trial.values else None,
+        params=dict(trial.params),
+        is_baseline=bool(ua.get(IS_BASELINE)),
+        reused_from=ua.get(REUSED_FROM),
+        config_key=ua.get(CONFIG_KEY),
+        chosen_by=stored_chosen_by or ("baseline" if ua.get(IS_BASELINE) else ""),
+        move=read_move(ua.get(MOVE), stored_chosen_by, config),
+        stable=bool(ua.get(STABLE)) and complete,
+        failure_reason=ua.get(FAILURE_REASON),
+        pruned_reason=ua.get(PRUNED_REASON),
+        detail=ua.get(FAILURE_DETAIL),
+        command_line=ua.get(COMMAND_LINE),
+        levels=levels,
+        clean=clean_levels(levels, metric, max_failed_fraction),
+        reported=dict(trial.intermediate_values),
+        observations={k: float(v) for k, v in (ua.get(OBSERVATIONS) or {}).items() if v is not None},
+        observation_sources=observation_sources(ua),
+        copied_outcome=outcome_of(trial, follow_reuse=True) if outcome == Outcome.REUSED else None,
+        user_attrs=ua,
+        trial_id=trial._trial_id,
+    )
