@@ -1,8 +1,11 @@
 """A real inference engine: vLLM on this machine's CPU, tuned through the SSH host layer.
 
-The test builds a tiny random-weight Llama offline, queues both ends of ``--max-num-seqs`` (2 and
-32) so that the spread is measured rather than hoped for, and runs at least 6 trials over a real
-sshd on 127.0.0.1 with a fixed seed. It installs nothing: ``.ci/install`` builds the venv.
+The test builds a tiny random-weight Llama offline and runs at least 6 trials over a real sshd on
+127.0.0.1 with a fixed seed, the default (guided) strategy. Nothing is queued: the baseline runs
+``--max-num-seqs 2`` under levels of 8 and 32 streams, and vLLM's ``/metrics`` (served by
+default: ``vllm:num_requests_running`` at 2 through every level) says the cap binds; the
+strategy's first move raises it, its reason naming the source (issue 28 point 4: the cap found
+from metrics, whatever the log prints). It installs nothing: ``.ci/install`` builds the venv.
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
     space = space_on(tmp_path, "vllm-cpu-tiny.yaml", tiny_model, free_port())
     storage = f"sqlite:///{tmp_path / 'vllm.db'}"
     common = ["--storage", storage]
-    for seqs in (2, 32):
-        run_tuner("enqueue", str(space), *common, "--set", f"max_num_seqs={seqs}", cwd=tmp_path, timeout=120)
     run_tuner("optimize", str(space), "--trials", "6", "--seed", "11", *common,
               "--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
               "--known-hosts", sshd.known_hosts_path, cwd=tmp_path, timeout=1700)
@@ -37,8 +38,14 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
     assert len(completed) >= 2
     values = [t.value for t in completed]
     assert max(values) >= 1.5 * min(values), values
-    seqs = {t.user_attrs["config"]["max_num_seqs"] for t in completed}
-    assert {2, 32} <= seqs
+    baseline, first_move = ran[0], ran[1]
+    assert baseline.user_attrs["config"]["max_num_seqs"] == 2
+    assert baseline.user_attrs["observation_sources"]["running_req_max"] == "metrics"
+    reason = first_move.user_attrs["chosen_by"]
+    assert reason.startswith("rule: cap binds at 2") and reason.endswith("(metrics)"), reason
+    assert first_move.user_attrs["config"]["max_num_seqs"] > 2
+    if first_move.state == TrialState.COMPLETE and baseline.state == TrialState.COMPLETE:
+        assert first_move.value >= 1.5 * baseline.value, (baseline.value, first_move.value)
     for trial in ran:
         assert "--max-num-seqs" in trial.user_attrs["command_line"]
         assert trial.user_attrs["log_excerpt"], trial.number
