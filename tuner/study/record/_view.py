@@ -29,7 +29,8 @@ from tuner.study.record._keys import (
 )
 from tuner.study.record._outcome import Outcome, outcome_of
 from tuner.study.record._write import observation_sources
-from tuner.study.strategies._moves import Move, read_move
+from tuner.study.strategies._legacy_moves import read_move
+from tuner.study.strategies._moves import Move
 
 __all__ = ["TrialRecord", "StudyView", "read_view", "clean_levels"]
 
