@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 import plotly.graph_objects as go
 
-from tuner.report._style import COLORS, finish, note_figure
+from tuner.report._style import COLORS, finish, note_figure, throughput_trace
 from tuner.report._view import (
     INACTIVE,
     StudyView,
@@ -80,17 +80,8 @@ def history_figure(view: StudyView) -> go.Figure:
     for state, (xs, ys, texts) in groups.items():
         if xs:
             name, color, symbol = styles[state]
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="markers",
-                    name=name,
-                    text=texts,
-                    hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
-                    marker={"color": color, "symbol": symbol, "size": 9},
-                )
-            )
+            marker = {"color": color, "symbol": symbol, "size": 9}
+            fig.add_trace(throughput_trace(xs, ys, name, texts, "markers", marker=marker))
     if view.best is not None:
         fig.add_trace(
             go.Scatter(
