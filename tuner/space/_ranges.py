@@ -26,14 +26,15 @@ class _Numbers:
     log_low: str  # what low must be on a log scale: ">= 1", "> 0"
     raise_low: str  # the fix for a low too small for a log scale
     step_fix: str  # the fix for a step that is not positive
+    no_step: float | None  # the step of a range without a grid of its own (log: true needs it)
     suggest: str  # the ``optuna.Trial`` method that samples it
 
 
 _WHOLE = _Numbers("whole number", lambda value: is_number(value) and isinstance(value, int),
-                  "at least 1", ">= 1", "raise low to 1 or more", "use step: 1 or more",
+                  "at least 1", ">= 1", "raise low to 1 or more", "use step: 1 or more", 1,
                   "suggest_int")
 _REAL = _Numbers("number", is_number, "above 0", "> 0", "raise low above 0", "use e.g. step: 0.01",
-                 "suggest_float")
+                 None, "suggest_float")
 
 
 def _number_text(value: float) -> str:
@@ -65,7 +66,7 @@ class _Ranged(TargetedParam):
         if self.step is not None and self.step <= 0:
             raise FieldProblem(f"must be {self.numbers.positive} (got {self.step})",
                                self.numbers.step_fix, at=("step",))
-        if self.log and self.step != type(self).model_fields["step"].default:
+        if self.log and self.step != self.numbers.no_step:
             raise FieldProblem("step and log: true cannot be combined (Optuna refuses it)",
                                "drop step, or set log: false", at=("step",))
         if self.log and self.low <= 0:
