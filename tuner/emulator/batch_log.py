@@ -78,7 +78,8 @@ class BatchLog:
                                      gen_throughput=rate)
         self.log.tp(
             f"Decode batch, #running-req: {batch}, #token: {core.kv_used}, "
-            f"token usage: {_usage(core)}, {self.speculation}cuda graph: {self.cuda_graph(batch)}, "
+            f"token usage: {_usage(core)}, {self.speculation}"
+            f"cuda graph: {self.cuda_graph(batch)}, "
             f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(core.waiting)}, "
         )
 
