@@ -13,12 +13,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "tuner"
-# Cycles inside tuner/study/strategies, which another branch is restructuring (issue 26): each
-# must still exist (drop it here once it is gone), and no other cycle may.
-LEFT_TO_THE_STUDY_RESTRUCTURE = [
-    {"tuner.study.strategies", "tuner.study.strategies._base"},
-    {"tuner.study.strategies._moves", "tuner.study.strategies._legacy_moves"},
-]
 
 
 def _module_name(path: Path) -> str:
@@ -116,10 +110,7 @@ def _cycle_through(graph: dict[str, set[str]], component: set[str]) -> list[str]
 
 def test_no_import_cycle_among_tuner_modules() -> None:
     cycles = find_cycles(import_graph())
-    new = [c for c in cycles if set(c) not in LEFT_TO_THE_STUDY_RESTRUCTURE]
-    assert not new, "import cycles: " + "; ".join(" -> ".join(c) for c in new)
-    gone = [sorted(m) for m in LEFT_TO_THE_STUDY_RESTRUCTURE if m not in [set(c) for c in cycles]]
-    assert not gone, f"no longer cycles, drop them from LEFT_TO_THE_STUDY_RESTRUCTURE: {gone}"
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
 def test_the_graph_reads_late_and_type_checking_imports(tmp_path: Path) -> None:

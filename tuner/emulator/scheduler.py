@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from tuner.emulator.batch_core import Action, BatchCore, CoreRequest
+from tuner.emulator.batch_log import BatchLog
 from tuner.emulator.bursts import (
     DECLARED_MAX_HOLD_S,
     DECLARED_QUIET_S,
@@ -34,8 +35,6 @@ from tuner.emulator.bursts import (
     Burst,
     DeclaredLevel,
 )
-from tuner.emulator.metrics import SchedulerMetrics
-from tuner.emulator.sglang_log import SglangLog
 
 __all__ = ["Scheduler", "Stream"]
 
@@ -68,43 +67,28 @@ class Scheduler:
 
     Args:
         core: the batch core (durations in real seconds).
-        log: where the Prefill/Decode batch lines go.
-        decode_log_interval: a ``Decode batch`` line every this many decode steps.
-        cuda_graph: what the decode lines say about CUDA graphs.
+        batch_log: the batch lines and gauges it reports each batch to.
         on_failure: called with ``crash`` or ``oom`` when the engine fails; it must not return.
         trace: where to write one line per action and per burst (real time, schedule time,
             what ran, batch and queue sizes): ``$TUNER_EMULATOR_TRACE`` names the file.
         quiet_s: the quiet period that ends a burst of arrivals.
-        speculation: the ``accept len: ..., accept rate: ..., `` fields of a speculative
-            engine's decode lines (empty without speculation).
-        metrics: SGLang's scheduler gauges (``--enable-metrics``), set with each batch's stats
-            as SGLang sets them, whatever the log level.
     """
 
     def __init__(
         self,
         core: BatchCore,
-        log: SglangLog,
-        decode_log_interval: int,
-        cuda_graph: Callable[[int], bool],
+        batch_log: BatchLog,
         on_failure: Callable[[str], None],
         trace: TextIO | None = None,
         quiet_s: float = QUIET_S,
-        speculation: str = "",
-        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.core = core
-        self.speculation = speculation
-        self.metrics = metrics
-        self.log = log
-        self.decode_log_interval = max(1, decode_log_interval)
-        self.cuda_graph = cuda_graph
+        self.batch_log = batch_log
         self.on_failure = on_failure
         self.streams: dict[CoreRequest, Stream] = {}
         self.tokens_out = 0  # output tokens produced since start
         self._wake = asyncio.Event()
         self._burst: Burst | None = None
-        self._last_log = (time.monotonic(), 0)
         self.trace = trace
         self.quiet_s = quiet_s
         self._pending: deque[float] = deque()  # connections that have not sent a request yet
@@ -328,13 +312,10 @@ class Scheduler:
         progress = self.core.apply(action, now)
         if action.kind == "prefill":
             self.tokens_out += len(action.batch)
-            self._log_prefill(action)
+            self.batch_log.prefill(self.core, action)
         elif action.kind == "decode":
             self.tokens_out += running_before
-            if self.metrics is not None:
-                self.metrics.decode_pass(self.cuda_graph(running_before))
-            if self.core.steps % self.decode_log_interval == 0:
-                self._log_decode(running_before)
+            self.batch_log.decode(self.core, running_before, self.tokens_out)
         finished = declared = 0
         for item in progress:
             finished += item.finished
@@ -363,34 +344,3 @@ class Scheduler:
                 self._burst = Burst(opened=time.monotonic(), refill=True, expected=0,
                                     quiet=self.quiet_s)
             self._burst.expected += unfilled
-
-    def _usage(self) -> str:
-        return f"{self.core.kv_used / max(1, self.core.timing.kv_tokens):.2f}"
-
-    def _log_prefill(self, action: Action) -> None:
-        cached = sum(r.cached_len for r in action.batch)
-        if self.metrics is not None:
-            total = action.tokens + cached
-            self.metrics.batch_stats(len(self.core.running) - len(action.batch), len(self.core.waiting),
-                                     self.core.kv_used, float(self._usage()),
-                                     cache_hit_rate=cached / total if total else 0.0)
-        self.log.tp(
-            f"Prefill batch, #new-seq: {len(action.batch)}, #new-token: {action.tokens}, "
-            f"#cached-token: {cached}, token usage: {self._usage()}, "
-            f"#running-req: {len(self.core.running) - len(action.batch)}, "
-            f"#queue-req: {len(self.core.waiting)}, "
-        )
-
-    def _log_decode(self, batch: int) -> None:
-        now, tokens = time.monotonic(), self.tokens_out
-        then, before = self._last_log
-        rate = (tokens - before) / max(now - then, 1e-9)
-        self._last_log = (now, tokens)
-        if self.metrics is not None:
-            self.metrics.batch_stats(batch, len(self.core.waiting), self.core.kv_used, float(self._usage()),
-                                     gen_throughput=rate)
-        self.log.tp(
-            f"Decode batch, #running-req: {batch}, #token: {self.core.kv_used}, "
-            f"token usage: {self._usage()}, {self.speculation}cuda graph: {self.cuda_graph(batch)}, "
-            f"gen throughput (token/s): {rate:.2f}, #queue-req: {len(self.core.waiting)}, "
-        )

@@ -24,6 +24,7 @@ from aiohttp import web
 from tuner.emulator import gpu_state
 from tuner.emulator.auth import ApiKeys
 from tuner.emulator.batch_core import BatchCore, CoreRequest
+from tuner.emulator.batch_log import BatchLog
 from tuner.emulator.bursts import quiet_for
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.engine_rules import EngineSettings, StartFailure, resolve_settings
@@ -129,14 +130,17 @@ def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: r
     settings = engine.settings
     core = BatchCore(engine.timing(Noise(rng), time_scale), notify_every=args["stream_interval"])
     trace_path = os.environ.get(TRACE_ENV)
-    return Scheduler(
-        core, log, args["decode_log_interval"],
+    batch_log = BatchLog(
+        log, args["decode_log_interval"],
         cuda_graph=lambda batch: settings.cuda_graphs and batch <= settings.cuda_graph_max_bs,
+        speculation=decode_log_fields(settings.speculation),
+        metrics=metrics,
+    )
+    return Scheduler(
+        core, batch_log,
         on_failure=lambda kind: _fatal(log, settings, kind),
         trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
         quiet_s=quiet_for(time_scale),
-        speculation=decode_log_fields(settings.speculation),
-        metrics=metrics,
     )
 
 

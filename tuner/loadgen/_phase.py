@@ -64,45 +64,6 @@ class Phase:
             )
 
 
-async def _worker(
-    session: aiohttp.ClientSession,
-    url: str,
-    fmt: ApiFormat,
-    phase: Phase,
-    bodies: list[bytes],
-    lengths: list[int],
-    arrivals: list[float] | None,
-    stamped: bool,
-    headers: dict[str, str],
-) -> None:
-    log = phase.log
-    previous = -1
-    try:
-        while phase.stop_reason is None and phase.next_index < log.size:
-            index = phase.next_index
-            phase.next_index += 1
-            log.after[index], previous = previous, index
-            if arrivals is not None:
-                log.due[index] = arrivals[index]
-                delay = arrivals[index] - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            ok, error, lost = await stream_request(
-                session, url, bodies[index], fmt, log, index, lengths[index], stamped, headers
-            )
-            if ok:
-                phase.lost_in_a_row = 0
-            else:
-                phase.record_failure(error or "failed", lost)
-            # Let the streams whose data has already arrived be read (and their clocks read)
-            # before this worker spends its time sending the next request.
-            await asyncio.sleep(0)
-    finally:
-        phase.finished += 1
-        if phase.finished == phase.concurrency:
-            phase.wake.set()
-
-
 async def _supervise(
     phase: Phase,
     deadline: float,
@@ -165,13 +126,38 @@ async def run_phase(
     ``stamped``: time requests on the emulator's clock stamps (see :func:`stream_request`);
     ``headers``: of every request. ``virtual_limit``: the time limit on the stamps' clock.
     """
+
+    async def send_requests() -> None:
+        """Send the phase's next request, one after another, until none is left or it stops."""
+        log = phase.log
+        previous = -1
+        try:
+            while phase.stop_reason is None and phase.next_index < log.size:
+                index = phase.next_index
+                phase.next_index += 1
+                log.after[index], previous = previous, index
+                if arrivals is not None:
+                    log.due[index] = arrivals[index]
+                    delay = arrivals[index] - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                ok, error, lost = await stream_request(
+                    session, url, bodies[index], fmt, log, index, lengths[index], stamped, headers
+                )
+                if ok:
+                    phase.lost_in_a_row = 0
+                else:
+                    phase.record_failure(error or "failed", lost)
+                # Let the streams whose data has already arrived be read (and their clocks read)
+                # before this worker spends its time sending the next request.
+                await asyncio.sleep(0)
+        finally:
+            phase.finished += 1
+            if phase.finished == phase.concurrency:
+                phase.wake.set()
+
     phase.concurrency = min(phase.concurrency, len(bodies))
-    workers = [
-        asyncio.ensure_future(
-            _worker(session, url, fmt, phase, bodies, lengths, arrivals, stamped, headers)
-        )
-        for _ in range(phase.concurrency)
-    ]
+    workers = [asyncio.ensure_future(send_requests()) for _ in range(phase.concurrency)]
     try:
         await _supervise(phase, deadline, stop_check, time_limit_s, virtual_limit)
     finally:

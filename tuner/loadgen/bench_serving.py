@@ -198,18 +198,16 @@ def run_bench_serving(
     base_url: str,
     spec: LevelSpec,
     *,
-    python: str = "python3",
-    module: str = "sglang.bench_serving",
-    backend: str = "sglang",
-    tokenizer: str | None = None,
     env: dict[str, str] | None = None,
     time_scale: TimeScale | None = None,
     api_key: str | None = None,
+    **tool: Any,
 ) -> LevelMetrics:
     """Run bench_serving on this machine for ``spec`` and read its result.
 
-    ``api_key``: the server's ``--api-key``, given to the tool in its environment
-    (:func:`bench_serving_env`).
+    ``tool``: how the tool is started, as :func:`bench_serving_command` takes it (``python``,
+    ``module``, ``backend``, ``tokenizer``, ``model``). ``api_key``: the server's ``--api-key``,
+    given to the tool in its environment (:func:`bench_serving_env`).
 
     The tool runs in its own process group and is killed if it outlives the level's time
     limit (plus a minute for its start-up).
@@ -219,15 +217,7 @@ def run_bench_serving(
     """
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as workdir:
         output = str(Path(workdir) / "result.jsonl")
-        command = bench_serving_command(
-            base_url,
-            spec,
-            output,
-            python=python,
-            module=module,
-            backend=backend,
-            tokenizer=tokenizer,
-        )
+        command = bench_serving_command(base_url, spec, output, **tool)
         process = subprocess.Popen(
             command,
             shell=True,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tuner.report._style import COLORS, LEVEL_COLORS, TOP_COLORS, finish, log_ticks, note_figure
+from tuner.report._style import (
+    COLORS, LEVEL_COLORS, TOP_COLORS, finish, log_ticks, note_figure, throughput_trace,
+)
 from tuner.report._view import LevelPoint, changes_from, level_points
 from tuner.study.record import StudyView, TrialRecord
 
@@ -25,18 +27,12 @@ def _curve(
     )
     detail = "<br>".join(changes_from(trial.config, base)[:8]) or "the baseline"
     symbols = ["circle" if c in clean else "x" for c in xs]
+    texts = [f"{name}<br>c={c}{'' if c in clean else ' (not clean)'}<br>{detail}" for c in xs]
     fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines+markers",
-            name=name,
+        throughput_trace(
+            xs, ys, name, texts, "lines+markers",
             line={"color": color, "width": width, "dash": dash},
             marker={"symbol": symbols, "size": 8 if width < 3 else 11, "color": color},
-            text=[
-                f"{name}<br>c={c}{'' if c in clean else ' (not clean)'}<br>{detail}" for c in xs
-            ],
-            hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
         )
     )
 
@@ -186,30 +182,25 @@ def gpu_figure(view: StudyView) -> go.Figure:
     text = [
         f"trial {p.trial}, c={p.concurrency}{'' if p.clean else ' (not clean)'}" for p in points
     ]
-    fig.add_trace(
-        go.Scatter(
-            x=[p.output_throughput for p in points],
-            y=[p.mean_power_w for p in points],
-            mode="markers",
-            name="mean power per GPU (W)",
-            text=text,
-            marker={"color": COLORS["power"], "size": 8},
-            hovertemplate="%{text}<br>%{x:,.0f} tok/s, %{y:.0f} W<extra></extra>",
-        ),
-        secondary_y=False,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[p.output_throughput for p in points],
-            y=[p.mean_util_pct for p in points],
-            mode="markers",
-            name="mean utilisation (%)",
-            text=text,
-            marker={"color": COLORS["util"], "size": 7, "symbol": "triangle-up"},
-            hovertemplate="%{text}<br>%{x:,.0f} tok/s, %{y:.0f}%<extra></extra>",
-        ),
-        secondary_y=True,
-    )
+    power = {"color": COLORS["power"], "size": 8}
+    util = {"color": COLORS["util"], "size": 7, "symbol": "triangle-up"}
+    # (the level's figure, its name, its marker, its unit in the hover text, on the right axis)
+    for field, name, marker, unit, right in (
+        ("mean_power_w", "mean power per GPU (W)", power, " W", False),
+        ("mean_util_pct", "mean utilisation (%)", util, "%", True),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=[p.output_throughput for p in points],
+                y=[getattr(p, field) for p in points],
+                mode="markers",
+                name=name,
+                text=text,
+                marker=marker,
+                hovertemplate=f"%{{text}}<br>%{{x:,.0f}} tok/s, %{{y:.0f}}{unit}<extra></extra>",
+            ),
+            secondary_y=right,
+        )
     limits = [p.power_limit_w for p in points if p.power_limit_w]
     if limits:
         fig.add_hline(

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 import plotly.graph_objects as go
 
 from tuner.study.record import StudyView, TrialRecord
-from tuner.report._style import COLORS, finish, note_figure
+from tuner.report._style import COLORS, finish, note_figure, throughput_trace
 from tuner.report._view import (
     INACTIVE,
     changes_from,
@@ -81,17 +81,8 @@ def history_figure(view: StudyView) -> go.Figure:
     for state, (xs, ys, texts) in groups.items():
         if xs:
             name, color, symbol = styles[state]
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="markers",
-                    name=name,
-                    text=texts,
-                    hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
-                    marker={"color": color, "symbol": symbol, "size": 9},
-                )
-            )
+            marker = {"color": color, "symbol": symbol, "size": 9}
+            fig.add_trace(throughput_trace(xs, ys, name, texts, "markers", marker=marker))
     if view.best_stable is not None:
         fig.add_trace(
             go.Scatter(

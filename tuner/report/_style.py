@@ -8,6 +8,7 @@ that says why (:func:`note_figure`), so a reader never wonders whether a plot fa
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -20,6 +21,7 @@ __all__ = [
     "log_ticks",
     "note_figure",
     "outcome_color",
+    "throughput_trace",
 ]
 
 COLORS = {
@@ -111,3 +113,11 @@ def log_ticks(values: list[float]) -> tuple[list[float], list[str]]:
         ticks += [m * decade for m in (1, 2, 5) if low / 2 <= m * decade <= high * 2]
         decade *= 10
     return ticks, [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks]
+
+
+def throughput_trace(
+    xs: list[Any], ys: list[Any], name: str, texts: list[str], mode: str, **look: Any
+) -> go.Scatter:
+    """Output throughputs (``ys``, tok/s) at ``xs``, each point's hover text above its figure."""
+    return go.Scatter(x=xs, y=ys, mode=mode, name=name, text=texts,
+                      hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>", **look)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from tuner.space._problems import FieldProblem, shown
 
-__all__ = ["Clause", "Condition", "OPERATORS", "same_value", "parse_condition"]
+__all__ = ["Clause", "Condition", "OPERATORS", "When", "same_value", "parse_condition"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "lt", "le", "gt", "ge")
 _SYMBOLS = {"eq": "==", "ne": "!=", "in": "in", "not_in": "not in",
@@ -138,3 +140,13 @@ def parse_condition(raw: Any) -> Condition:
     for param, test in raw.items():
         clauses.extend(_parse_test(str(param), test))
     return Condition(tuple(clauses))
+
+
+def _well_formed(raw: dict[str, Any]) -> dict[str, Any]:
+    parse_condition(raw)
+    return raw
+
+
+# A ``when:`` field as written, refused when it does not parse (the model keeps the mapping; the
+# parsed condition is :func:`parse_condition`'s).
+When = Annotated[dict[str, Any], AfterValidator(_well_formed)]

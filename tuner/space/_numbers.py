@@ -1,4 +1,5 @@
-"""Float ranges on a step grid, rounded so that 0.92 stays 0.92 (not 0.9199999999999999).
+"""Number ranges on a step grid: whole numbers exactly (:class:`IntGrid`), real numbers rounded so
+that 0.92 stays 0.92, not 0.9199999999999999 (:class:`FloatGrid`).
 
 Optuna computes stepped floats as ``low + k * step``, which drifts in the last digits; a drifted
 value would render as an ugly flag and would not be recognised as the same configuration again.
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["FloatGrid", "is_number"]
+__all__ = ["IntGrid", "FloatGrid", "is_number"]
 
 _TOLERANCE = 1e-9
 
@@ -62,3 +63,24 @@ class FloatGrid:
         digits = max(_decimals(self.low), _decimals(self.step))
         snapped = round(self.low + count * self.step, digits)
         return float(min(max(snapped, self.low), self.high))
+
+
+@dataclass(frozen=True)
+class IntGrid:
+    """``[low, high]`` on a grid of ``step`` (1: every whole number); exact, nothing to round."""
+
+    low: int
+    high: int
+    step: int = 1
+
+    def divides(self) -> bool:
+        """Whether ``step`` divides ``high - low``."""
+        return not (self.high - self.low) % self.step
+
+    def contains(self, value: int) -> bool:
+        """Whether ``value`` is in the range and on the grid."""
+        return self.low <= value <= self.high and not (value - self.low) % self.step
+
+    def normalize(self, value: int) -> int:
+        """``value`` as it is (a whole number on the grid needs no rounding)."""
+        return value

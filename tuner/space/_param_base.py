@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from pydantic import field_validator, model_validator
 
-from tuner.space._conditions import Clause, Condition, parse_condition, same_value
+from tuner.space._conditions import Clause, Condition, When, parse_condition, same_value
 from tuner.space._numbers import is_number
 from tuner.space._problems import FieldProblem, shown
 from tuner.space._strict import StrictModel, check_env_name, check_flag
@@ -57,15 +57,9 @@ class Param(StrictModel):
     """What every kind has: a condition, an optional default, a description."""
 
     description: str = ""
-    when: dict[str, Any] | None = None
+    when: When | None = None
     default: Any = None
     shape: str | None = None
-
-    @field_validator("when")
-    @classmethod
-    def _when_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        parse_condition(value)
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Param:

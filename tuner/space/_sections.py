@@ -6,13 +6,13 @@ are in :mod:`tuner.space._workload`; the parameters in :mod:`tuner.space._params
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tuner.space._conditions import Condition, parse_condition
+from tuner.space._conditions import Condition, When, parse_condition
 from tuner.space._problems import FieldProblem
-from tuner.space._strict import ENV_REFERENCE, StrictModel, check_env_name, check_flag
+from tuner.space._strict import ENV_REFERENCE, StrictModel, check_env_name, check_flag, not_blank
 
 __all__ = ["HostSection", "ServerSection", "Timeouts", "PatchSection", "ConstraintSection"]
 
@@ -79,27 +79,21 @@ class ServerSection(StrictModel):
     in OpenAI requests unless ``workload.model`` does.
     """
 
-    command: str | None = None
+    command: Annotated[
+        str, not_blank("leave it out to use the engine's default command")
+    ] | None = None
     stop_command: str | None = None
     bind: str | None = None
     port: int = Field(default=30000, ge=1, le=65535)
-    model_path: str | None = None
+    model_path: Annotated[
+        str, not_blank("give the model's path (or ${NAME}), or leave the key out")
+    ] | None = None
     flags: dict[str, Any] = {}
     env: dict[str, Any] = {}
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise FieldProblem("is empty", "leave it out to use the engine's default command")
-        return value
 
     @field_validator("model_path")
     @classmethod
     def _model_path(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise FieldProblem("is empty",
-                               "give the model's path (or ${NAME}), or leave the key out")
         if value is not None and "${" in ENV_REFERENCE.sub("", value):
             raise FieldProblem(f"{value!r} has a malformed reference",
                                "write references as ${NAME} (no defaults, no nesting)")
@@ -148,7 +142,7 @@ class PatchSection(StrictModel):
 
     package: str | None = None
     file: str
-    find: str
+    find: Annotated[str, not_blank("give the exact text to replace, indentation included")]
     replace: str
     description: str = ""
 
@@ -158,13 +152,6 @@ class PatchSection(StrictModel):
         if not value or value.startswith(("/", "~")) or ".." in value.split("/"):
             raise FieldProblem(f"{value!r} must be a path inside the package",
                                "give it relative to the package, e.g. srt/layers/communicator.py")
-        return value
-
-    @field_validator("find")
-    @classmethod
-    def _find(cls, value: str) -> str:
-        if not value.strip():
-            raise FieldProblem("is empty", "give the exact text to replace, indentation included")
         return value
 
     @model_validator(mode="after")
@@ -182,21 +169,13 @@ class PatchSection(StrictModel):
 class ConstraintSection(StrictModel):
     """A known-bad (``skip``) or notable (``warn``) combination, checked before a trial runs."""
 
-    when: dict[str, Any]
+    when: When
     action: Literal["skip", "warn"] = "skip"
-    reason: str
-
-    @field_validator("when")
-    @classmethod
-    def _when_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
-        parse_condition(value)
-        return value
+    reason: Annotated[str, not_blank("say why, e.g. \"OOM at start at >= 0.96\"")]
 
     @field_validator("reason")
     @classmethod
-    def _reason(cls, value: str) -> str:
-        if not value.strip():
-            raise FieldProblem("is empty", "say why, e.g. \"OOM at start at >= 0.96\"")
+    def _one_line(cls, value: str) -> str:
         return " ".join(value.split())
 
     @property

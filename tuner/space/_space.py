@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import optuna
 from pydantic import ValidationError
@@ -51,6 +51,25 @@ class Violation:
     action: Literal["skip", "warn"]
 
 
+_T = TypeVar("_T")
+
+
+class _FromFile(Generic[_T]):
+    """A section or value of the space file that the space shows under the same name."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, space: SearchSpace | None, owner: type | None = None) -> _T:
+        if space is None:  # read on the class: the descriptor itself, with its doc
+            return self  # type: ignore[return-value]
+        value: _T = getattr(space.model, self.name)
+        return value
+
+
 @dataclass(frozen=True, eq=False)
 class SearchSpace:
     """A validated search space (see ``docs/search-space.md`` for the YAML format)."""
@@ -67,45 +86,18 @@ class SearchSpace:
         """The study name: ``name:``, or the file's stem."""
         return self.model.name or self.path.stem
 
-    @property
-    def engine(self) -> str:
-        """The engine profile's name (``sglang``)."""
-        return self.model.engine
-
-    @property
-    def engine_version(self) -> str | None:
-        """The engine version expected on the host, if given."""
-        return self.model.engine_version
-
-    @property
-    def host(self) -> HostSection | None:
-        """The ``host:`` section (None: not given; the CLI decides)."""
-        return self.model.host
-
-    @property
-    def server(self) -> ServerSection:
-        """The ``server:`` section."""
-        return self.model.server
-
-    @property
-    def timeouts(self) -> Timeouts:
-        """The ``timeouts:`` section (host seconds)."""
-        return self.model.timeouts
-
-    @property
-    def workload(self) -> WorkloadSection:
-        """The ``workload:`` section as written (see :meth:`workload_for`)."""
-        return self.model.workload
-
-    @property
-    def objective(self) -> Objective:
-        """The ``objective:`` section."""
-        return self.model.objective
-
-    @property
-    def probe(self) -> Probe:
-        """The ``probe:`` section."""
-        return self.model.probe
+    # The file's own sections and values, read through the space (``space.server`` is
+    # ``space.model.server``):
+    engine = _FromFile[str]("The engine profile's name (``sglang``).")
+    engine_version = _FromFile[str | None]("The engine version expected on the host, if given.")
+    host = _FromFile[HostSection | None](
+        "The ``host:`` section (None: not given; the CLI decides).")
+    server = _FromFile[ServerSection]("The ``server:`` section.")
+    timeouts = _FromFile[Timeouts]("The ``timeouts:`` section (host seconds).")
+    workload = _FromFile[WorkloadSection](
+        "The ``workload:`` section as written (see :meth:`workload_for`).")
+    objective = _FromFile[Objective]("The ``objective:`` section.")
+    probe = _FromFile[Probe]("The ``probe:`` section.")
 
     @property
     def parameters(self) -> dict[str, Parameter]:

@@ -10,11 +10,11 @@ import difflib
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from tuner.space._problems import FieldProblem
 
-__all__ = ["StrictModel", "check_flag", "check_env_name", "ENV_REFERENCE"]
+__all__ = ["StrictModel", "check_flag", "check_env_name", "not_blank", "ENV_REFERENCE"]
 
 _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -55,3 +55,15 @@ def check_env_name(name: str, at: tuple[str | int, ...] = ()) -> str:
         raise FieldProblem(f"{name!r} is not an environment variable name",
                            "use letters, digits and _ (e.g. SGLANG_ENABLE_X)", at=at)
     return name
+
+
+def not_blank(fix: str) -> AfterValidator:
+    """The check of a text field that must say something: blank text "is empty", with ``fix``
+    (``model: Annotated[str, not_blank("give ...")] | None``: a null is not checked)."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise FieldProblem("is empty", fix)
+        return value
+
+    return AfterValidator(check)

@@ -7,13 +7,13 @@ emulator's time scale); :meth:`WorkloadSection.resolve` applies them.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from tuner.space._dataset import DatasetConfig
 from tuner.space._problems import FieldProblem
-from tuner.space._strict import StrictModel
+from tuner.space._strict import StrictModel, not_blank
 
 __all__ = ["RequestsPerLevel", "Workload", "WorkloadSection", "EmulatedWorkload", "Objective",
            "Slo", "Probe", "GoodputSearch", "ADDED_DEFAULTS"]
@@ -78,7 +78,9 @@ class _WorkloadFields(StrictModel):
     """
 
     api: Api | None = None
-    model: str | None = None
+    model: Annotated[
+        str, not_blank("give the name the server knows the model by, or leave the key out")
+    ] | None = None
     levels: list[int] = [64, 256, 512, 1024]
     input_len: int = Field(default=256, gt=0)
     output_len: int = Field(default=256, gt=0)
@@ -95,14 +97,6 @@ class _WorkloadFields(StrictModel):
     @classmethod
     def _levels(cls, value: list[int]) -> list[int]:
         return _check_levels(value) or []
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise FieldProblem("is empty", "give the name the server knows the model by, or leave "
-                               "the key out")
-        return value
 
     def requests_for(self, concurrency: int) -> int:
         """The number of requests sent at ``concurrency``."""

@@ -35,7 +35,8 @@ from tuner.study.record._level import Level, clean_levels, read_levels
 from tuner.study.record._outcome import Outcome, outcome_of
 from tuner.study.record._spread import Spread, spread_of
 from tuner.study.record._write import observation_sources
-from tuner.study.strategies._moves import Move, read_move
+from tuner.study.strategies._legacy_moves import read_move
+from tuner.study.strategies._moves import Move
 
 __all__ = ["TrialRecord", "read_record"]
 

@@ -13,16 +13,6 @@ from tuner.study.storage._storage import (
     load_existing_study,
 )
 from tuner.study.storage._stale import fail_stale_trials, mark_dead_workers, retry_later, worker_id
+from tuner.study.storage import _stale, _storage
 
-__all__ = [
-    "default_storage_url",
-    "resolve_storage",
-    "storage_file",
-    "open_storage",
-    "create_or_resume",
-    "load_existing_study",
-    "fail_stale_trials",
-    "mark_dead_workers",
-    "retry_later",
-    "worker_id",
-]
+__all__ = [*_storage.__all__, *_stale.__all__]  # each module lists its public names once

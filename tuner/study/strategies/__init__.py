@@ -10,10 +10,11 @@ Optuna import): the command line reads the names from it; the names that need Op
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import ConfigError
-from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, read_move
+from tuner.study.strategies._legacy_moves import read_move
+from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 
 if TYPE_CHECKING:
     from tuner.study.strategies._base import Proposal, SpaceStrategy, Strategy
@@ -33,55 +34,38 @@ _LAZY = {
     "StudySampler": "_samplers",
 }
 
+DEFAULT_STRATEGY = "guided"  # beats TPE-as-today on the emulator's model and on held-out generated landscapes (docs/search-efficiency.md)
+
+# Each strategy by name: the module of this package and the class (a SpaceStrategy) that make it,
+# imported when first made.
+_STRATEGY_CLASSES = {
+    "guided": ("guided", "GuidedStrategy"),
+    "tpe": ("tpe", "TpeStrategy"),
+    "random": ("random_search", "RandomStrategy"),
+    "one-at-a-time": ("one_at_a_time", "OneAtATimeStrategy"),
+}
+STRATEGIES = tuple(_STRATEGY_CLASSES)
+
+
+def _load(module: str, name: str) -> Any:
+    """``name`` of this package's ``module``, imported on first use."""
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-
-DEFAULT_STRATEGY = "guided"  # beats TPE-as-today on the emulator's model and on held-out generated landscapes (docs/search-efficiency.md)
-
-
-def _tpe(space: Any, seed: int | None) -> Strategy:
-    from tuner.study.strategies.tpe import TpeStrategy
-
-    return TpeStrategy(space, seed)
-
-
-def _random(space: Any, seed: int | None) -> Strategy:
-    from tuner.study.strategies.random_search import RandomStrategy
-
-    return RandomStrategy(space, seed)
-
-
-def _one_at_a_time(space: Any, seed: int | None) -> Strategy:
-    from tuner.study.strategies.one_at_a_time import OneAtATimeStrategy
-
-    return OneAtATimeStrategy(space, seed)
-
-
-def _guided(space: Any, seed: int | None) -> Strategy:
-    from tuner.study.strategies.guided import GuidedStrategy
-
-    return GuidedStrategy(space, seed)
-
-
-_FACTORIES: dict[str, Callable[[Any, int | None], Strategy]] = {
-    "guided": _guided,
-    "tpe": _tpe,
-    "random": _random,
-    "one-at-a-time": _one_at_a_time,
-}
-STRATEGIES = tuple(_FACTORIES)
+    return _load(_LAZY[name], name)
 
 
 def make_strategy(name: str, space: Any, seed: int | None) -> Strategy:
     """The strategy called ``name``; an unknown name is a one-line ConfigError listing them."""
-    if name not in _FACTORIES:
+    if name not in _STRATEGY_CLASSES:
         raise ConfigError(f"--strategy {name}: unknown; fix: use one of {', '.join(STRATEGIES)}")
-    return _FACTORIES[name](space, seed)
+    strategy: Strategy = _load(*_STRATEGY_CLASSES[name])(space, seed)
+    return strategy
 
 
 def resolve_strategy(strategy: str | None, sampler: str | None, space: Any, seed: int | None) -> Strategy:
@@ -90,7 +74,7 @@ def resolve_strategy(strategy: str | None, sampler: str | None, space: Any, seed
     if strategy is not None and sampler is not None:
         raise ConfigError(f"--sampler {sampler} with --strategy {strategy}: give one; fix: drop --sampler")
     if strategy is None and sampler is not None:
-        if sampler in _FACTORIES:
+        if sampler in _STRATEGY_CLASSES:
             return make_strategy(sampler, space, seed)
         from tuner.study.strategies._samplers import SamplerStrategy
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import optuna
 
-from tuner.study.strategies import Move
+from tuner.study.strategies._moves import Move
 from tuner.study.record import StudyView
 
 __all__ = ["Proposal", "Strategy", "SpaceStrategy"]

@@ -1,5 +1,6 @@
-"""The one place that reads a move from its reason's text: trials of studies written before
-moves were stored (only ``chosen_by``), so that such a study loads and resumes as it ran.
+"""Reading a trial's move (:func:`read_move`): the stored one, else its reason's text. This is the
+one place that reads a move from the text: trials of studies written before moves were stored
+(only ``chosen_by``), so that such a study loads and resumes as it ran.
 
 Every other part of the tuner reads the typed :class:`tuner.study.strategies._moves.Move`. The
 texts read here are those the ``guided`` strategy wrote until moves were stored::
@@ -22,7 +23,7 @@ from typing import Any
 
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, value_text
 
-__all__ = ["legacy_move"]
+__all__ = ["read_move", "legacy_move"]
 
 _REPAIR = re.compile(r"rule of trial (\d+) ran out of memory under load \((.*)\)$")
 
@@ -32,6 +33,14 @@ def _without_source(text: str) -> str:
     for source in Source:
         text = text.removesuffix(f" ({source.value})")
     return text
+
+
+def read_move(stored: dict[str, Any] | None, chosen_by: str, config: dict[str, Any]) -> Move | None:
+    """A trial's move: the stored ``move`` attribute, else what its ``chosen_by`` of before says
+    (a study written before moves were stored); None for a trial no move chose (the sampler's)."""
+    if stored:
+        return Move.from_dict(stored)
+    return legacy_move(chosen_by, config)
 
 
 def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:

@@ -5,7 +5,8 @@ A proposal of the ``guided`` strategy is a :class:`Move`. It is stored on the tr
 ``chosen_by``, the one-line reason rendered from it (:attr:`Move.reason`) that the terminal,
 ``tuner trials``, the report and optuna-dashboard show. The strategy reads past moves from these
 fields, never from the reason's text; a trial stored before moves were (``chosen_by`` only) is
-read once by :func:`tuner.study.strategies._legacy_moves.legacy_move`.
+read once by :func:`tuner.study.strategies._legacy_moves.legacy_move` (both through
+:func:`tuner.study.strategies._legacy_moves.read_move`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from tuner.signals import Source  # where a signal was read: one vocabulary with the stored observations
 
-__all__ = ["MoveKind", "Source", "Signal", "Change", "Move", "value_key", "value_text", "read_move"]
+__all__ = ["MoveKind", "Source", "Signal", "Change", "Move", "value_key", "value_text"]
 
 
 class MoveKind(str, Enum):
@@ -120,16 +121,6 @@ class Move:
             trial=data.get("trial"),
             detail=str(data.get("detail") or ""),
         )
-
-
-def read_move(stored: dict[str, Any] | None, chosen_by: str, config: dict[str, Any]) -> Move | None:
-    """A trial's move: the stored ``move`` attribute, else what its ``chosen_by`` of before says
-    (a study written before moves were stored); None for a trial no move chose (the sampler's)."""
-    if stored:
-        return Move.from_dict(stored)
-    from tuner.study.strategies._legacy_moves import legacy_move
-
-    return legacy_move(chosen_by, config)
 
 
 def value_text(value: Any) -> str:

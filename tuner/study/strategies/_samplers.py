@@ -10,6 +10,7 @@ import optuna
 from tuner.study.strategies._base import Strategy
 from tuner.errors import ConfigError
 from tuner.study.strategies._optional_deps import require_sampler
+from tuner.study.strategies.tpe import tpe_settings
 
 __all__ = ["SAMPLERS", "SamplerStrategy", "StudySampler", "make_sampler"]
 
@@ -20,11 +21,7 @@ def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     """One of the samplers Optuna offers, by short name (``tpe`` by default)."""
     samplers = optuna.samplers
     factories = {
-        # constant_liar: with several workers, a trial still running elsewhere counts as a poor one,
-        # so two workers do not sample the same neighbourhood (no effect with one worker).
-        "tpe": lambda: samplers.TPESampler(
-            seed=seed, multivariate=True, group=True, n_startup_trials=6, constant_liar=True
-        ),
+        "tpe": lambda: samplers.TPESampler(**tpe_settings(seed)),
         "random": lambda: samplers.RandomSampler(seed=seed),
         "gp": lambda: samplers.GPSampler(seed=seed),
         "cmaes": lambda: samplers.CmaEsSampler(seed=seed),

@@ -10,6 +10,7 @@ confirm its own guesses). The trials themselves stay as recorded: FAIL when brok
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import optuna
@@ -31,20 +32,13 @@ def tpe_settings(seed: int | None) -> dict[str, Any]:
 
 
 def _as_infeasible(trial: FrozenTrial) -> FrozenTrial:
-    return FrozenTrial(
-        number=trial.number,
-        state=TrialState.PRUNED,
-        value=None,
-        values=None,
-        datetime_start=trial.datetime_start,
-        datetime_complete=trial.datetime_complete,
-        params=trial.params,
-        distributions=trial.distributions,
-        user_attrs=trial.user_attrs,
-        system_attrs={**trial.system_attrs, CRASH_CONSTRAINT: 1.0},
-        intermediate_values={},
-        trial_id=trial._trial_id,
-    )
+    """A copy of ``trial`` that TPE reads as infeasible: PRUNED, no value, constraint 1."""
+    shown = copy.copy(trial)
+    shown.state = TrialState.PRUNED
+    shown.values = None
+    shown.intermediate_values = {}
+    shown.system_attrs = {**trial.system_attrs, CRASH_CONSTRAINT: 1.0}
+    return shown
 
 
 class _StudyAsTpeSeesIt:
