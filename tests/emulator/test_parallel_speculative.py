@@ -45,7 +45,7 @@ def test_dp_attention_loses_at_low_concurrency_and_gains_at_high() -> None:
 def test_speculation_without_a_cap_runs_48_requests_as_sglang_does() -> None:
     flags = {k: v for k, v in N_ON.items() if k != "--max-running-requests"}
     engine = build_engine({**flags, "--speculative-algorithm": "NEXTN"}, True, False)
-    assert not isinstance(engine, Failure) and engine.max_running == 48
+    assert not isinstance(engine, Failure) and engine.settings.max_running == 48
     assert engine.settings.speculation == Speculation(3, 1, 4)  # GLM-5's automatic choice
     assert not engine.settings.overlap_schedule
 

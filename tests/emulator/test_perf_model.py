@@ -55,12 +55,12 @@ def test_max_running_requests_caps_the_batch_and_throughput_stops_rising() -> No
     assert max(capped) / min(capped) < 1.03
     assert capped[0] < 0.6 * n_on(concurrency=256)
     engine = build_engine(flags(N_ON.full_argv()), True, False)
-    assert engine.max_running == 2048 and engine.kv_tokens == KV.tokens_at_reference
+    assert engine.settings.max_running == 2048 and engine.settings.kv_tokens == KV.tokens_at_reference
 
 
 def test_kv_pool_follows_mem_fraction_and_makes_requests_queue_at_1024() -> None:
     pools = {f: build_engine(flags([*N_ON.full_argv(), "--mem-fraction-static", str(f)]),
-                             True, False).kv_tokens for f in (0.85, 0.90, 0.93)}
+                             True, False).settings.kv_tokens for f in (0.85, 0.90, 0.93)}
     assert pools[0.85] == KV.tokens(0.85) and pools[0.93] == KV.tokens(0.93)
     assert 967 == KV.tokens(0.92) // 512  # at 0.92 a few of 1,024 requests queue
     smaller, larger = (n_on("--mem-fraction-static", f, concurrency=1024) for f in ("0.85", "0.93"))

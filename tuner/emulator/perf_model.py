@@ -112,14 +112,6 @@ class EngineModel:
     settings: EngineSettings
     step_by_batch: tuple[float, ...]  # decode step seconds for batch sizes 0..max_running
 
-    @property
-    def kv_tokens(self) -> int:
-        return self.settings.kv_tokens
-
-    @property
-    def max_running(self) -> int:
-        return self.settings.max_running
-
     def decode_step_s(self, batch: int) -> float:
         """Seconds of one decode step of ``batch`` requests (host time, no noise)."""
         table = self.step_by_batch

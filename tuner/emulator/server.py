@@ -155,8 +155,8 @@ class EmulatedServer:
             "last_gen_throughput": 0.0,
             "memory_usage": {"weight": round(WEIGHTS_GB, 2),
                              "kvcache": round(self.engine.settings.kv_gb, 2),
-                             "token_capacity": self.engine.kv_tokens, "graph": 1.2},
-            "effective_max_running_requests_per_dp": self.engine.max_running,
+                             "token_capacity": self.engine.settings.kv_tokens, "graph": 1.2},
+            "effective_max_running_requests_per_dp": self.engine.settings.max_running,
             "avg_spec_accept_length": None,
             "running_requests": len(core.running), "queued_requests": len(core.waiting),
         }]
@@ -210,7 +210,7 @@ class EmulatedServer:
         except (ValueError, api.RequestError) as error:
             return _error(400, str(error))
         length = self._output_length(request)
-        limit = min(CONTEXT_LENGTH, engine.kv_tokens)
+        limit = min(CONTEXT_LENGTH, engine.settings.kv_tokens)
         if len(request.prompt_ids) + request.max_new_tokens > limit:
             return _error(400, f"The input ({len(request.prompt_ids)} tokens) plus "
                           f"max_new_tokens ({request.max_new_tokens}) exceeds the maximum of "
