@@ -68,3 +68,12 @@ class GuidedSettings:
     # 1: a rule's ``lower_to_at_most`` holds (a cap lowered to get back under the CUDA graphs is
     # not proposed above the largest batch they capture); 0: ignored (the setting of before)
     lower_within: int = 1
+    # 1: the memory cliff moves the best back up to the highest value that held once per value
+    # (a best that went below it since measured as fast there); 0: from every best
+    cliff_back_once: int = 1
+    # 1: a shaped ``up_to_failure`` parameter the sweep explores (no log on its pool) goes one
+    # step below the best once a study, not from every best (a walk down a flat curve); 0: every best
+    below_once: int = 1
+    # 1: the first sweep does not set a parameter back to the value the best left for a measured
+    # gain (the change measured both ways already; the second sweep may); 0: it does
+    keep_gains: int = 1
