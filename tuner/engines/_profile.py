@@ -88,14 +88,15 @@ class CapacityFlag(BaseModel):
     """A flag that bounds the batch the server runs, and what changing it is expected to pay.
 
     ``kind``: ``cap`` (requests running at once), ``memory`` (the share of GPU memory for the KV
-    pool) or ``batch`` (tokens or sequences a step takes); ``effect``: the prior gain (0-1) of
+    pool), ``batch`` (tokens or sequences a step takes) or ``admission`` (how much of the pool
+    the scheduler reserves before it admits a request); ``effect``: the prior gain (0-1) of
     changing it while it binds. The ``guided`` strategy's sweep tries the parameters by expected
     effect when no signal fired, so these come before flags of a few percent.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["cap", "memory", "batch"]
+    kind: Literal["cap", "memory", "batch", "admission"]
     effect: float = Field(gt=0.0, le=1.0)
 
 

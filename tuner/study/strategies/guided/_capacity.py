@@ -57,7 +57,7 @@ def raised_cap(plan: Plan, name: str, current: Any) -> Any:
 def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> float:
     """The gain the sweep expects of changing ``name`` from the best: a capacity flag's prior
     while its limit may bind (a cap below the top concurrency or whose levels run flat; memory
-    unless the log says the KV pool has room), a fifth of it otherwise; ``patch_effect`` for a
+    and admission unless the log says the KV pool has room), a fifth of it otherwise; ``patch_effect`` for a
     parameter with a value that comes with a source patch; ``default_effect`` for the rest."""
     settings = plan.settings
     prior = plan.capacity.get(name)
@@ -66,8 +66,8 @@ def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> f
     if prior.kind == "cap":
         value = inc.config.get(name)
         binds = (value is not None and value < plan.top) or limit_binds(plan, inc) is not None
-    elif prior.kind == "memory":
-        binds = not room_to_spare(inc)
+    elif prior.kind in ("memory", "admission"):
+        binds = not room_to_spare(inc)  # a pool with room gains nothing from more of it, or fuller
     else:
         binds = True
     return prior.effect if binds else prior.effect / 5
