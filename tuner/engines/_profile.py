@@ -88,15 +88,18 @@ class CapacityFlag(BaseModel):
     """A flag that bounds the batch the server runs, and what changing it is expected to pay.
 
     ``kind``: ``cap`` (requests running at once), ``memory`` (the share of GPU memory for the KV
-    pool), ``batch`` (tokens or sequences a step takes) or ``admission`` (how much of the pool
-    the scheduler reserves before it admits a request); ``effect``: the prior gain (0-1) of
+    pool), ``batch`` (tokens or sequences a step takes), ``admission`` (how much of the pool
+    the scheduler reserves before it admits a request) or ``pool`` (a layout that holds more
+    requests in the same memory: expected to pay where the log says the pool is full, no prior
+    where it says nothing of the pool);
+    ``effect``: the prior gain (0-1) of
     changing it while it binds. The ``guided`` strategy's sweep tries the parameters by expected
     effect when no signal fired, so these come before flags of a few percent.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["cap", "memory", "batch", "admission"]
+    kind: Literal["cap", "memory", "batch", "admission", "pool"]
     effect: float = Field(gt=0.0, le=1.0)
 
 
