@@ -148,6 +148,10 @@ class EngineProfile(BaseModel):
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).
     sweep_late: list[str] = []
+    # Flags whose gain lies at another load or on another host (SGLang: speculative decoding pays
+    # at low concurrency and costs at high; an all-to-all MoE backend needs NVLink or RDMA): the
+    # sweep tries them after every other parameter, the memory trades included.
+    sweep_last: list[str] = []
     # Flags that bound the batch (CapacityFlag): flag -> its kind and prior effect; the ``guided``
     # sweep orders parameters by expected effect, these first while their limit may bind.
     capacity: dict[str, CapacityFlag] = {}

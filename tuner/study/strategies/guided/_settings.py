@@ -45,6 +45,9 @@ class GuidedSettings:
     # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after
     # every other parameter always; 0: in the space's order
     sweep_late: int = 1
+    # 1: the engine profile's ``sweep_last`` flags (speculation, an all-to-all backend: a gain at
+    # another load or on another host) after every other parameter; 0: by expected effect
+    sweep_last: int = 1
     # 1: a rule that raised the ``up_to_failure`` parameter itself and ran out of memory under
     # load is not repaired (the cliff's bracket takes that failure); 0: repaired like the others
     repair_own: int = 1

@@ -8,7 +8,8 @@ values (one trial measures a whole parameter); a shaped parameter no rule moved 
 cap at the top concurrency and halved, a cliff's bracket); the
 profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for
 speed) after all the others, unless the best's KV pool is full (then memory is the reason to try
-them, right after the patched values); a parameter whose values measured so far all lost at
+them, right after the patched values); the profile's ``sweep_last`` flags (speculation, an
+all-to-all backend: a gain at another load or on another host) after those; a parameter whose values measured so far all lost at
 least ``defer_loss`` against the best waits for the end (its other values are likely losses
 too; numbers lie on a curve and keep their place). ``again``: a second pass from the best,
 counting only the changes measured from this very configuration.
@@ -101,6 +102,7 @@ class SweepProposer(Proposer):
             swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
+        swept.sort(key=lambda item: item.name in plan.last)  # a gain at another load or host: after those
         swept.sort(key=lambda item: item.name in lost)
         for item in swept:
             yield from (change for change in item.changes if change.move.key not in done)
