@@ -15,7 +15,9 @@ Three families:
   a memory cliff with out of memory at start above it and under load just below it, a request
   cap that binds below the top concurrency, a KV pool that limits the batch, CUDA-graph batch
   sizes, interactions, start-up refusals, crashes under load, a wrong-output backend, noise of
-  2-5%), but effect sizes, cliff positions and interactions drawn per seed. Nobody tuned to them;
+  2-5%), but effect sizes, cliff positions and interactions drawn per seed; and the parallel and
+  speculative dimensions of ``glm5.yaml`` (DP attention, expert parallelism, an all-to-all
+  backend, NEXTN speculation: :class:`ParallelEffects`). Nobody tuned to them;
 - :class:`ReplayLandscape`: a table measured once on a real engine (vLLM on this machine's
   CPU, ``bench/landscapes/vllm_cpu_tiny.json``), replayed; its space has only the measured values.
 """
@@ -37,6 +39,7 @@ __all__ = [
     "Landscape",
     "EmulatorLandscape",
     "GeneratedLandscape",
+    "ParallelEffects",
     "ReplayLandscape",
     "GLM5_SPACE",
     "REPLAY_SPACE",
@@ -263,13 +266,16 @@ class GeneratedLandscape(Landscape):
             (a, va), (b, vb) = rng.sample(choices, 2)
             if a != b:
                 self.interactions.append((a, va, b, vb, rng.uniform(0.8, 1.2)))
+        # drawn from a stream of their own: the effects above are those of before (issue 29)
+        self.parallel = ParallelEffects(random.Random(f"landscape-parallel:{seed}"))
 
     def describe(self) -> str:
         """The drawn effects in one line (for reading a trace, never for a strategy)."""
         return (
             f"seed {self.seed}: noise {self.noise:.1%}, start cliff {self.start_cliff}, load band "
             f"{self.load_band}, patch gain {self.moe_patch_gain:.2f}, refused moe {self.refused_moe}, "
-            f"garbage attention {self.garbage_attention}, interactions {self.interactions}"
+            f"garbage attention {self.garbage_attention}, interactions {self.interactions}; "
+            f"{self.parallel.describe()}"
         )
 
     def _in_use(self, name: str, value: Any) -> Any:
@@ -285,7 +291,7 @@ class GeneratedLandscape(Landscape):
         if config.get("cuda_graph"):
             graph_bs = config.get("cuda_graph_max_bs") or self.default_graph_bs
             tokens *= 1.0 - self.graph_memory * graph_bs / 512
-        return tokens
+        return tokens * self.parallel.kv_share(config)
 
     def _factor(self, config: Config, batch: int) -> float:
         factor = self.moe[config["moe_runner_backend"]]
@@ -310,7 +316,7 @@ class GeneratedLandscape(Landscape):
             if all(self._in_use(name, config.get(name, "<inactive>")) == self._in_use(name, drawn)
                    for name, drawn in ((a, va), (b, vb))):
                 factor *= gain
-        return factor
+        return factor * self.parallel.speed(config, batch)
 
     def _evaluate(self, config: Config) -> Outcome:
         mem = config["mem_fraction_static"]
@@ -318,10 +324,13 @@ class GeneratedLandscape(Landscape):
             self.refused_kv_dtype is not None and config.get("kv_cache_dtype") == self.refused_kv_dtype
         ):
             return Outcome((), "startup-crash")
+        refused = self.parallel.refused(config)
+        if refused:
+            return Outcome((), refused)
         if mem >= self.start_cliff - 1e-9:
             return Outcome((), "oom-at-start")
         kv_tokens = self._kv_tokens(config)
-        cap = config.get("max_running_requests") or self.default_cap
+        cap = config.get("max_running_requests") or self.parallel.default_cap(config, self.default_cap)
         graph_bs = (config.get("cuda_graph_max_bs") or self.default_graph_bs) if config["cuda_graph"] else 0
         sched = config.get("schedule_conservativeness")
         admit = self.input_len + (1.0 if sched is None else max(0.5, sched)) * self.output_len
@@ -345,6 +354,107 @@ class GeneratedLandscape(Landscape):
             tps = self.peak * batch / (batch + self.half) * self._factor(config, batch)
             levels.append((concurrency, tps))
         return Outcome(tuple(levels), None, observations, per_level)
+
+
+class ParallelEffects:
+    """The parallel and speculative dimensions of ``glm5.yaml`` on a generated landscape, drawn
+    per seed with the kinds of effect of the emulator's model (``tuner/emulator/parallelism.py``,
+    ``speculative.py``), sizes drawn:
+
+    - DP attention of size ``d``: slower at small batches, faster at large ones (a speed that runs
+      from ``dp_low`` at one request to ``dp_high`` at 1,024 on a log scale, its difference to 1
+      scaled by ``(d - 1) / 7``), and a KV pool up to ``1 + dp_kv`` times larger at ``d = 8``
+      (each rank holds its requests' cache); SGLang's x0.3 on the schedule conservativeness is
+      left out;
+    - expert parallelism (``--ep-size 8``, no all-to-all): ``ep_low`` to ``ep_high`` alike;
+    - the DeepEP all-to-all: refused at start on most hosts (no NVLink between PCIe cards:
+      ``deepep_refused``), else a flat factor; two-batch overlap (it needs one) another;
+    - NEXTN speculation: an acceptance length from a drawn first-token acceptance and its decay
+      with depth (the emulator's formula), and a round that costs ``1 + steps x draft`` target
+      steps at small batches (memory-bound) and ``draft tokens + steps x draft x top-k`` at
+      large ones (compute-bound), the two blended at a drawn knee: a gain at low concurrency
+      that turns into a loss as the batch grows; its memory comes from the KV pool; an unset
+      cap becomes 48 (SGLang 0.5.9);
+    - a tensor-parallel size other than 8: out of memory at start (4) or refused (6: the heads
+      do not split); the space's ``fit:`` refuses both before any host time.
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        self.dp_low = rng.uniform(0.6, 0.85)
+        self.dp_high = rng.uniform(0.92, 1.15)
+        self.dp_kv = rng.uniform(0.0, 1.0)
+        self.ep_low = rng.uniform(0.9, 1.0)
+        self.ep_high = rng.uniform(0.97, 1.06)
+        self.deepep_refused = rng.random() < 0.8
+        self.deepep = rng.uniform(0.95, 1.15)
+        self.tbo = rng.uniform(0.97, 1.08)
+        self.accept_first = rng.uniform(0.6, 0.9)
+        self.accept_decay = rng.uniform(0.75, 0.92)
+        self.spec_knee = rng.uniform(32.0, 256.0)
+        self.draft_share = rng.uniform(0.08, 0.2)
+        self.spec_memory = rng.uniform(0.0, 0.05)
+
+    def describe(self) -> str:
+        return (f"dp attention {self.dp_low:.2f}-{self.dp_high:.2f} (kv +{self.dp_kv:.0%} at 8), ep "
+                f"{self.ep_low:.2f}-{self.ep_high:.2f}, deepep {'refused' if self.deepep_refused else f'{self.deepep:.2f}'}, "
+                f"accept {self.accept_first:.2f} x {self.accept_decay:.2f}, spec knee {self.spec_knee:.0f}")
+
+    @staticmethod
+    def _dp(config: Config) -> int:
+        return int(config.get("dp_size") or 1) if config.get("dp_attention") else 1
+
+    def refused(self, config: Config) -> str | None:
+        """The failure at start of the parallel flags (None: they start)."""
+        tp = config.get("tp_size") or 8
+        if tp < 8:
+            return "oom-at-start"  # the weights do not fit
+        if 64 % (tp // self._dp(config)):
+            return "startup-crash"  # the attention heads do not split
+        if config.get("moe_a2a_backend") == "deepep" and self.deepep_refused:
+            return "startup-crash"
+        return None
+
+    def default_cap(self, config: Config, cap: int) -> int:
+        """The cap of an unset ``--max-running-requests`` (48 with speculation: SGLang 0.5.9)."""
+        return 48 if config.get("speculative_algorithm") else cap
+
+    def kv_share(self, config: Config) -> float:
+        """The KV pool against the TP8 layout without speculation."""
+        share = 1.0 + self.dp_kv * (self._dp(config) - 1) / 7
+        return share * (1.0 - self.spec_memory if config.get("speculative_algorithm") else 1.0)
+
+    @staticmethod
+    def _along(low: float, high: float, batch: int) -> float:
+        return low + (high - low) * min(1.0, math.log2(max(1, batch)) / 10)
+
+    def speed(self, config: Config, batch: int) -> float:
+        """The decode rate against TP8 without DP attention, EP or speculation, at ``batch``."""
+        speed = 1.0
+        dp = self._dp(config)
+        if dp > 1:
+            speed *= 1.0 + (self._along(self.dp_low, self.dp_high, batch) - 1.0) * (dp - 1) / 7
+        if config.get("ep_size") and config.get("moe_a2a_backend") is None:
+            speed *= self._along(self.ep_low, self.ep_high, batch)
+        if config.get("moe_a2a_backend") == "deepep":
+            speed *= self.deepep * (self.tbo if config.get("two_batch_overlap") else 1.0)
+        if config.get("speculative_algorithm"):
+            speed *= self._speculation(config, batch)
+        return speed
+
+    def _speculation(self, config: Config, batch: int) -> float:
+        steps = int(config.get("speculative_num_steps") or 3)
+        topk = int(config.get("speculative_eagle_topk") or 1)
+        draft = steps + 1 if topk == 1 else int(config.get("speculative_num_draft_tokens") or steps + 1)
+        depth = max(1, min(steps, draft - 1))
+        width = max(1.0, min(float(topk), (draft - 1) / depth))
+        run, length = 1.0, 1.0
+        for k in range(depth):
+            run *= 1.0 - (1.0 - self.accept_first * self.accept_decay ** k) ** width
+            length += run
+        small = 1.0 + steps * self.draft_share
+        large = draft + steps * self.draft_share * topk
+        w = batch / (batch + self.spec_knee)
+        return length / ((1.0 - w) * small + w * large)
 
 
 # -- a replayed real landscape -------------------------------------------------------------------

@@ -386,10 +386,15 @@ def _parameters(moves: list[Move]) -> list[str]:
     return list(dict.fromkeys(str(m.parameter) for m in moves))
 
 
+LAST = ("speculative_algorithm", "moe_a2a_backend")  # the profile's sweep_last: after the graphs too
+
+
 def _graphs_after_the_rest(moves: list[Move]) -> bool:
     graphs = [i for i, m in enumerate(moves) if m.parameter in ("cuda_graph", "cuda_graph_max_bs")]
-    others = [i for i, m in enumerate(moves) if i not in graphs]
-    assert graphs and others, moves
+    last = [i for i, m in enumerate(moves) if m.parameter in LAST]
+    others = [i for i, m in enumerate(moves) if i not in graphs and i not in last]
+    assert graphs and others and last, moves
+    assert min(last) > max(graphs + others), moves
     return min(graphs) > max(others)
 
 
@@ -483,7 +488,11 @@ def test_the_sweep_measures_the_cheapest_parameters_first(space: Any) -> None:
     names = _parameters(moves)
     assert moves[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key
     assert names.index("radix_cache") < names.index("kv_cache_dtype") < names.index("chunked_prefill_size")
-    assert names.index("schedule_conservativeness") > names.index("attention_backend")
+    # the admission (the profile's capacity prior) comes early while the pool may bind: no log
+    # says it has room; where the log says so, it takes its place among the others
+    assert names.index("schedule_conservativeness") < names.index("attention_backend")
+    roomy = _parameters(_first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 0.5}))
+    assert roomy.index("schedule_conservativeness") > roomy.index("attention_backend")
     # memory binds (the best's KV pool full): the memory trades come right after the patched values
     full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
     full_names = _parameters(full)

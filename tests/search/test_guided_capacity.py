@@ -91,3 +91,22 @@ def _round(space: Any, seen: Any) -> Any:
     from tuner.study.strategies.guided import Round
 
     return Round(seen, seen.best() or seen.baseline)
+
+
+def test_dp_attention_comes_early_only_where_the_log_says_the_pool_is_full(space: Any) -> None:
+    # the profile's capacity kind "pool": a layout that holds more requests in the same memory
+    from tuner.study.strategies.guided._capacity import expected_effect
+
+    plan = GuidedStrategy(space, 0).plan
+    top = {"max_running_requests": 1024}
+
+    def effect(observations: dict[str, float]) -> float:
+        return expected_effect(plan, record(space, 0, top, value=2000.0, observations=observations), "dp_attention", False)
+
+    full, roomy, silent = effect({"token_usage_max@1024": 1.0}), effect({"token_usage_max@1024": 0.5}), effect({})
+    assert full == 0.2 and roomy == pytest.approx(0.04)
+    assert silent == plan.settings.default_effect  # a log that says nothing of the pool: no prior
+    # the admission (schedule conservativeness) binds unless the log says the pool has room
+    admission = [expected_effect(plan, record(space, 0, top, value=2000.0, observations=o),
+                                 "schedule_conservativeness", False) for o in ({}, {"token_usage_max@1024": 0.5})]
+    assert admission == [0.1, pytest.approx(0.02)]

@@ -116,3 +116,28 @@ def test_an_unset_graph_size_and_the_size_it_captures_are_one_server(space: Any)
             assert land.outcome(unset) == land.outcome(named), (seed, a, va, b, vb)
             checked += 1
     assert checked >= 20  # a quarter of the seeds draw such an interaction
+
+
+def test_generated_landscapes_draw_the_parallel_and_speculative_dimensions(space: Any) -> None:
+    # issue 29.3: DP attention, EP, the all-to-all backend and NEXTN have effects of their own
+    # kind on every seed (drawn sizes), and the effects of before are unchanged
+    top = {**space.baseline, "max_running_requests": 1024}
+    refused = 0
+    for seed in range(20):
+        land = GeneratedLandscape(seed, space)
+        base = land.outcome(space.config(top, drop_inactive=True))
+        dp8 = land.outcome(space.config({**top, "dp_attention": True, "dp_size": 8}, drop_inactive=True))
+        dp2 = land.outcome(space.config({**top, "dp_attention": True, "dp_size": 2}, drop_inactive=True))
+        # DP attention: slower at one request a rank than at a full batch, and a larger KV pool
+        on = space.config({**top, "dp_attention": True, "dp_size": 8}, drop_inactive=True)
+        assert land.parallel.speed(on, 1) < 1.0 and land.parallel.speed(on, 1) < land.parallel.speed(on, 1024)
+        assert dp8.observations["kv_tokens"] >= dp2.observations["kv_tokens"] >= base.observations["kv_tokens"]
+        # NEXTN: the gain at 64 streams against the loss at 1,024 (the cost of a round grows with the batch)
+        spec = space.config({**top, "speculative_algorithm": "NEXTN"}, drop_inactive=True)
+        low, high = land.parallel.speed(spec, 64), land.parallel.speed(spec, 1024)
+        assert high < low and high < 1.0, seed
+        deepep = land.outcome(space.config({**top, "moe_a2a_backend": "deepep"}, drop_inactive=True))
+        refused += deepep.failure == "startup-crash"
+        # tensor parallelism on 4 cards cannot hold the weights
+        assert land.outcome(space.config({**top, "tp_size": 4}, drop_inactive=True)).failure == "oom-at-start"
+    assert 10 <= refused < 20  # no NVLink between PCIe cards on most drawn hosts

@@ -88,14 +88,18 @@ class CapacityFlag(BaseModel):
     """A flag that bounds the batch the server runs, and what changing it is expected to pay.
 
     ``kind``: ``cap`` (requests running at once), ``memory`` (the share of GPU memory for the KV
-    pool) or ``batch`` (tokens or sequences a step takes); ``effect``: the prior gain (0-1) of
+    pool), ``batch`` (tokens or sequences a step takes), ``admission`` (how much of the pool
+    the scheduler reserves before it admits a request) or ``pool`` (a layout that holds more
+    requests in the same memory: expected to pay where the log says the pool is full, no prior
+    where it says nothing of the pool);
+    ``effect``: the prior gain (0-1) of
     changing it while it binds. The ``guided`` strategy's sweep tries the parameters by expected
     effect when no signal fired, so these come before flags of a few percent.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["cap", "memory", "batch"]
+    kind: Literal["cap", "memory", "batch", "admission", "pool"]
     effect: float = Field(gt=0.0, le=1.0)
 
 
@@ -144,6 +148,10 @@ class EngineProfile(BaseModel):
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).
     sweep_late: list[str] = []
+    # Flags whose gain lies at another load or on another host (SGLang: speculative decoding pays
+    # at low concurrency and costs at high; an all-to-all MoE backend needs NVLink or RDMA): the
+    # sweep tries them after every other parameter, the memory trades included.
+    sweep_last: list[str] = []
     # Flags that bound the batch (CapacityFlag): flag -> its kind and prior effect; the ``guided``
     # sweep orders parameters by expected effect, these first while their limit may bind.
     capacity: dict[str, CapacityFlag] = {}

@@ -22,7 +22,7 @@ from typing import Any
 from tuner.signals import ClientObservation, ClientSignal, client_observations
 from tuner.study.record import Outcome, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, value_text
-from tuner.study.strategies.guided._common import MISSING, changed, grid, room_to_spare, top_level_observations
+from tuner.study.strategies.guided._common import MISSING, changed, grid, pool_full, room_to_spare, token_usage, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 
 __all__ = ["cap_value", "limit_binds", "raised_cap", "expected_effect", "CapacityRetryProposer"]
@@ -57,7 +57,8 @@ def raised_cap(plan: Plan, name: str, current: Any) -> Any:
 def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> float:
     """The gain the sweep expects of changing ``name`` from the best: a capacity flag's prior
     while its limit may bind (a cap below the top concurrency or whose levels run flat; memory
-    unless the log says the KV pool has room), a fifth of it otherwise; ``patch_effect`` for a
+    and admission unless the log says the KV pool has room; a pool layout where it says the pool
+    is full, no prior where it says nothing), a fifth of it otherwise; ``patch_effect`` for a
     parameter with a value that comes with a source patch; ``default_effect`` for the rest."""
     settings = plan.settings
     prior = plan.capacity.get(name)
@@ -66,8 +67,12 @@ def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> f
     if prior.kind == "cap":
         value = inc.config.get(name)
         binds = (value is not None and value < plan.top) or limit_binds(plan, inc) is not None
-    elif prior.kind == "memory":
-        binds = not room_to_spare(inc)
+    elif prior.kind in ("memory", "admission"):
+        binds = not room_to_spare(inc)  # a pool with room gains nothing from more of it, or fuller
+    elif prior.kind == "pool":  # a layout for more requests: first only where the pool is known full
+        if token_usage(inc) is None:
+            return settings.patch_effect if patched else settings.default_effect  # no log: no prior
+        binds = pool_full(inc)
     else:
         binds = True
     return prior.effect if binds else prior.effect / 5

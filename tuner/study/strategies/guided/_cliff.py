@@ -27,18 +27,20 @@ __all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURE
 CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
 
 
-def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None) -> tuple[Any, Any, list[Any]]:
+def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None,
+                  cap: str | None = None) -> tuple[Any, Any, list[Any]]:
     """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
     the highest value a trial ran clean with, the lowest value above it that ran out of memory
     (at start or under load), and the ``values`` (its grid) strictly between them (above ``held`` when
     nothing failed). Failures below a value that held are blamed on something else. With
     ``batch`` (the running batch of the configuration it is for), a value held only in trials
     whose server ran at least that many requests at once: memory that held at 64 running
-    requests says nothing of 1,024."""
+    requests says nothing of 1,024 (``cap``: the running-request cap's parameter, to bound a
+    batch no log reported: :func:`running_batch`)."""
     held_values = [
         r.config[name] for r in view.records
         if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
-        and (batch is None or running_batch(r) is None or running_batch(r) >= 0.9 * batch)
+        and (batch is None or running_batch(r, cap) is None or running_batch(r, cap) >= 0.9 * batch)
     ]
     held = max(held_values) if held_values else None
     failed_values = [
@@ -73,7 +75,8 @@ class CliffProposer(Proposer):
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
             current = inc.config[name]
-            held, failed, inside = cliff_bracket(now.view, name, grid(param), running_batch(inc))
+            held, failed, inside = cliff_bracket(now.view, name, grid(param), running_batch(inc, self.plan.cap),
+                                                 self.plan.cap)
             span = bracket_text(held, failed)
             if inside:
                 # bisect a bracket; with no failure yet, the highest value the constraints allow
@@ -82,6 +85,9 @@ class CliffProposer(Proposer):
                     yield Candidate({**inc.config, name: probe},
                                     Move(MoveKind.CLIFF, (Change(name, probe, current),), signal=signal, detail=span))
             elif held is not None and current is not None and current < held:
+                if self.plan.settings.cliff_back_once and any(
+                        r.move is not None and r.move.sets(MoveKind.CLIFF, name, held) for r in now.view.records):
+                    continue  # moved back up once: the best went below since and measured as fast
                 yield Candidate({**inc.config, name: held},
                                 Move(MoveKind.CLIFF, (Change(name, held, current),), signal=signal,
                                      detail=f"at {held:g}, the highest that held ({span})"))

@@ -29,9 +29,17 @@ def top_level_observations(observations: dict[str, Any]) -> dict[str, Any]:
     return {**observations, **{k.removesuffix(top): v for k, v in observations.items() if k.endswith(top)}}
 
 
-def running_batch(record: TrialRecord) -> float | None:
-    """The most requests the trial's server ran at once, at its top level (None: not logged)."""
-    return top_level_observations(record.observations).get("running_req_max")
+def running_batch(record: TrialRecord, cap: str | None = None) -> float | None:
+    """The most requests the trial's server ran at once, at its top level: as its log or
+    ``/metrics`` said; where neither says, and ``cap`` names the running-request cap's
+    parameter, the most the client's levels allow (the top clean level's concurrency, at most
+    the cap the trial set); None when nothing says."""
+    logged = top_level_observations(record.observations).get("running_req_max")
+    if logged is not None or cap is None or not record.levels:
+        return logged
+    limit = record.config.get(cap)
+    top = max(record.levels)
+    return float(top if limit is None else min(top, limit))
 
 
 def token_usage(record: TrialRecord) -> float | None:

@@ -41,7 +41,9 @@ class Plan:
     ``sweep_late``; ``in_use``: parameter -> the observation that says which value the server
     used while it was unset; ``top``: the workload's top concurrency; ``capacity``: parameter ->
     the profile's :class:`tuner.engines.CapacityFlag` of its flag (what bounds the batch); ``cap``:
-    the parameter of the profile's running-request cap (None: the space does not search it).
+    the parameter of the profile's running-request cap (None: the space does not search it);
+    ``last``: the parameters of the profile's ``sweep_last`` (their gain lies at another load or
+    on another host).
     """
 
     space: Any
@@ -54,6 +56,7 @@ class Plan:
     top: int
     capacity: dict[str, Any] = field(default_factory=dict)
     cap: str | None = None
+    last: frozenset[str] = frozenset()  # the parameters of the profile's ``sweep_last``
 
 
 @dataclass(frozen=True)

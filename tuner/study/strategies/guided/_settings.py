@@ -45,6 +45,9 @@ class GuidedSettings:
     # (token usage >= 90% at its top level: then memory is the reason to try them); 2: after
     # every other parameter always; 0: in the space's order
     sweep_late: int = 1
+    # 1: the engine profile's ``sweep_last`` flags (speculation, an all-to-all backend: a gain at
+    # another load or on another host) after every other parameter; 0: by expected effect
+    sweep_last: int = 1
     # 1: a rule that raised the ``up_to_failure`` parameter itself and ran out of memory under
     # load is not repaired (the cliff's bracket takes that failure); 0: repaired like the others
     repair_own: int = 1
@@ -68,3 +71,12 @@ class GuidedSettings:
     # 1: a rule's ``lower_to_at_most`` holds (a cap lowered to get back under the CUDA graphs is
     # not proposed above the largest batch they capture); 0: ignored (the setting of before)
     lower_within: int = 1
+    # 1: the memory cliff moves the best back up to the highest value that held once per value
+    # (a best that went below it since measured as fast there); 0: from every best
+    cliff_back_once: int = 1
+    # 1: a shaped ``up_to_failure`` parameter the sweep explores (no log on its pool) goes one
+    # step below the best once a study, not from every best (a walk down a flat curve); 0: every best
+    below_once: int = 1
+    # 1: the first sweep does not set a parameter back to the value the best left for a measured
+    # gain (the change measured both ways already; the second sweep may); 0: it does
+    keep_gains: int = 1

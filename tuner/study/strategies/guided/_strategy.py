@@ -63,6 +63,8 @@ class GuidedStrategy(TpeStrategy):
             top=max(space.workload_for(True).levels + space.workload_for(False).levels),
             capacity={by_flag[f]: prior for f, prior in getattr(profile, "capacity", {}).items() if f in by_flag},
             cap=by_flag.get(getattr(profile, "running_cap_flag", None) or ""),
+            last=frozenset(by_flag[f] for f in getattr(profile, "sweep_last", []) if f in by_flag)
+            if settings.sweep_last else frozenset(),
         )
         self.proposers = _proposers(self.plan)
 

@@ -8,7 +8,8 @@ values (one trial measures a whole parameter); a shaped parameter no rule moved 
 cap at the top concurrency and halved, a cliff's bracket); the
 profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for
 speed) after all the others, unless the best's KV pool is full (then memory is the reason to try
-them, right after the patched values); a parameter whose values measured so far all lost at
+them, right after the patched values); the profile's ``sweep_last`` flags (speculation, an
+all-to-all backend: a gain at another load or on another host) after those; a parameter whose values measured so far all lost at
 least ``defer_loss`` against the best waits for the end (its other values are likely losses
 too; numbers lie on a curve and keep their place). ``again``: a second pass from the best,
 counting only the changes measured from this very configuration.
@@ -73,6 +74,9 @@ class SweepProposer(Proposer):
                     and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
                 ]
                 ordered = self._ordered(name, values, current, inc, done)
+                if plan.settings.keep_gains and not self.again:
+                    left = _left_for_a_gain(now, name, inc)
+                    ordered = [v for v in ordered if not any(v == w and type(v) is type(w) for w in left)]
             changes = [
                 Candidate(values_, Move(MoveKind.SWEEP, (Change(name, value, current),), patches=patched))
                 for value in ordered
@@ -98,6 +102,7 @@ class SweepProposer(Proposer):
             swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
+        swept.sort(key=lambda item: item.name in plan.last)  # a gain at another load or host: after those
         swept.sort(key=lambda item: item.name in lost)
         for item in swept:
             yield from (change for change in item.changes if change.move.key not in done)
@@ -121,8 +126,13 @@ class SweepProposer(Proposer):
             down = [v for v in doublings(param) if plan.top / 4 <= v < plan.top and v != current]
             return [v for v in up if v is not None] + sorted(down, reverse=True)
         held_values = grid(param)
-        _, _, inside = cliff_bracket(now.view, name, held_values, running_batch(now.incumbent))
+        _, _, inside = cliff_bracket(now.view, name, held_values, running_batch(now.incumbent, plan.cap), plan.cap)
         below = [v for v in held_values if current is not None and v < current][-1:]
+        if plan.settings.below_once and any(
+                r.move is not None and r.move.kind is MoveKind.SWEEP and r.move.parameter == name
+                and r.move.value is not None and r.move.changes[0].was is not None
+                and r.move.value < r.move.changes[0].was for r in now.view.records):
+            below = []  # one step below was measured once: not a walk down a flat curve
         return [v for v in inside if current is None or v > current] + below
 
     def _lost(self, name: str, done: dict[Any, TrialRecord], inc: TrialRecord) -> bool:
@@ -175,6 +185,22 @@ class SweepProposer(Proposer):
         if activated:
             yield {**base, **{n: True for n in activated}}, activated
         yield base, ()
+
+
+def _left_for_a_gain(now: Round, name: str, inc: TrialRecord) -> list[Any]:
+    """The values of ``name`` the best's line left for a measured gain: a trial that changed
+    ``name`` alone to the best's value measured faster than the trial it changed."""
+    current = inc.config.get(name)
+    measured = [r for r in now.view.records if r.value is not None]
+    left = []
+    for record in measured:
+        if record.config.get(name) != current or record.move is None or record.move.parameter != name:
+            continue
+        for parent in measured:
+            if parent.number < record.number and changed(parent.config, record.config) == {name} \
+                    and record.value > parent.value:
+                left.append(parent.config[name])
+    return left
 
 
 def _score(record: TrialRecord | None) -> float | None:
