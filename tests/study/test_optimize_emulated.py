@@ -96,7 +96,7 @@ def test_crash_under_load_fails_with_its_reason_on_the_first_level(emulated_stud
     # Levels run from the top down: the crash at 512 is found first, no host time on 256 and 64;
     # the crashed level is kept with its stop reason.
     assert kept == [512] and trial.user_attrs["levels"][0]["stop_reason"]
-    assert _crash_seconds(trial) < 2.0
+    assert _crash_seconds(trial) < 5.0  # a few polls of the log, not a timeout (2.3 s seen at load 4)
 
 
 def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
@@ -109,7 +109,7 @@ def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
     assert trial.user_attrs["failure_reason"] == "oom-at-start"
     assert "out of memory" in trial.user_attrs["failure_excerpt"].lower()
     assert "levels" not in trial.user_attrs or trial.user_attrs["levels"] == []
-    assert _crash_seconds(trial) < 2.0
+    assert _crash_seconds(trial) < 5.0  # a few polls of the log, not a timeout (2.3 s seen at load 4)
     assert time.monotonic() - started < 120
 
 

@@ -243,12 +243,14 @@ def test_a_goodput_trial_records_what_the_server_log_said_at_each_rate(tmp_path:
 
 
 def test_the_strategies_see_a_goodput_trial_s_levels_as_the_rate_it_met() -> None:
-    from tuner.study.record import clean_levels
+    from tuner.study.record import clean_levels, read_levels
 
-    levels = [_level(concurrency=512, request_rate=r, meets_slo=met)
-              for r, met in ((1.0, True), (2.0, True), (4.0, False), (3.0, True))]
-    assert clean_levels(levels, "goodput", 0.01) == {512: 3.0}
-    assert clean_levels([_level(concurrency=512, meets_slo=False)], "goodput", 0.01) == {}
+    figures = {"duration_s": 30.0, "input_tokens": 25_600, "num_requests": 100, "output_throughput": 850.0,
+               "output_tokens": 25_600, "request_throughput": 3.3, "total_throughput": 1_700.0}
+    levels = read_levels([{**figures, **_level(concurrency=512, request_rate=r, meets_slo=met)}
+              for r, met in ((1.0, True), (2.0, True), (4.0, False), (3.0, True))])
+    assert len(levels) == 4 and clean_levels(levels, "goodput", 0.01) == {512: 3.0}
+    assert clean_levels(read_levels([{**figures, **_level(concurrency=512, meets_slo=False)}]), "goodput", 0.01) == {}
 
 
 # -- a rate level is judged against the schedule it drew ---------------------------------------

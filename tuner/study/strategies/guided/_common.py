@@ -35,10 +35,10 @@ def running_batch(record: TrialRecord, cap: str | None = None) -> float | None:
     parameter, the most the client's levels allow (the top clean level's concurrency, at most
     the cap the trial set); None when nothing says."""
     logged = top_level_observations(record.observations).get("running_req_max")
-    if logged is not None or cap is None or not record.levels:
+    if logged is not None or cap is None or not record.clean:
         return logged
     limit = record.config.get(cap)
-    top = max(record.levels)
+    top = max(record.clean)
     return float(top if limit is None else min(top, limit))
 
 
