@@ -122,6 +122,13 @@ class TrialRecord:
         spread = self.spread()
         return spread.mean if spread is not None else None
 
+    @property
+    def rank(self) -> tuple[float, int]:
+        """What ranks it against other trials: its mean value, then how many runs it had (an
+        equal mean measured three times ranks above one measured once)."""
+        spread = self.spread()
+        return (spread.mean, spread.runs) if spread is not None else (0.0, 0)
+
 
 def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
                 study_attrs: Mapping[str, Any]) -> TrialRecord:

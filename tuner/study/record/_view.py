@@ -85,7 +85,7 @@ class StudyView:
             validated = [r for r in stable if r.soak_stable]
             if validated:
                 stable = validated
-        return max(stable, key=lambda r: r.mean_value or 0.0) if stable else None
+        return max(stable, key=lambda r: r.rank) if stable else None
 
     @cached_property
     def baseline_trial(self) -> TrialRecord | None:

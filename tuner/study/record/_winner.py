@@ -52,7 +52,7 @@ def study_noise(study: optuna.Study) -> Noise:
 
 def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
     """The best and the runner-up stable trials when they are within the spread of each other."""
-    ranked = sorted(stable_candidates(found), key=lambda r: -(r.mean_value or 0.0))
+    ranked = sorted(stable_candidates(found), key=lambda r: r.rank, reverse=True)
     if len(ranked) < 2:
         return None
     best, second = ranked[0].spread(noise), ranked[1].spread(noise)
@@ -64,7 +64,7 @@ def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, Tri
 def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
     """The best stable trial with its spread, and a tie with the runner-up when there is one."""
     noise = study_noise(study)
-    ranked = sorted(stable_candidates(records(study)), key=lambda r: -(r.mean_value or 0.0))
+    ranked = sorted(stable_candidates(records(study)), key=lambda r: r.rank, reverse=True)
     if not ranked:
         return []
     first = ranked[0].spread(noise.relative)
