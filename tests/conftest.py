@@ -48,9 +48,20 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
 REAL_ENGINE_GROUP = "real-engine"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-noisy", action="store_true",
+                     help="also run the studies marked noisy (a real effect near this CPU's run-to-run noise)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One xdist group per test file, one for every real-engine test, those first."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One xdist group per test file, one for every real-engine test, those first. A study marked
+    ``noisy`` is left out (deselected, and said so) unless ``--run-noisy`` asks for it."""
+    if not config.getoption("--run-noisy"):
+        noisy = [item for item in items if item.get_closest_marker("noisy") is not None]
+        if noisy:
+            config.hook.pytest_deselected(items=noisy)
+            items[:] = [item for item in items if item.get_closest_marker("noisy") is None]
     for item in items:
         real = item.get_closest_marker("vllm") is not None
         item.add_marker(pytest.mark.xdist_group(REAL_ENGINE_GROUP if real else item.nodeid.split("::")[0]))

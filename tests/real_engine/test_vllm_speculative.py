@@ -13,7 +13,10 @@ The random model loops under greedy decoding, so prompt-lookup drafts are accept
 step yields several tokens: speculation must move output tok/s by more than twice the spread
 (and by more than 10%), whichever way it goes; the figures are printed (``pytest -s``). On a
 quiet machine (2026-12-05): baseline 293.9, again 295.4 (spread 1.6), n-gram 340.9 (+16%); at
-load 5-6 from other work the spread alone was 126 tok/s, and the test rightly failed.
+load 5-6 from other work the spread alone was 126 tok/s, and the test rightly failed; on a quiet
+machine again (07:55) 303.6 / 240.8 (spread 62.8) / 323.5: within the noise. So it is marked
+``noisy``: left out of the README's test command, run by hand with
+``python3 -m pytest -s -n 0 -m vllm --run-noisy tests/real_engine/test_vllm_speculative.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from tests.real_engine.conftest import run_tuner, space_on
 from tests.support.sshd import free_port
 from tuner.study.storage import open_storage
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.vllm, pytest.mark.noisy, pytest.mark.timeout(1200)]
 
 SPECULATION = ("speculative_method=ngram", "num_speculative_tokens=4", "prompt_lookup_max=4")
 
