@@ -177,13 +177,14 @@ def optimize_study(
                 summary.settled(settled.outcome)
                 if settled.outcome in (Outcome.CONSTRAINT, Outcome.GATED):
                     refused += 1
-                    idle -= 1  # counted below as an ask that reused nothing
+                else:
+                    idle += 1
                 progress.trial_skipped(trial.number, settled.message)
             else:
                 if gate is not None and gate.note is not None:
                     chosen_by = f"{chosen_by}; {gate.note}"
                     store(trial, CHOSEN_BY, chosen_by)
-                idle, refused = -1, 0
+                idle = refused = 0
                 summary.ran += 1
                 with get_heartbeat_thread(trial._trial_id, study._storage):
                     if not is_baseline:  # another worker may have asked for the baseline between
@@ -198,7 +199,6 @@ def optimize_study(
         except KeyboardInterrupt:
             _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
             raise
-        idle += 1
         if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
             summary.exhausted = True
             break
