@@ -110,7 +110,8 @@ class Confirmation:
         """One re-run stored on the original; False when the host failed (no more re-runs)."""
         config = self.space.config_from_params(record.params)
         target = runner.target
-        launch = self.space.render(config, command=target.command, port=target.port, local=target.local)
+        launch = self.space.render(config, command=target.server_command(record.number, runs),
+                                   port=target.port, local=target.local)
         again = dataclasses.replace(runner, local_runs_dir=runner.local_runs_dir / f"repeat-{runs}",
                                     on_phase=progress.phase, on_level=progress.level_done,
                                     on_energy=progress.level_energy)

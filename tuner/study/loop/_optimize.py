@@ -258,8 +258,9 @@ def _run_one(
     summary: OptimizeSummary,
     progress: ProgressView,
 ) -> TrialState:
+    target = runner.target
     launch = space.render(
-        config, command=runner.target.command, port=runner.target.port, local=runner.target.local
+        config, command=target.server_command(trial.number), port=target.port, local=target.local
     )
     with scrubbing(Scrubber.of(launch.secret_values())):  # nothing stored shows a secret
         return _run_launch(study, runner, trial, config, launch, is_baseline, chosen_by, summary,

@@ -150,6 +150,7 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
     if requests is not None:
         console.print(f"traffic: {requests.describe()}", highlight=False)
     study = open_study(space, target, options, strategy)
+    target.emulator_seed = options.seed  # a seeded emulated study draws the same noise again
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)

@@ -39,6 +39,20 @@ class Target:
     stop_command: str | None = None
     gpu_idle: GpuState | None = None  # measured after preflight: each start waits for it
     client_workers: int = 1  # load-generator processes that share each level (--client-workers)
+    emulator_seed: int | None = None  # the study's --seed: each emulated server run's noise is drawn from it
+
+    def server_command(self, trial_number: int, run: int = 0) -> str:
+        """The command that starts the server for run ``run`` of trial ``trial_number``.
+
+        On the emulated host of a seeded study the emulator's noise (a few percent a server run,
+        as real restarts differ) is drawn from the study's seed, the trial's number and the run:
+        the same seed gives the same figures, and every run still draws its own noise. A real
+        host's command is the same for every run.
+        """
+        if not self.emulated or self.emulator_seed is None:
+            return self.command
+        seed = (self.emulator_seed * 1_000_003 + trial_number) * 101 + run
+        return f"{self.command} --emulator-seed {seed}"
 
     @property
     def emulated(self) -> bool:
