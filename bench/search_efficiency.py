@@ -111,6 +111,10 @@ class _ModelTarget:
     time_scale: TimeScale = field(default_factory=TimeScale)
     profile: Any = None
 
+    def server_command(self, trial_number: int, run: int = 0) -> str:
+        """The same command for every run: the landscape draws its own noise (``noise_run``)."""
+        return self.command
+
 
 class _ModelObserver:
     """The server log's numbers as :mod:`tuner.signals` reads them, written from what the
