@@ -628,17 +628,19 @@ def test_the_sweep_per_trial_measures_the_most_expected_gain_for_each_trial_firs
     # "per-trial": a parameter's expected effect over the trials it takes (its values, at most
     # trials_at_most; one for a patched value, tried first). Where the log says the pool has room,
     # DP attention (one value, a fifth of its prior) came after every five-value parameter; per
-    # trial it comes before the attention backends and the chunked prefill sizes.
+    # trial it comes before the attention backends and the chunked prefill sizes. The cap (its
+    # first value carries the prior) keeps its place after the patched values.
     roomy = {"token_usage_max@1024": 0.5}
-    per_trial = GuidedSettings(sweep_order="per-trial", trials_at_most=3)
-    by_effect = _parameters(_first_sweep(space, GuidedStrategy(space, 0), roomy))
+    per_trial = GuidedSettings(sweep_order="per-trial", trials_at_most=3)  # the default
+    by_effect = _parameters(_first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect")), roomy))
     moves = _first_sweep(space, GuidedStrategy(space, 0, per_trial), roomy)
     names = _parameters(moves)
     assert by_effect.index("dp_attention") > by_effect.index("chunked_prefill_size"), by_effect
     assert names.index("dp_attention") < names.index("attention_backend") < names.index("chunked_prefill_size"), names
     assert moves[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key  # patched first
+    assert names[:3] == ["moe_runner_backend", "allreduce_fusion", "max_running_requests"], names
     # with no log on the pool the admission binds (prior 0.1 over three trials): before the
     # two-value parameters, after the one-value ones
     blind = _parameters(_first_sweep(space, GuidedStrategy(space, 0, per_trial)))
     assert blind.index("radix_cache") < blind.index("schedule_conservativeness") < blind.index("attention_backend"), blind
-    assert _same_changes(moves, _first_sweep(space, GuidedStrategy(space, 0), roomy))  # only the order moved
+    assert _same_changes(moves, _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect")), roomy))

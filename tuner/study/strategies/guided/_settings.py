@@ -33,8 +33,8 @@ class GuidedSettings:
     # them), "fewest" (a source patch first, then the fewest values)
     # "per-trial": "effect" over the trials a parameter takes (its count of values; one for a
     # parameter with a patched value, tried first): the most expected gain for each trial spent
-    sweep_order: str = "effect"
-    trials_at_most: int = 5  # "per-trial": a parameter counts at most this many trials
+    sweep_order: str = "per-trial"
+    trials_at_most: int = 3  # "per-trial": a parameter counts at most this many trials (a hump's first three)
     patch_effect: float = 0.3  # "effect": the gain expected of a value someone wrote a patch for
     default_effect: float = 0.05  # "effect": of any other parameter (issue 28: each a few percent)
     # 1: a shaped parameter no rule moved is swept too (a cap at the top concurrency and halved, a
@@ -86,4 +86,4 @@ class GuidedSettings:
     # a parameter the best's line moved for a measured gain of at least this share (the patched
     # MoE backend at +40%) waits with its other values for the end of the first sweep: the value
     # that won is the likely best of them, the other parameters are still unmeasured (0: off)
-    defer_won: float = 0.0
+    defer_won: float = 0.15

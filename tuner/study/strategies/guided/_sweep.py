@@ -101,11 +101,14 @@ class SweepProposer(Proposer):
                       else expected_effect(plan, inc, item.name, item.patched) for item in swept}
             swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
         elif plan.settings.sweep_order == "per-trial":
-            # the most expected gain for each trial spent: a parameter with a patched value costs
-            # one (that value is tried first), any other as many trials as it has values
+            # the most expected gain for each trial spent: a parameter whose first value carries the
+            # reason (a patched value, a shaped cap or cliff, a memory trade while memory binds)
+            # costs one, any other as many trials as it has values (at most trials_at_most)
             effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
                       else expected_effect(plan, inc, item.name, item.patched) for item in swept}
-            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.patched else min(
+            first = {item.name for item in swept if item.patched or (full and item.name in plan.late)
+                     or plan.space.parameters[item.name].shape is not None}
+            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.name in first else min(
                 plan.settings.trials_at_most, max(1, item.count))), not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
