@@ -11,7 +11,11 @@ speed) after all the others, unless the best's KV pool is full (then memory is t
 them, right after the patched values); the profile's ``sweep_last`` flags (speculation, an
 all-to-all backend: a gain at another load or on another host) after those; a parameter whose values measured so far all lost at
 least ``defer_loss`` against the best waits for the end (its other values are likely losses
-too; numbers lie on a curve and keep their place). ``again``: a second pass from the best,
+too; numbers lie on a curve and keep their place). ``sweep_order = "per-trial"`` (the default)
+divides each expected effect by the trials the parameter takes (its values, at most
+``trials_at_most``; one for a patched value); with ``defer_won``, a parameter the best's line
+moved for a large measured gain waits with its other values for the end of the first sweep.
+``again``: a second pass from the best,
 counting only the changes measured from this very configuration.
 """
 
@@ -101,14 +105,12 @@ class SweepProposer(Proposer):
                       else expected_effect(plan, inc, item.name, item.patched) for item in swept}
             swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
         elif plan.settings.sweep_order == "per-trial":
-            # the most expected gain for each trial spent: a parameter whose first value carries the
-            # reason (a patched value, a shaped cap or cliff, a memory trade while memory binds)
-            # costs one, any other as many trials as it has values (at most trials_at_most)
+            # the most expected gain for each trial spent: a parameter with a patched value costs
+            # one (that value is tried first), any other as many trials as it has values (at most
+            # trials_at_most: a hump's first three)
             effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
                       else expected_effect(plan, inc, item.name, item.patched) for item in swept}
-            first = {item.name for item in swept if item.patched or (full and item.name in plan.late)
-                     or plan.space.parameters[item.name].shape is not None}
-            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.name in first else min(
+            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.patched else min(
                 plan.settings.trials_at_most, max(1, item.count))), not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
