@@ -15,7 +15,7 @@ from tuner.engines import CapacityFlag
 from tuner.study.record import Level
 from tuner.space import load_space
 from tuner.study.strategies import Change, Move, MoveKind, Source
-from tuner.study.strategies.guided import GuidedStrategy
+from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
 from tests.search.test_guided import record, view
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +75,12 @@ def test_the_sweep_tries_a_cap_below_the_top_before_the_few_percent_flags(space:
 
     strategy = GuidedStrategy(space, 0)
     sweep = next(p for p in strategy.proposers if isinstance(p, SweepProposer))
+    names = [c.move.parameter for c in sweep.candidates(_round(space, view(record(space, 0, {}, value=2000.0))))]
+    # per trial (the default): right after the patched MoE value (0.3 for one trial against 0.5
+    # for the cap's three values), before every parameter of a few percent
+    assert names.index("moe_runner_backend") < names.index("max_running_requests") < names.index("radix_cache")
+    by_effect = GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect"))
+    sweep = next(p for p in by_effect.proposers if isinstance(p, SweepProposer))
     names = [c.move.parameter for c in sweep.candidates(_round(space, view(record(space, 0, {}, value=2000.0))))]
     assert names.index("max_running_requests") < names.index("moe_runner_backend") < names.index("radix_cache")
 

@@ -31,7 +31,10 @@ class GuidedSettings:
     # space's order; then the memory trades when the best's KV pool is full; then the fewest
     # values first: more parameters measured for the trials spent), "space" (as the YAML lists
     # them), "fewest" (a source patch first, then the fewest values)
-    sweep_order: str = "effect"
+    # "per-trial": "effect" over the trials a parameter takes (its count of values; one for a
+    # parameter with a patched value, tried first): the most expected gain for each trial spent
+    sweep_order: str = "per-trial"
+    trials_at_most: int = 3  # "per-trial": a parameter counts at most this many trials (a hump's first three)
     patch_effect: float = 0.3  # "effect": the gain expected of a value someone wrote a patch for
     default_effect: float = 0.05  # "effect": of any other parameter (issue 28: each a few percent)
     # 1: a shaped parameter no rule moved is swept too (a cap at the top concurrency and halved, a
@@ -80,3 +83,7 @@ class GuidedSettings:
     # 1: the first sweep does not set a parameter back to the value the best left for a measured
     # gain (the change measured both ways already; the second sweep may); 0: it does
     keep_gains: int = 1
+    # a parameter the best's line moved for a measured gain of at least this share (the patched
+    # MoE backend at +40%) waits with its other values for the end of the first sweep: the value
+    # that won is the likely best of them, the other parameters are still unmeasured (0: off)
+    defer_won: float = 0.15

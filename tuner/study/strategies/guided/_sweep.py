@@ -11,7 +11,11 @@ speed) after all the others, unless the best's KV pool is full (then memory is t
 them, right after the patched values); the profile's ``sweep_last`` flags (speculation, an
 all-to-all backend: a gain at another load or on another host) after those; a parameter whose values measured so far all lost at
 least ``defer_loss`` against the best waits for the end (its other values are likely losses
-too; numbers lie on a curve and keep their place). ``again``: a second pass from the best,
+too; numbers lie on a curve and keep their place). ``sweep_order = "per-trial"`` (the default)
+divides each expected effect by the trials the parameter takes (its values, at most
+``trials_at_most``; one for a patched value); with ``defer_won``, a parameter the best's line
+moved for a large measured gain waits with its other values for the end of the first sweep.
+``again``: a second pass from the best,
 counting only the changes measured from this very configuration.
 """
 
@@ -100,10 +104,21 @@ class SweepProposer(Proposer):
             effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
                       else expected_effect(plan, inc, item.name, item.patched) for item in swept}
             swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
+        elif plan.settings.sweep_order == "per-trial":
+            # the most expected gain for each trial spent: a parameter with a patched value costs
+            # one (that value is tried first), any other as many trials as it has values (at most
+            # trials_at_most: a hump's first three)
+            effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
+                      else expected_effect(plan, inc, item.name, item.patched) for item in swept}
+            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.patched else min(
+                plan.settings.trials_at_most, max(1, item.count))), not item.patched, 0 if item.patched else item.count))
         if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
         swept.sort(key=lambda item: item.name in plan.last)  # a gain at another load or host: after those
-        swept.sort(key=lambda item: item.name in lost)
+        won = set() if self.again or not plan.settings.defer_won else {
+            item.name for item in swept if not plan.space.parameters[item.name].numeric_options()
+            and _won(now, item.name, inc, plan.settings.defer_won)}
+        swept.sort(key=lambda item: item.name in lost or item.name in won)
         for item in swept:
             yield from (change for change in item.changes if change.move.key not in done)
 
@@ -201,6 +216,20 @@ def _left_for_a_gain(now: Round, name: str, inc: TrialRecord) -> list[Any]:
                     and record.value > parent.value:
                 left.append(parent.config[name])
     return left
+
+
+def _won(now: Round, name: str, inc: TrialRecord, share: float) -> bool:
+    """Whether the best's line moved ``name`` to its value for a measured gain of at least ``share``: a trial that changed ``name`` alone to the best's value
+    measured that much faster than the trial it changed."""
+    current = inc.config.get(name)
+    measured = [r for r in now.view.records if r.value]
+    for record in measured:
+        if record.config.get(name) != current or record.move is None or record.move.parameter != name:
+            continue
+        if any(parent.number < record.number and changed(parent.config, record.config) == {name}
+               and record.value >= (1 + share) * parent.value for parent in measured):
+            return True
+    return False
 
 
 def _score(record: TrialRecord | None) -> float | None:
