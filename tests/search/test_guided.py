@@ -458,6 +458,18 @@ def _proposals(space: Any, strategy: GuidedStrategy, value: Any, count: int,
     return seen[1:]
 
 
+def _sweep_moves(space: Any, settings: GuidedSettings, value: Any) -> list[Move]:
+    """The sweep's moves of a 60-trial run on ``value``, up to the first move after the sweep."""
+    ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, settings), value, 60) if r.move]
+    ended = next((i for i, m in enumerate(ran) if m.kind in AFTER_THE_SWEEP), len(ran))
+    return [m for m in ran[:ended] if m.kind is MoveKind.SWEEP]
+
+
+def _changed_besides(config: dict[str, Any], start: dict[str, Any], *names: str) -> int:
+    """How many parameters ``config`` sets differently from ``start``, ``names`` aside."""
+    return sum(config.get(k) != start.get(k) for k in config.keys() | start.keys() if k not in names)
+
+
 def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space: Any) -> None:
     # The triton MoE measured 0.3x of its parent: the second sweep, from a best 2% faster (the
     # radix cache off), has nothing to learn from running it again (trace of tuning seed 0: the
@@ -465,8 +477,7 @@ def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space
     start = record(space, 0, {"max_running_requests": 1024}, value=2000.0).config
 
     def value(config: dict[str, Any]) -> float:
-        others = sum(config.get(k) != start.get(k) for k in config.keys() | start.keys()
-                     if k not in ("radix_cache", "moe_runner_backend"))
+        others = _changed_besides(config, start, "radix_cache", "moe_runner_backend")
         moe = config.get("moe_runner_backend")
         slow = 0.3 if moe == "triton" else 0.97 if moe != start["moe_runner_backend"] else 1.0
         return 2000.0 * slow * (1.02 if config.get("radix_cache") is False else 1.0) * 0.97**others
@@ -514,9 +525,7 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
         return 2000.0 * (0.5 if config.get("moe_runner_backend") != start["moe_runner_backend"] else 1.0) * 0.99**others
 
     def first_sweep(settings: GuidedSettings) -> list[Move]:
-        ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, settings), value, 60) if r.move]
-        ended = next((i for i, m in enumerate(ran) if m.kind in AFTER_THE_SWEEP), len(ran))
-        return [m for m in ran[:ended] if m.kind is MoveKind.SWEEP]
+        return _sweep_moves(space, settings, value)
 
     def moe_and_rest(moves: list[Move]) -> tuple[list[int], list[int]]:
         moe = [i for i, m in enumerate(moves) if m.parameter == "moe_runner_backend"]
@@ -597,17 +606,14 @@ def test_a_parameter_that_won_big_waits_with_its_other_values_for_the_end_of_the
     start = record(space, 0, {"max_running_requests": 1024}, value=2000.0).config
 
     def value(config: dict[str, Any]) -> float:
-        others = sum(config.get(k) != start.get(k) for k in config.keys() | start.keys()
-                     if k not in ("moe_runner_backend", "autotune_gate"))
+        others = _changed_besides(config, start, "moe_runner_backend", "autotune_gate")
         moe = config.get("moe_runner_backend")
         factor = 1.4 if moe == "flashinfer_cutlass" and config.get("autotune_gate") else 1.0 if moe == start[
             "moe_runner_backend"] else 0.95
         return 2000.0 * factor * 0.99**others
 
     def first_sweep(settings: GuidedSettings) -> list[Move]:
-        ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, settings), value, 60) if r.move]
-        ended = next((i for i, m in enumerate(ran) if m.kind in AFTER_THE_SWEEP), len(ran))
-        return [m for m in ran[:ended] if m.kind is MoveKind.SWEEP]
+        return _sweep_moves(space, settings, value)
 
     def moe_and_rest(moves: list[Move]) -> tuple[list[int], list[int]]:
         moe = [i for i, m in enumerate(moves) if m.parameter == "moe_runner_backend"]
