@@ -521,11 +521,8 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
     start = record(space, 0, {"max_running_requests": 1024}, value=2000.0).config
 
     def value(config: dict[str, Any]) -> float:
-        others = sum(config.get(k) != start.get(k) for k in config.keys() | start.keys())
+        others = _changed_besides(config, start)
         return 2000.0 * (0.5 if config.get("moe_runner_backend") != start["moe_runner_backend"] else 1.0) * 0.99**others
-
-    def first_sweep(settings: GuidedSettings) -> list[Move]:
-        return _sweep_moves(space, settings, value)
 
     def moe_and_rest(moves: list[Move]) -> tuple[list[int], list[int]]:
         moe = [i for i, m in enumerate(moves) if m.parameter == "moe_runner_backend"]
@@ -534,11 +531,11 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
             "radix_cache", "cuda_graph", "cuda_graph_max_bs")]
         return moe, rest
 
-    deferred = first_sweep(GuidedSettings())
+    deferred = _sweep_moves(space, GuidedSettings(), value)
     moe, rest = moe_and_rest(deferred)
     assert len(moe) == 4, deferred  # each backend once: flashinfer_cutlass with and without its patch
     assert moe[0] < min(rest) and max(rest) < moe[1], deferred  # the patched one first, the rest last
-    in_place = first_sweep(GuidedSettings(defer_loss=0.0))
+    in_place = _sweep_moves(space, GuidedSettings(defer_loss=0.0), value)
     moe, rest = moe_and_rest(in_place)
     assert len(moe) == 4 and moe[1] < max(rest), in_place  # without: right after the first
 
@@ -612,9 +609,6 @@ def test_a_parameter_that_won_big_waits_with_its_other_values_for_the_end_of_the
             "moe_runner_backend"] else 0.95
         return 2000.0 * factor * 0.99**others
 
-    def first_sweep(settings: GuidedSettings) -> list[Move]:
-        return _sweep_moves(space, settings, value)
-
     def moe_and_rest(moves: list[Move]) -> tuple[list[int], list[int]]:
         moe = [i for i, m in enumerate(moves) if m.parameter == "moe_runner_backend"]
         names = [m.parameter for m in moves]
@@ -622,11 +616,11 @@ def test_a_parameter_that_won_big_waits_with_its_other_values_for_the_end_of_the
             "attention_backend", "kv_cache_dtype", "chunked_prefill_size", "radix_cache", "ep_size")]
         return moe, rest
 
-    deferred = first_sweep(GuidedSettings(defer_won=0.15))
+    deferred = _sweep_moves(space, GuidedSettings(defer_won=0.15), value)
     moe, rest = moe_and_rest(deferred)
     assert deferred[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key
     assert len(moe) >= 2 and max(rest) < moe[1], deferred  # the other backends after the rest
-    in_place = first_sweep(GuidedSettings(defer_won=0.0))
+    in_place = _sweep_moves(space, GuidedSettings(defer_won=0.0), value)
     moe, rest = moe_and_rest(in_place)
     assert len(moe) >= 2 and moe[1] < max(rest), in_place  # without: in its place among the rest
 
