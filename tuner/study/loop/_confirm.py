@@ -3,7 +3,10 @@
 One run of a configuration differs from the next by the host's run-to-run noise. When the best
 stable trial and the runner-up are within that spread of each other, which one wins is luck; so
 before the study ends, each is run again (restarted, probed, every level measured) until it has
-:data:`tuner.study.record.CONFIRM_RUNS` runs, and the winner is the higher mean.
+:data:`tuner.study.record.CONFIRM_RUNS` runs, and the winner is the higher mean less one
+standard error (:meth:`tuner.study.record.TrialRecord.rank`). The pair is read again after each
+re-run: when the re-measured means fall (the best of many single runs was luckier than its
+configuration), a trial measured once that is now close gets the re-runs left.
 
 **Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
 host time. The optimize loop stops searching as soon as the trials left are no more than the
@@ -86,22 +89,28 @@ class Confirmation:
         return 0 < needed and 2 * needed <= ran and ran + needed >= budget
 
     def run(self, runner: Any, budget: int, progress: Any) -> int:
-        """Re-run the close pair within ``budget`` runs; the number of runs made."""
+        """Re-run the close pair within ``budget`` runs; the number of runs made.
+
+        The pair is read again after each run: when the re-measured trials' means fall, the
+        close pair may become a trial measured once and one of them, and the budget left goes to
+        that one."""
         if not self.applies:
             return 0
-        noise = study_noise(self.study)
-        pair = close_pair(records(self.study), noise.relative)
         made = 0
-        for record in pair or ():
-            runs = (record.spread() or Spread(0, 0, 1)).runs
-            while runs < CONFIRM_RUNS and made < budget:
-                progress.console.print(
-                    f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
-                    f"trials {pair[0].number} and {pair[1].number} are within the run-to-run noise "
-                    f"({noise.relative:.1%}, {noise.source})", highlight=False)
-                if not self._run_again(record, runner, runs, progress):
-                    break
-                runs, made = runs + 1, made + 1
+        while made < budget:
+            noise = study_noise(self.study)
+            pair = close_pair(records(self.study), noise.relative)
+            short = [(r, runs) for r in pair or () if (runs := (r.spread() or Spread(0, 0, 1)).runs) < CONFIRM_RUNS]
+            if not short:
+                break
+            record, runs = short[0]
+            progress.console.print(
+                f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
+                f"trials {pair[0].number} and {pair[1].number} are within the run-to-run noise "
+                f"({noise.relative:.1%}, {noise.source})", highlight=False)
+            if not self._run_again(record, runner, runs, progress):
+                break
+            made += 1
         for line in winner_lines(self.study) if made else ():
             progress.console.print(line, highlight=False)
         return made

@@ -16,6 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study.record._keys import EMULATED
+from tuner.study.record._noise import noise_of
 from tuner.study.record._outcome import Outcome
 from tuner.study.record._record import TrialRecord, read_record
 
@@ -75,7 +76,8 @@ class StudyView:
     @cached_property
     def best_stable(self) -> TrialRecord | None:
         """The best COMPLETE trial whose every level ran clean (validated ones first, if any); a
-        re-measured trial counts by its mean over its runs. None: no stable trial yet."""
+        re-measured trial counts by its mean over its runs, less one standard error
+        (:meth:`TrialRecord.rank`). None: no stable trial yet."""
         return self.best_stable_of(prefer_validated=True)
 
     def best_stable_of(self, *, prefer_validated: bool) -> TrialRecord | None:
@@ -85,7 +87,8 @@ class StudyView:
             validated = [r for r in stable if r.soak_stable]
             if validated:
                 stable = validated
-        return max(stable, key=lambda r: r.rank) if stable else None
+        noise = noise_of(self.records, self.emulated).relative
+        return max(stable, key=lambda r: r.rank(noise)) if stable else None
 
     @cached_property
     def baseline_trial(self) -> TrialRecord | None:

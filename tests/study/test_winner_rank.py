@@ -1,0 +1,61 @@
+"""Which trial wins once a close pair is re-measured: ranked by the mean less one standard error.
+
+Studies written here with Optuna's own records (in memory); the rank, the close pair and the
+winner's lines are pure functions of them.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean, stdev
+
+import optuna
+import pytest
+
+from tuner.study.record import (
+    EMULATED, EMULATED_NOISE, REPEATS, STABLE, best_stable, close_pair, records, study_noise, winner_lines,
+)
+
+
+def _study(values: list[float], repeats: dict[int, list[float]], *, emulated: bool = True) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for value in values:
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={STABLE: True}))
+    study.set_user_attr(EMULATED, emulated)
+    study.set_user_attr(REPEATS, {str(n): {"values": v, "failed": [], "host_seconds": []} for n, v in repeats.items()})
+    return study
+
+
+def test_a_trial_measured_once_does_not_outrank_a_re_measured_pair_on_one_lucky_run() -> None:
+    # trials 1 and 2 were the close pair at 1,050 and 1,045; re-measured, their means fell to about
+    # 987 and 1,002; trial 0 read 1,003 once, the same within noise: the re-measured trial wins
+    study = _study([1003.0, 1050.0, 1045.0], {1: [1050.0, 960.0, 950.0], 2: [1045.0, 990.0, 970.0]})
+    assert best_stable(study).number == 2  # mean 1,001.7, three runs
+    lines = winner_lines(study)
+    assert lines[0].startswith("winner: trial 2: 1,002 tok/s +- 3.9% over 3 runs")
+    assert "tied: trial 2" in lines[1] and "trial 0 (1,003 tok/s)" in lines[1]
+    # the close pair is now trial 2 and trial 0, and trial 0 needs re-runs
+    pair = close_pair(records(study), study_noise(study).relative)
+    assert pair is not None and [r.number for r in pair] == [2, 0]
+
+
+def test_a_trial_measured_once_that_reads_more_by_more_than_the_noise_still_wins() -> None:
+    study = _study([1030.0, 1050.0, 1045.0], {1: [1050.0, 960.0, 950.0], 2: [1045.0, 990.0, 970.0]})
+    assert best_stable(study).number == 0  # 1,030 x (1 - 2.2%) = 1,007 > 1,002 x (1 - 2.2% / sqrt 3) = 989
+
+
+def test_trials_measured_once_rank_by_their_value() -> None:
+    values = [812.0, 990.5, 990.4, 1200.0, 1199.9, 450.0]
+    study = _study(values, {})
+    noise = study_noise(study).relative
+    assert noise == pytest.approx(EMULATED_NOISE)
+    ranked = sorted(records(study), key=lambda r: r.rank(noise), reverse=True)
+    assert [r.number for r in ranked] == sorted(range(len(values)), key=lambda n: -values[n])
+
+
+def test_on_a_real_host_the_noise_is_the_largest_measured_spread() -> None:
+    study = _study([1000.0, 1010.0], {1: [1010.0, 900.0, 1100.0]}, emulated=False)
+    noise = study_noise(study)
+    assert noise.relative == pytest.approx(stdev([1010.0, 900.0, 1100.0]) / fmean([1010.0, 900.0, 1100.0]))
+    assert "measured over 1" in noise.source
+    # trial 1's mean 1,003 at 10% noise over 3 runs ranks by 1,003 - 58 = 945; trial 0 by 1,000 - 100 = 900
+    assert best_stable(study).number == 1

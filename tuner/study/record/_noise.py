@@ -1,0 +1,39 @@
+"""The study's run-to-run noise: what a figure's spread is never below.
+
+An emulated study's stated noise (the emulator's ``noise.py``: sd 2% per server run, 1% per
+stretch, so 2.2%), else the largest relative spread measured over the study's re-measured
+trials, else :data:`ASSUMED_NOISE` (a real restart differs by a percent or two: assumed, until
+repeats are measured).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tuner.emulator.noise import EPOCH_SD, RUN_SD
+from tuner.study.record._record import TrialRecord
+
+__all__ = ["ASSUMED_NOISE", "EMULATED_NOISE", "Noise", "noise_of"]
+
+ASSUMED_NOISE = 0.02
+EMULATED_NOISE = math.hypot(RUN_SD, EPOCH_SD)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The study's relative run-to-run noise and where it comes from."""
+
+    relative: float
+    source: str
+
+
+def noise_of(found: Iterable[TrialRecord], emulated: bool) -> Noise:
+    """The noise of a study whose trials are ``found`` (see the module docstring)."""
+    if emulated:
+        return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
+    measured = [s.relative for r in found if (s := r.spread()) is not None and s.runs > 1]
+    if measured:
+        return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
+    return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")
