@@ -138,8 +138,10 @@ class ProgressView:
             + f"{summary.skipped} skipped by constraints, "
             + (f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
                if getattr(summary, "skipped_unsafe", 0) else "")
-            + f"{summary.reused} reused; best so far {best}; "
-            f"host time {_hms(self.host_seconds)}{label}"
+            + f"{summary.reused} reused; "
+            # after re-measures the winner is told above by its mean: this is one run's figure
+            + (f"highest single run {best}; " if getattr(summary, "remeasured", 0) else f"best so far {best}; ")
+            + f"host time {_hms(self.host_seconds)}{label}"
             + ("; the search space looks exhausted" if summary.exhausted else "")
             + ("; stopped: no real improvement for a while (patience)" if summary.patience_stop else "")
         )
