@@ -59,3 +59,36 @@ def test_on_a_real_host_the_noise_is_the_largest_measured_spread() -> None:
     assert "measured over 1" in noise.source
     # trial 1's mean 1,003 at 10% noise over 3 runs ranks by 1,003 - 58 = 945; trial 0 by 1,000 - 100 = 900
     assert best_stable(study).number == 1
+
+
+class _Console:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def print(self, line: str, **_: object) -> None:
+        self.lines.append(line)
+
+
+def test_the_pair_is_read_again_after_each_re_run_and_a_trial_measured_once_gets_the_runs_left(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from tuner.study.loop import Confirmation
+
+    # trials 1 and 2 lead on one lucky run each; each re-run reads lower; trial 0 reads 1,000 again
+    study = _study([1000.0, 1050.0, 1045.0], {})
+    again = {0: 1000.0, 1: 960.0, 2: 975.0}
+    ran: list[int] = []
+
+    def run_again(self, record, runner, runs, progress) -> bool:  # the host's part: one re-run's value
+        ran.append(record.number)
+        self._store(record, again[record.number], None, 1.0)
+        return True
+
+    monkeypatch.setattr(Confirmation, "_run_again", run_again)
+    space = SimpleNamespace(objective=SimpleNamespace(minimize=None, metric="output_throughput"))
+    progress = SimpleNamespace(console=_Console())
+    made = Confirmation(study, space).run(runner=None, budget=6, progress=progress)
+    assert made == 6 and ran[:2] == [1, 2]  # the close pair first, the best of it first
+    assert ran.count(0) == 2  # their means fell below trial 0's: it got the runs left
+    assert best_stable(study).number == 0  # 1,000 over 3 runs, against 998 and 990
+    assert any(line.startswith("winner: trial 0: 1,000 tok/s +- 2.2% over 3 runs") for line in progress.console.lines)
