@@ -2,8 +2,8 @@
 became of a trial and the one writer of outcomes (`_outcome`), a stored level read back typed
 (`_level`), the one typed trial record (`_record`) and the one study view every reader shares
 (`_view`), reading results (`_results`); what is read from the
-results: a figure over several runs (`_spread`), the study's noise and the winner beyond it
-(`_winner`), the best at each load (`_per_load`), energy per token (`_energy`).
+results: a figure over several runs (`_spread`), the study's noise (`_noise`) and the winner
+beyond it (`_winner`), the best at each load (`_per_load`), energy per token (`_energy`).
 """
 
 from __future__ import annotations
@@ -88,11 +88,9 @@ from tuner.study.record._results import (
     stable_candidates,
 )
 from tuner.study.record._spread import Spread, spread_of, tied
+from tuner.study.record._noise import ASSUMED_NOISE, EMULATED_NOISE, Noise
 from tuner.study.record._winner import (
-    ASSUMED_NOISE,
     CONFIRM_RUNS,
-    EMULATED_NOISE,
-    Noise,
     close_pair,
     study_noise,
     winner_lines,

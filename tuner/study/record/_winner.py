@@ -16,12 +16,12 @@ from __future__ import annotations
 import optuna
 
 from tuner.study.record._keys import EMULATED
-from tuner.study.record._noise import ASSUMED_NOISE, EMULATED_NOISE, Noise, noise_of
+from tuner.study.record._noise import Noise, noise_of
 from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._spread import tied
 
-__all__ = ["ASSUMED_NOISE", "CONFIRM_RUNS", "EMULATED_NOISE", "Noise", "close_pair", "study_noise", "winner_lines"]
+__all__ = ["CONFIRM_RUNS", "close_pair", "study_noise", "winner_lines"]
 
 CONFIRM_RUNS = 3  # runs of each of a close pair before the winner is told (the loop re-measures)
 def study_noise(study: optuna.Study) -> Noise:
