@@ -34,7 +34,7 @@ import optuna
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
-from tuner.study.record import CONFIRM_RUNS, REPEATS, Spread, TrialRecord, close_pair, records, study_noise, winner_lines
+from tuner.study.record import CONFIRM_RUNS, REPEATS, Spread, TrialRecord, close_pair, read_view, winner_lines
 
 __all__ = ["Confirmation"]
 
@@ -79,7 +79,8 @@ class Confirmation:
         """Runs the close pair still needs (0: no close pair)."""
         if not self.applies:
             return 0
-        return _runs_left(close_pair(records(self.study), study_noise(self.study).relative))
+        view = read_view(self.study)
+        return _runs_left(close_pair(list(view.records), view.noise.relative))
 
     def stop_search(self, ran: int, budget: int) -> bool:
         """Whether the loop stops searching to leave the rest of the budget to re-measures."""
@@ -98,8 +99,9 @@ class Confirmation:
             return 0
         made = 0
         while made < budget:
-            noise = study_noise(self.study)
-            pair = close_pair(records(self.study), noise.relative)
+            view = read_view(self.study)  # again after each re-run: the pair may change
+            noise = view.noise
+            pair = close_pair(list(view.records), noise.relative)
             short = [(r, runs) for r in pair or () if (runs := (r.spread() or Spread(0, 0, 1)).runs) < CONFIRM_RUNS]
             if not short:
                 break

@@ -16,7 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.study.record._keys import EMULATED
-from tuner.study.record._noise import noise_of
+from tuner.study.record._noise import Noise, noise_of
 from tuner.study.record._outcome import Outcome
 from tuner.study.record._record import TrialRecord, read_record
 
@@ -87,8 +87,7 @@ class StudyView:
             validated = [r for r in stable if r.soak_stable]
             if validated:
                 stable = validated
-        noise = noise_of(self.records, self.emulated).relative
-        return max(stable, key=lambda r: r.rank(noise)) if stable else None
+        return max(stable, key=lambda r: r.rank(self.noise.relative)) if stable else None
 
     @cached_property
     def baseline_trial(self) -> TrialRecord | None:
@@ -96,6 +95,12 @@ class StudyView:
         baseline that failed for a reason of the run, interrupted or host-error, runs again)."""
         baselines = [r for r in self.records if r.is_baseline and r.state in (TrialState.COMPLETE, TrialState.FAIL)]
         return next((r for r in baselines if r.state == TrialState.COMPLETE), baselines[0] if baselines else None)
+
+    @cached_property
+    def noise(self) -> Noise:
+        """The study's run-to-run noise (:mod:`tuner.study.record._noise`): what a figure's
+        spread is never below, and what ranks re-measured trials."""
+        return noise_of(self.records, self.emulated)
 
     @property
     def emulated(self) -> bool:

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import optuna
 
-from tuner.study.record._keys import EMULATED
-from tuner.study.record._noise import Noise, noise_of
+from tuner.study.record._noise import Noise
 from tuner.study.record._record import TrialRecord
-from tuner.study.record._results import records, stable_candidates
+from tuner.study.record._results import stable_candidates
+from tuner.study.record._view import read_view
 from tuner.study.record._spread import tied
 
 __all__ = ["CONFIRM_RUNS", "close_pair", "study_noise", "winner_lines"]
 
 CONFIRM_RUNS = 3  # runs of each of a close pair before the winner is told (the loop re-measures)
+
+
 def study_noise(study: optuna.Study) -> Noise:
-    """See the module docstring, **Noise**."""
-    return noise_of(records(study), bool(study.user_attrs.get(EMULATED)))
+    """See the module docstring, **Noise** (the study's view's :attr:`StudyView.noise`)."""
+    return read_view(study).noise
 
 
 def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
@@ -42,8 +44,9 @@ def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, Tri
 
 def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
     """The best stable trial with its spread, and a tie with the runner-up when there is one."""
-    noise = study_noise(study)
-    ranked = sorted(stable_candidates(records(study)), key=lambda r: r.rank(noise.relative), reverse=True)
+    view = read_view(study)  # read once: the noise and the ranking of the same trials
+    noise = view.noise
+    ranked = sorted(stable_candidates(view.records), key=lambda r: r.rank(noise.relative), reverse=True)
     if not ranked:
         return []
     first = ranked[0].spread(noise.relative)
