@@ -14,12 +14,25 @@ Each move is one host-run trial, the baseline is trial 1 (as in the benchmark). 
 ``--strategy guided`` the script also runs that strategy on the same seeds (full signals, budget
 60, the benchmark's own runner) and prints its median and the ratio to the floor, measured in the
 same run. Tuning seeds (0-49) and held-out seeds (100-199) are the benchmark's.
+
+Where the strategy's trials go and what noise costs it (issue 28.3):
+
+- ``--signals none`` runs the strategy under the log-less server (``bench/variants.py``);
+- ``--noise-scale 0`` runs it on the landscape without run noise (the strategy's order and
+  rules alone: what is left of its count is the cost of measuring one change a trial);
+- ``--by-reason`` counts, up to the trial that reached 95% (or the budget), the trials of each
+  kind of reason (a rule, the memory cliff, the sweep of each parameter, the model, ...) and the
+  gain each made (log of a new highest noise-free value over the one before), and prints the
+  median the strategy would need if the kinds that never gained (less than 0.1% a trial) cost no trial: a bound on what
+  dropping them could buy, not a strategy.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
+import math
 import statistics
 import sys
 import time
@@ -34,6 +47,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import optuna  # noqa: E402
 
 import search_efficiency as bench  # noqa: E402
+from variants import Signals  # noqa: E402
 
 MAX_MOVES = 40
 
@@ -83,6 +97,28 @@ def _best(landscape: Any, config: Any, moves: list[tuple[tuple[str, Any], ...]])
     return best
 
 
+def reason_kind(reason: str) -> str:
+    """The kind of a trial's reason: ``sweep: <parameter>`` for the sweep, else its first word
+    (``rule``, ``cliff``, ``repair``, ``model``, ``combine``, ``baseline``, ...)."""
+    kind, _, rest = reason.partition(":")
+    if kind == "sweep":
+        return "sweep: " + rest.split("=")[0].strip()
+    return kind.strip() or "?"
+
+
+def by_reason(run: Any, landscape: Any, target: float) -> tuple[list[tuple[str, float]], int | None]:
+    """Each trial's reason kind and gain (log of a new highest noise-free value over the one
+    before; 0 otherwise), up to the trial that reached 95% of ``target``, and that trial (None: never)."""
+    rows, best = [], 0.0
+    for index, (config, reason) in enumerate(zip(run.configs, run.reasons), start=1):
+        value = landscape.outcome(config).value or 0.0
+        rows.append((reason_kind(reason), math.log(value / best) if best and value > best else 0.0))
+        best = max(best, value)
+        if value >= bench.REACH * target:
+            return rows, index
+    return rows, None
+
+
 def _median(counts: list[int | None], budget: int) -> float:
     return statistics.median(budget + 1 if c is None else c for c in counts)
 
@@ -93,19 +129,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0-19", help="a range, e.g. 100-199")
     parser.add_argument("--strategy", default=None, help="also run this strategy on the seeds (e.g. guided)")
     parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument("--signals", default="full", choices=[s.value for s in Signals],
+                        help="what the strategy's server reports besides the client's levels")
+    parser.add_argument("--noise-scale", type=float, default=1.0,
+                        help="the landscape's run noise times this for the strategy (0: none)")
+    parser.add_argument("--by-reason", action="store_true",
+                        help="the strategy's trials and gains by kind of reason, up to 95%%")
     options = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     started = time.monotonic()
     rows = []
+    kinds: list[list[tuple[str, float]]] = []
     for seed in bench._seed_range(options.seeds):
         landscape = bench._landscape(options.family, seed)
         _, target = bench._oracle(options.family, seed)
         single, paired = climb(landscape, target, pairs=False), climb(landscape, target, pairs=True)
         ran = None
         if options.strategy:
-            run = bench.run_strategy(landscape, options.strategy, seed, options.budget, stop_at=bench.REACH * target)
+            landscape.noise *= options.noise_scale  # after the climbs: they read no noise
+            run = bench.run_strategy(landscape, options.strategy, seed, options.budget, stop_at=bench.REACH * target,
+                                     signals=Signals(options.signals))
             ran = bench.reach(run.configs, landscape, target)
+            kinds.append(by_reason(run, landscape, target)[0])
         rows.append((seed, single, paired, ran))
         print(f"seed {seed}: single {single or 'never'}, pairs {paired or 'never'}"
               + (f", {options.strategy} {ran or f'>{options.budget}'}" if options.strategy else ""), flush=True)
@@ -119,10 +165,31 @@ def main(argv: list[str] | None = None) -> int:
     if options.strategy:
         ran = [r[3] for r in rows]
         median = _median(ran, options.budget)
-        print(f"{options.strategy}: median {median:g}, within 40 on {sum(c is not None and c <= 40 for c in ran)} of "
+        print(f"{options.strategy} (signals {options.signals}, noise x{options.noise_scale:g}): median {median:g}, "
+              f"within 40 on {sum(c is not None and c <= 40 for c in ran)} of "
               f"{len(rows)}; {median / _median(paired, budget):.2f}x the omniscient floor with pairs")
+        if options.by_reason:
+            _print_by_reason(kinds, ran, options.budget)
     print(f"{time.monotonic() - started:.0f} s")
     return 0
+
+
+def _print_by_reason(kinds: list[list[tuple[str, float]]], ran: list[int | None], budget: int) -> None:
+    trials: collections.Counter[str] = collections.Counter()
+    gains: collections.Counter[str] = collections.Counter()
+    for rows in kinds:
+        for kind, gain in rows[:40]:
+            trials[kind] += 1
+            gains[kind] += gain
+    print("| kind of reason | trials up to 95% (or 40) | gain (sum of log) | gain a trial |")
+    print("|---|---|---|---|")
+    for kind in sorted(trials, key=lambda k: -gains[k] / trials[k]):
+        print(f"| {kind} | {trials[kind]} | {gains[kind]:.2f} | {gains[kind] / trials[kind]:.3f} |")
+    idle = {kind for kind in trials if gains[kind] / trials[kind] < 0.001 and kind != "baseline"}
+    free = [None if reached is None else sum(kind not in idle for kind, _ in rows)
+            for rows, reached in zip(kinds, ran)]
+    print(f"if {', '.join(sorted(idle))} cost no trial: median {_median(free, budget):g}, within 40 on "
+          f"{sum(c is not None and c <= 40 for c in free)} of {len(free)} (a bound, not a strategy)")
 
 
 if __name__ == "__main__":

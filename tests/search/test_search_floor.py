@@ -1,0 +1,48 @@
+"""The floor script's account of where a strategy's trials go (``bench/search_floor.py
+--by-reason``): each trial's gain is its step of the highest noise-free value, so the gains add
+up to the run's whole climb, and the trial it stops at is the benchmark's own count."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import search_efficiency as bench  # noqa: E402
+import search_floor  # noqa: E402
+from variants import Signals  # noqa: E402
+
+
+def test_a_reason_names_its_kind_and_the_swept_parameter() -> None:
+    assert search_floor.reason_kind("sweep: radix_cache=False") == "sweep: radix_cache"
+    assert search_floor.reason_kind("sweep: moe_runner_backend=flashinfer_cutlass with patch autotune_gate") \
+        == "sweep: moe_runner_backend"
+    assert search_floor.reason_kind("rule: cap binds at 64: throughput flat from 64 to 1024 (client): x") == "rule"
+    assert search_floor.reason_kind("baseline") == "baseline"
+
+
+@pytest.mark.parametrize("noise", [1.0, 0.0])
+def test_the_gains_by_reason_add_up_to_the_climb_and_stop_where_the_bench_counts(noise: float) -> None:
+    landscape = bench._landscape("generated", 2)
+    _, target = bench._oracle("generated", 2)
+    landscape.noise *= noise
+    run = bench.run_strategy(landscape, "guided", 2, 40, signals=Signals.NONE)
+    rows, reached = search_floor.by_reason(run, landscape, target)
+    assert reached == bench.reach(run.configs, landscape, target)
+    values = [landscape.outcome(c).value or 0.0 for c in run.configs[: len(rows)]]
+    first = next(v for v in values if v > 0)
+    assert sum(gain for _, gain in rows) == pytest.approx(math.log(max(values) / first))
+    assert all(gain >= 0 for _, gain in rows) and rows[0][0] == "baseline"
+
+
+def test_the_script_prints_the_table_and_the_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    assert search_floor.main(["--seeds", "2-3", "--strategy", "guided", "--signals", "none",
+                              "--noise-scale", "0", "--by-reason", "--budget", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "guided (signals none, noise x0): median" in out
+    assert "| kind of reason | trials up to 95% (or 40) |" in out and "(a bound, not a strategy)" in out
