@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import itertools
 import math
 import statistics
@@ -97,6 +98,14 @@ def _best(landscape: Any, config: Any, moves: list[tuple[tuple[str, Any], ...]])
     return best
 
 
+def with_noise(landscape: Any, scale: float) -> Any:
+    """A copy of ``landscape`` whose run noise is ``scale`` times its own (the bench caches one
+    landscape per seed, and the emulator's for every seed: it is not changed)."""
+    scaled = copy.copy(landscape)
+    scaled.noise = landscape.noise * scale
+    return scaled
+
+
 def reason_kind(reason: str) -> str:
     """The kind of a trial's reason: ``sweep: <parameter>`` for the sweep, else its first word
     (``rule``, ``cliff``, ``repair``, ``model``, ``combine``, ``baseline``, ...)."""
@@ -147,11 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         single, paired = climb(landscape, target, pairs=False), climb(landscape, target, pairs=True)
         ran = None
         if options.strategy:
-            landscape.noise *= options.noise_scale  # after the climbs: they read no noise
-            run = bench.run_strategy(landscape, options.strategy, seed, options.budget, stop_at=bench.REACH * target,
-                                     signals=Signals(options.signals))
-            ran = bench.reach(run.configs, landscape, target)
-            kinds.append(by_reason(run, landscape, target)[0])
+            run = bench.run_strategy(with_noise(landscape, options.noise_scale), options.strategy, seed,
+                                     options.budget, stop_at=bench.REACH * target, signals=Signals(options.signals))
+            reasons, ran = by_reason(run, landscape, target)
+            kinds.append(reasons)
         rows.append((seed, single, paired, ran))
         print(f"seed {seed}: single {single or 'never'}, pairs {paired or 'never'}"
               + (f", {options.strategy} {ran or f'>{options.budget}'}" if options.strategy else ""), flush=True)

@@ -30,8 +30,9 @@ def test_a_reason_names_its_kind_and_the_swept_parameter() -> None:
 def test_the_gains_by_reason_add_up_to_the_climb_and_stop_where_the_bench_counts(noise: float) -> None:
     landscape = bench._landscape("generated", 2)
     _, target = bench._oracle("generated", 2)
-    landscape.noise *= noise
-    run = bench.run_strategy(landscape, "guided", 2, 40, signals=Signals.NONE)
+    scaled = search_floor.with_noise(landscape, noise)
+    assert scaled.noise == landscape.noise * noise and landscape.noise > 0  # the cached one is not changed
+    run = bench.run_strategy(scaled, "guided", 2, 40, signals=Signals.NONE)
     rows, reached = search_floor.by_reason(run, landscape, target)
     assert reached == bench.reach(run.configs, landscape, target)
     values = [landscape.outcome(c).value or 0.0 for c in run.configs[: len(rows)]]
