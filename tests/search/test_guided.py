@@ -153,8 +153,11 @@ def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -
     assert first(roomy).kind is MoveKind.SWEEP, first(roomy)
     assert first(roomy, GuidedSettings(cliff="always")).kind is MoveKind.CLIFF  # the setting of before
     # a log that gives no token usage (vLLM's is in percent and is not read) cannot say the pool
-    # has room: the cliff is probed as before
-    assert above(first({"running_req_max@1024": 1024.0}))
+    # has room: the cliff is probed as before; "said-full" probes only what something says is full
+    silent = {"running_req_max@1024": 1024.0}
+    assert above(first(silent))
+    assert first(silent, GuidedSettings(cliff="said-full")).kind is not MoveKind.CLIFF, first(silent)
+    assert first({"token_usage_max@1024": 0.95, **silent}, GuidedSettings(cliff="said-full")).kind is MoveKind.CLIFF
 
 
 def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> None:

@@ -1,11 +1,13 @@
 """The memory cliff: an ``up_to_failure`` parameter is best just below where the server runs out
 of memory.
 
-While the best's KV pool is full (token usage at least 90% at its top level), the highest value
-that held and the lowest that failed above it form a bracket shared by every configuration
-(:func:`cliff_bracket`); it is bisected, then the best moves to the highest value that held
-(``cliff: mem_fraction_static bracket 0.92-0.95``). A pool with room to spare gains nothing from
-more memory (a log that gives no token usage cannot say so: the cliff is probed).
+While the best's KV pool is full (token usage at least 90% at its top level, from the log or
+``/metrics``), the highest value that held and the lowest that failed above it form a bracket
+shared by every configuration (:func:`cliff_bracket`); it is bisected, then the best moves to the
+highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``). A pool with room to
+spare gains nothing from more memory. Where nothing reports the pool's use the cliff is probed
+(``GuidedSettings.cliff="full"``), or, with ``"said-full"``, not bisected ahead of the rest: the
+memory's values then wait for their place in the sweep, by the profile's prior.
 
 A rule's change that ran out of memory under load (``unstable-at-<c>``) is repaired: tried
 again with each ``up_to_failure`` parameter lower, as a larger batch needs more headroom.
@@ -18,7 +20,7 @@ from typing import Any
 
 from tuner.study.record import Outcome, StudyView
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
-from tuner.study.strategies.guided._common import changed, grid, room_to_spare, running_batch, token_usage
+from tuner.study.strategies.guided._common import changed, grid, pool_full, room_to_spare, running_batch, token_usage
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
 __all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURES"]
@@ -69,7 +71,9 @@ class CliffProposer(Proposer):
     def candidates(self, now: Round) -> Iterator[Candidate]:
         inc = now.incumbent
         if self.plan.settings.cliff == "full" and room_to_spare(inc):
-            return  # more memory cannot pay; a log that gives no token usage cannot say so
+            return  # the pool has room: more memory cannot pay
+        if self.plan.settings.cliff == "said-full" and not pool_full(inc):
+            return  # nothing says the pool is full: the memory is swept by its prior
         signal = Signal("token_usage_max", token_usage(inc), Source.SERVER_LOG)
         for name, param in self.plan.space.parameters.items():
             if param.shape != "up_to_failure" or name not in inc.config:
