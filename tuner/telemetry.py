@@ -4,7 +4,9 @@
 detached process with its own output file, and summarises what it wrote when the level ends:
 mean and max power per GPU, the power of all the server's GPUs together (``total_power_w``:
 the per-GPU mean times the GPUs sampled), the power limit, utilisation and memory; a sampler
-given the server's GPUs (``gpus``) keeps only their rows. A host without ``nvidia-smi``
+given the server's GPUs (``gpus``) keeps only their rows. The level starts once the first row
+is written, and the idle ticks before its first request and after its last answer are not
+counted (:func:`busy_span`). A host without ``nvidia-smi``
 gives no summary and no error. :func:`under_utilised` flags a level whose GPUs stayed under half
 their power limit (the seeds' 250 W of 600 W).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,9 +28,11 @@ from tuner.interrupts import CleanUpAbandoned
 
 __all__ = [
     "SAMPLER_FIELDS",
+    "SAMPLE_MS",
     "GpuSample",
     "GpuSampler",
     "GpuSummary",
+    "busy_span",
     "parse_gpu_csv",
     "summarise",
     "under_utilised",
@@ -41,6 +46,7 @@ SAMPLER_FIELDS = (
     "memory.used",
     "memory.total",
 )
+SAMPLE_MS = 250  # nvidia-smi's sampling period during a level (-lms), in the host's time
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")  # " [W]" after a header name
 _VALUE_UNIT = re.compile(r"^(-?[0-9.]+)\s*(W|%|MiB|MHz|GiB|C)$")
 _MISSING = {"", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]"}
@@ -169,6 +175,24 @@ def summarise(samples: Sequence[GpuSample]) -> GpuSummary | None:
     )
 
 
+def busy_span(samples: Sequence[GpuSample], *, every_idle_tick: bool = False) -> list[GpuSample]:
+    """The samples from the first tick where a GPU was busy (utilisation above 0) to the last:
+    the idle ticks before the level's first request and after its last answer are not the
+    level's. Idle ticks between busy ones stay, unless ``every_idle_tick`` (an emulated host:
+    the client's own pauses, between its warm-up and the level, last K times longer in the
+    emulated host's time than they would on the real one, and read as idle cards). With no busy
+    tick, or no utilisation read, all stay. A tick is one row per GPU, in order."""
+    per_tick = len({s.index for s in samples}) or 1
+    if len(samples) % per_tick:
+        return list(samples)
+    ticks = [samples[i:i + per_tick] for i in range(0, len(samples), per_tick)]
+    busy = [k for k, tick in enumerate(ticks) if any((s.utilization_pct or 0.0) > 0.0 for s in tick)]
+    if not busy:
+        return list(samples)
+    kept = busy if every_idle_tick else range(busy[0], busy[-1] + 1)
+    return [sample for k in kept for sample in ticks[k]]
+
+
 def under_utilised(summary: GpuSummary | Mapping[str, Any] | None) -> bool:
     """True if the level's mean GPU power stayed under half the power limit.
 
@@ -194,18 +218,27 @@ class GpuSampler:
         env: environment on the host (a PATH holding the emulator's stand-in nvidia-smi).
         run_dir: folder for the sampler's output (default: a fresh one under the run root).
         gpus: the indices of the GPUs the server uses (``handover.server_gpus``); None: all.
+        first_sample_s: how long entering waits for nvidia-smi's first row, so that the level
+            starts once the sampler samples (nvidia-smi takes a while to start; an emulated
+            level of a fraction of a second was over before it, and read idle cards).
+        busy_only: keep only the ticks where a GPU was busy (an emulated host, see
+            :func:`busy_span`); otherwise only the idle ticks before and after the level go.
     """
 
     def __init__(
         self,
         host: Host,
-        interval_ms: int = 250,
+        interval_ms: int = SAMPLE_MS,
         *,
         env: Mapping[str, str] | None = None,
         run_dir: str | None = None,
         gpus: frozenset[int] | None = None,
+        first_sample_s: float = 10.0,
+        busy_only: bool = False,
     ) -> None:
         self.host = host
+        self.first_sample_s = float(first_sample_s)
+        self.busy_only = busy_only
         self.gpus = gpus
         self.interval_ms = int(interval_ms)
         self.env = dict(env or {})
@@ -243,7 +276,25 @@ class GpuSampler:
             self._handle = self._started_anyway()
             self.__exit__()
             raise
+        try:
+            self._wait_for_first_sample(self._handle)
+        except CleanUpAbandoned:
+            raise
+        except BaseException:  # Ctrl-C while waiting: ``with`` will not call __exit__
+            self.__exit__()
+            raise
         return self
+
+    def _wait_for_first_sample(self, handle: ServerHandle) -> None:
+        """Return once nvidia-smi wrote a row, has exited, or :attr:`first_sample_s` passed."""
+        deadline = time.monotonic() + self.first_sample_s
+        while time.monotonic() < deadline:
+            try:
+                if self.host.read_file(handle.log_path).strip() or not self.host.is_running(handle):
+                    return
+            except HostError:  # no file yet
+                pass
+            time.sleep(0.02)
 
     def _started_anyway(self) -> ServerHandle | None:
         try:
@@ -258,10 +309,10 @@ class GpuSampler:
         try:
             self.host.stop_server(handle, grace_s=2.0, port=None, wait_gpu_s=0.0, env=self.env)
             text = self.host.read_file(handle.log_path).decode("utf-8", errors="replace")
-            self.samples = [
+            self.samples = busy_span([
                 sample for sample in parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
                 if self.gpus is None or sample.index in self.gpus
-            ]
+            ], every_idle_tick=self.busy_only)
             self.summary = summarise(self.samples)
         except (HostError, ValueError):
             self.summary = None

@@ -9,7 +9,7 @@ import pytest
 
 from tests.host.conftest import FAKE_BIN, wait_until
 from tuner.host import Host
-from tuner.telemetry import GpuSampler, GpuSummary, parse_gpu_csv, summarise, under_utilised
+from tuner.telemetry import GpuSampler, GpuSummary, busy_span, parse_gpu_csv, summarise, under_utilised
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"  # real output of 2 x H200
 NOUNITS_FIELDS = [
@@ -148,3 +148,29 @@ def test_sampler_without_nvidia_smi_gives_no_summary_and_no_error(host: Host) ->
     with GpuSampler(host, env={"PATH": "/usr/bin:/bin"}) as sampler:
         pass
     assert sampler.summary is None
+
+
+def test_a_level_starts_once_the_sampler_samples(host: Host) -> None:
+    # nvidia-smi takes a while to start: a level shorter than that (an emulated one, K times
+    # faster) was over before the first sample, and its energy read from idle cards or none
+    slow = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "FAKE_SMI_POWER": "420", "FAKE_SMI_START_S": "1.0"}
+    with GpuSampler(host, interval_ms=50, env=slow) as sampler:
+        pass  # the level
+    assert sampler.summary is not None and sampler.summary.samples >= 2, sampler.summary
+    with GpuSampler(host, interval_ms=50, env=slow, first_sample_s=0.0) as unwaited:
+        pass
+    assert unwaited.summary is None  # the setting of before: nothing sampled
+
+
+def test_idle_ticks_before_and_after_the_level_are_not_its_own() -> None:
+    def ticks(*utils: int) -> list:
+        rows = "\n".join(f"{gpu}, {250 if u else 88}, 600, {u}, 90000, 97887" for u in utils for gpu in (0, 1))
+        return parse_gpu_csv(rows, ["index", "power.draw", "power.limit", "utilization.gpu", "memory.used", "memory.total"])
+
+    samples = ticks(0, 0, 97, 0, 99, 0)  # idle, idle, busy, a pause, busy, idle
+    kept = busy_span(samples)
+    assert [s.utilization_pct for s in kept[::2]] == [97, 0, 99]  # the pause inside stays
+    assert summarise(kept).mean_power_w == pytest.approx((250 + 88 + 250) / 3)
+    busy = busy_span(samples, every_idle_tick=True)  # an emulated host: the client's pauses go
+    assert [s.utilization_pct for s in busy[::2]] == [97, 99] and summarise(busy).mean_power_w == 250
+    assert busy_span(ticks(0, 0)) == ticks(0, 0)  # never busy: all stay

@@ -44,7 +44,7 @@ __all__ = ["main"]
 
 READY_LINE = "The server is fired up and ready to roll!"
 TRACE_ENV = "TUNER_EMULATOR_TRACE"
-STATE_PERIOD_S = 0.25
+STATE_PERIOD_S = 0.25  # in the emulated host's time: divided by the time scale, at least 5 ms
 WARMUP_TOKENS = 8
 LISTEN_BACKLOG = 2048  # uvicorn's default, as SGLang serves: 1,024 clients connecting at once fit
 
@@ -99,7 +99,8 @@ def _scheduler_ended(log: SglangLog, task: asyncio.Task[None]) -> None:
 
 
 class _Telemetry:
-    """Publishes the GPU load for ``nvidia-smi`` every :data:`STATE_PERIOD_S`."""
+    """Publishes the GPU load for ``nvidia-smi`` every :data:`STATE_PERIOD_S` of the emulated
+    host's time (a level of a fraction of a real second is seen serving, not idle)."""
 
     def __init__(self, time_scale: float, gpus: tuple[int, ...] | None) -> None:
         self.time_scale = time_scale
@@ -122,7 +123,7 @@ class _Telemetry:
             gpu_state.write_load(gpu_state.GpuLoad(
                 pid, self.phase, self.memory_mib, running, queued, rate, gpu_state.now(),
                 self.gpus))
-            await asyncio.sleep(STATE_PERIOD_S)
+            await asyncio.sleep(max(0.005, STATE_PERIOD_S / self.time_scale))
 
 
 def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: random.Random,

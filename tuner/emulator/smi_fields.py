@@ -65,7 +65,7 @@ def snapshot(rng: random.Random | None = None) -> list[GpuReading]:
         loads = [load for load in every if load.on(index)]
         memory = sum(load.memory_used_mib for load in loads)
         processes = [(load.pid, load.memory_used_mib) for load in loads]
-        serving = [load for load in loads if load.running > 0]
+        serving = [load for load in loads if load.running > 0 or load.queued > 0]  # queued: prefilling
         rate = sum(load.output_tokens_per_s for load in serving)
         if serving:
             power, util = _busy_power(rng, rate), rng.randint(96, 100)

@@ -56,7 +56,7 @@ from tuner.study.trial._pruner import (
 )
 from tuner.study.trial._target import Target
 from tuner.study.trial._traffic import request_dialect
-from tuner.telemetry import GpuSampler, under_utilised
+from tuner.telemetry import SAMPLE_MS, GpuSampler, under_utilised
 
 __all__ = ["TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
 
@@ -305,7 +305,10 @@ class TrialRunner:
         the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
         one method)."""
         gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
-        with GpuSampler(self.target.host, env=self.target.env, gpus=gpus) as sampler, \
+        # every 250 ms of the host's time: an emulated level runs K times faster
+        interval_ms = max(10, round(SAMPLE_MS / self.target.time_scale.factor))
+        with GpuSampler(self.target.host, interval_ms, env=self.target.env, gpus=gpus,
+                        busy_only=self.target.time_scale.emulated) as sampler, \
                 sample_metrics(session, self.target.time_scale.emulated):
             metrics = asyncio.run(
                 run_level(
