@@ -24,7 +24,10 @@ Where the strategy's trials go and what noise costs it (issue 28.3):
   kind of reason (a rule, the memory cliff, the sweep of each parameter, the model, ...) and the
   gain each made (log of a new highest noise-free value over the one before), and prints the
   median the strategy would need if the kinds that never gained (less than 0.1% a trial) cost no trial: a bound on what
-  dropping them could buy, not a strategy.
+  dropping them could buy, not a strategy;
+- ``--below-best`` counts the trials that changed a base (the earlier configuration closest to
+  them) whose noise-free value was 2% or more below the best one run before them: with run
+  noise, a lucky measurement becomes the best that later changes build on.
 """
 
 from __future__ import annotations
@@ -128,6 +131,31 @@ def by_reason(run: Any, landscape: Any, target: float) -> tuple[list[tuple[str, 
     return rows, None
 
 
+def below_best(run: Any, landscape: Any, stop: int | None, share: float = 0.98) -> tuple[int, int]:
+    """How many of the run's trials (after the baseline, up to ``stop``) changed a configuration
+    whose noise-free value was below ``share`` of the best noise-free value run before them, and
+    how many trials that is out of: the noise cost of building on a lucky measurement. A trial's
+    base is the earlier configuration closest to it (fewest parameters set otherwise; the latest
+    of those): the best it was proposed from, for one change and the model's few; a trial whose
+    base failed (a repair) is not counted."""
+    values = [landscape.outcome(c).value or 0.0 for c in run.configs]
+    end = stop or len(run.configs)
+    below = counted = 0
+    for index in range(1, end):
+        config = dict(run.configs[index])
+        distances = [(_distance(config, dict(run.configs[j])), -j) for j in range(index)]
+        base = -min(distances)[1]
+        if not values[base]:
+            continue  # a repair of a failure, not a best
+        counted += 1
+        below += values[base] < share * max(values[:index])
+    return below, counted
+
+
+def _distance(a: dict[str, Any], b: dict[str, Any]) -> int:
+    return sum(a.get(k) != b.get(k) for k in a.keys() | b.keys())
+
+
 def _median(counts: list[int | None], budget: int) -> float:
     return statistics.median(budget + 1 if c is None else c for c in counts)
 
@@ -144,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="the landscape's run noise times this for the strategy (0: none)")
     parser.add_argument("--by-reason", action="store_true",
                         help="the strategy's trials and gains by kind of reason, up to 95%%")
+    parser.add_argument("--below-best", action="store_true",
+                        help="how many of the strategy's trials changed a base 2%% below the best run before them")
     options = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     started = time.monotonic()
     rows = []
     kinds: list[list[tuple[str, float]]] = []
+    below: list[tuple[int, int]] = []
     for seed in bench._seed_range(options.seeds):
         landscape = bench._landscape(options.family, seed)
         _, target = bench._oracle(options.family, seed)
@@ -160,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                                      options.budget, stop_at=bench.REACH * target, signals=Signals(options.signals))
             reasons, ran = by_reason(run, landscape, target)
             kinds.append(reasons)
+            below.append(below_best(run, landscape, ran))
         rows.append((seed, single, paired, ran))
         print(f"seed {seed}: single {single or 'never'}, pairs {paired or 'never'}"
               + (f", {options.strategy} {ran or f'>{options.budget}'}" if options.strategy else ""), flush=True)
@@ -178,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(rows)}; {median / _median(paired, budget):.2f}x the omniscient floor with pairs")
         if options.by_reason:
             _print_by_reason(kinds, ran, options.budget)
+        if options.below_best:
+            worse, counted = sum(b for b, _ in below), sum(c for _, c in below)
+            print(f"trials that changed a base 2% below the best run before them (up to 95%): "
+                  f"{worse} of {counted} ({worse / max(1, counted):.0%})")
     print(f"{time.monotonic() - started:.0f} s")
     return 0
 

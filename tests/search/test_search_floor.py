@@ -47,3 +47,19 @@ def test_the_script_prints_the_table_and_the_bound(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "guided (signals none, noise x0): median" in out
     assert "| kind of reason | trials up to 95% (or 40) |" in out and "(a bound, not a strategy)" in out
+
+
+def test_a_trial_built_on_a_base_below_the_best_run_before_it_is_counted() -> None:
+    values = {"a": 100.0, "b": 110.0, "c": 100.0, "d": 0.0, "e": 0.0}
+
+    class Values:  # noise-free values of hand-made configurations (pure logic: no landscape)
+        def outcome(self, config: dict[str, str]) -> object:
+            return type("Outcome", (), {"value": values[config["name"]] if config["x"] == "0" else 0.0})()
+
+    configs = [{"name": "a", "x": "0"}, {"name": "b", "x": "0"},  # b: one change of a, 10% faster
+               {"name": "c", "x": "0"},  # one change of b (the latest closest): b is the best, not below
+               {"name": "c", "x": "1"},  # one change of c (100, below b's 110 by more than 2%): counted
+               {"name": "e", "x": "1"}]  # closest: c x=1, which failed (a repair): not counted
+    run = bench.Run(configs, ["baseline"] + ["sweep: x"] * 4, [0.0] * 5)
+    assert search_floor.below_best(run, Values(), None) == (1, 3)
+    assert search_floor.below_best(run, Values(), 3) == (0, 2)  # up to the trial that reached 95%
