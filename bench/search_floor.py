@@ -25,6 +25,8 @@ Where the strategy's trials go and what noise costs it (issue 28.3):
   gain each made (log of a new highest noise-free value over the one before), and prints the
   median the strategy would need if the kinds that never gained (less than 0.1% a trial) cost no trial: a bound on what
   dropping them could buy, not a strategy;
+- ``--confirm Z`` measures a new best again when it wins by less than Z times the run noise
+  (the mean of both runs is what the strategy sees; each second run counts as a host run);
 - ``--below-best`` counts the trials that changed a base (the earlier configuration closest to
   them) whose noise-free value was 2% or more below the best one run before them: with run
   noise, a lucky measurement becomes the best that later changes build on.
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import collections
 import copy
+import dataclasses
 import itertools
 import math
 import statistics
@@ -109,6 +112,41 @@ def with_noise(landscape: Any, scale: float) -> Any:
     return scaled
 
 
+class Confirming:
+    """``landscape`` as a host that measures a new best again when it wins by less than ``z``
+    times the run noise over the best measured before, and reads it as the mean of both runs
+    (the strategy sees one trial; each second run is a host run all the same: ``extra`` holds the
+    number of host runs each came after). A bench of the idea, not the product's loop."""
+
+    def __init__(self, landscape: Any, z: float) -> None:
+        self.landscape, self.z = landscape, z
+        self.best: float | None = None
+        self.runs = 0
+        self.extra: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.landscape, name)
+
+    def measured(self, config: Any, rng: Any) -> Any:
+        out = self.landscape.measured(config, rng)
+        self.runs += 1
+        value = out.value
+        close = self.best is not None and value is not None and self.best < value < self.best * (1 + self.z * self.noise)
+        if close and self.z > 0:
+            again = self.landscape.measured(config, rng)
+            if again.value is not None:
+                out = dataclasses.replace(out, levels=tuple(
+                    (c, (a + b) / 2) for (c, a), (_, b) in zip(out.levels, again.levels)))
+                self.extra.append(self.runs)
+        if out.value is not None and (self.best is None or out.value > self.best):
+            self.best = out.value
+        return out
+
+    def counted(self, reached: int | None) -> int | None:
+        """Host runs up to trial ``reached``, the second runs included."""
+        return None if reached is None else reached + sum(1 for at in self.extra if at <= reached)
+
+
 def reason_kind(reason: str) -> str:
     """The kind of a trial's reason: ``sweep: <parameter>`` for the sweep, else its first word
     (``rule``, ``cliff``, ``repair``, ``model``, ``combine``, ``baseline``, ...)."""
@@ -172,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the landscape's run noise times this for the strategy (0: none)")
     parser.add_argument("--by-reason", action="store_true",
                         help="the strategy's trials and gains by kind of reason, up to 95%%")
+    parser.add_argument("--confirm", type=float, default=0.0, metavar="Z",
+                        help="measure a new best again when it wins by less than Z times the noise (0: never)")
     parser.add_argument("--below-best", action="store_true",
                         help="how many of the strategy's trials changed a base 2%% below the best run before them")
     options = parser.parse_args(argv)
@@ -187,11 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         single, paired = climb(landscape, target, pairs=False), climb(landscape, target, pairs=True)
         ran = None
         if options.strategy:
-            run = bench.run_strategy(with_noise(landscape, options.noise_scale), options.strategy, seed,
+            host = Confirming(with_noise(landscape, options.noise_scale), options.confirm)
+            run = bench.run_strategy(host, options.strategy, seed,
                                      options.budget, stop_at=bench.REACH * target, signals=Signals(options.signals))
-            reasons, ran = by_reason(run, landscape, target)
+            reasons, reached = by_reason(run, landscape, target)
             kinds.append(reasons)
-            below.append(below_best(run, landscape, ran))
+            below.append(below_best(run, landscape, reached))
+            ran = host.counted(reached)
         rows.append((seed, single, paired, ran))
         print(f"seed {seed}: single {single or 'never'}, pairs {paired or 'never'}"
               + (f", {options.strategy} {ran or f'>{options.budget}'}" if options.strategy else ""), flush=True)
@@ -205,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.strategy:
         ran = [r[3] for r in rows]
         median = _median(ran, options.budget)
-        print(f"{options.strategy} (signals {options.signals}, noise x{options.noise_scale:g}): median {median:g}, "
+        print(f"{options.strategy} (signals {options.signals}, noise x{options.noise_scale:g}"
+              f"{f', confirm {options.confirm:g}' if options.confirm else ''}): median {median:g}, "
               f"within 40 on {sum(c is not None and c <= 40 for c in ran)} of "
               f"{len(rows)}; {median / _median(paired, budget):.2f}x the omniscient floor with pairs")
         if options.by_reason:

@@ -63,3 +63,18 @@ def test_a_trial_built_on_a_base_below_the_best_run_before_it_is_counted() -> No
     run = bench.Run(configs, ["baseline"] + ["sweep: x"] * 4, [0.0] * 5)
     assert search_floor.below_best(run, Values(), None) == (1, 3)
     assert search_floor.below_best(run, Values(), 3) == (0, 2)  # up to the trial that reached 95%
+
+
+def test_a_confirmed_new_best_is_read_as_the_mean_of_two_runs_and_each_second_run_is_counted() -> None:
+    landscape = bench._landscape("generated", 2)
+    _, target = bench._oracle("generated", 2)
+    plain = bench.run_strategy(landscape, "guided", 2, 20, signals=Signals.NONE)
+    never = search_floor.Confirming(landscape, 0.0)
+    assert bench.run_strategy(never, "guided", 2, 20, signals=Signals.NONE).configs == plain.configs
+    assert never.extra == [] and never.counted(7) == 7
+    every = search_floor.Confirming(landscape, 10.0)  # every new best below +10 sigma: measured twice
+    run = bench.run_strategy(every, "guided", 2, 20, signals=Signals.NONE)
+    assert every.extra and every.runs >= len(run.configs)
+    at = every.extra[0]
+    assert every.counted(at) == at + 1 and every.counted(None) is None
+    assert every.counted(len(run.configs)) == len(run.configs) + len(every.extra)
