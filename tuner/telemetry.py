@@ -181,14 +181,15 @@ def busy_span(samples: Sequence[GpuSample], *, every_idle_tick: bool = False) ->
     level's. Idle ticks between busy ones stay, unless ``every_idle_tick`` (an emulated host:
     the client's own pauses, between its warm-up and the level, last K times longer in the
     emulated host's time than they would on the real one, and read as idle cards). With no busy
-    tick, or no utilisation read, all stay. A tick is one row per GPU, in order."""
+    tick, or no utilisation read, all stay (none with ``every_idle_tick``: idle cards would
+    flatter an emulated level's tokens per joule). A tick is one row per GPU, in order."""
     per_tick = len({s.index for s in samples}) or 1
     if len(samples) % per_tick:
         return list(samples)
     ticks = [samples[i:i + per_tick] for i in range(0, len(samples), per_tick)]
     busy = [k for k, tick in enumerate(ticks) if any((s.utilization_pct or 0.0) > 0.0 for s in tick)]
-    if not busy:
-        return list(samples)
+    if not busy:  # an emulated level no tick saw serving has no power of its own to give
+        return [] if every_idle_tick else list(samples)
     kept = busy if every_idle_tick else range(busy[0], busy[-1] + 1)
     return [sample for k in kept for sample in ticks[k]]
 

@@ -173,4 +173,5 @@ def test_idle_ticks_before_and_after_the_level_are_not_its_own() -> None:
     assert summarise(kept).mean_power_w == pytest.approx((250 + 88 + 250) / 3)
     busy = busy_span(samples, every_idle_tick=True)  # an emulated host: the client's pauses go
     assert [s.utilization_pct for s in busy[::2]] == [97, 99] and summarise(busy).mean_power_w == 250
-    assert busy_span(ticks(0, 0)) == ticks(0, 0)  # never busy: all stay
+    assert busy_span(ticks(0, 0)) == ticks(0, 0)  # never busy: all stay on a real host
+    assert busy_span(ticks(0, 0), every_idle_tick=True) == []  # an emulated one: no power figure
