@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import optuna  # noqa: E402
 
 import search_efficiency as bench  # noqa: E402
+from tuner.study.strategies.guided._common import distance  # noqa: E402
 from variants import Signals  # noqa: E402
 
 MAX_MOVES = 40
@@ -177,21 +178,16 @@ def below_best(run: Any, landscape: Any, stop: int | None, share: float = 0.98) 
     of those): the best it was proposed from, for one change and the model's few; a trial whose
     base failed (a repair) is not counted."""
     values = [landscape.outcome(c).value or 0.0 for c in run.configs]
-    end = stop or len(run.configs)
+    configs = [dict(c) for c in run.configs]
+    end = stop or len(configs)
     below = counted = 0
     for index in range(1, end):
-        config = dict(run.configs[index])
-        distances = [(_distance(config, dict(run.configs[j])), -j) for j in range(index)]
-        base = -min(distances)[1]
+        base = -min((distance(configs[index], configs[j]), -j) for j in range(index))[1]
         if not values[base]:
             continue  # a repair of a failure, not a best
         counted += 1
         below += values[base] < share * max(values[:index])
     return below, counted
-
-
-def _distance(a: dict[str, Any], b: dict[str, Any]) -> int:
-    return sum(a.get(k) != b.get(k) for k in a.keys() | b.keys())
 
 
 def _median(counts: list[int | None], budget: int) -> float:

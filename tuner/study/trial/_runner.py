@@ -306,7 +306,7 @@ class TrialRunner:
         one method)."""
         gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
         # every 250 ms of the host's time: an emulated level runs K times faster
-        interval_ms = max(10, round(SAMPLE_MS / self.target.time_scale.factor))
+        interval_ms = max(10, round(1000 * self.target.time_scale.to_server(SAMPLE_MS / 1000)))
         with GpuSampler(self.target.host, interval_ms, env=self.target.env, gpus=gpus,
                         busy_only=self.target.time_scale.emulated) as sampler, \
                 sample_metrics(session, self.target.time_scale.emulated):
