@@ -27,6 +27,9 @@ Where the strategy's trials go and what noise costs it (issue 28.3):
   dropping them could buy, not a strategy;
 - ``--confirm Z`` measures a new best again when it wins by less than Z times the run noise
   (the mean of both runs is what the strategy sees; each second run counts as a host run);
+- ``--visible K`` also runs the climber (with pairs) on moves that gain at least K times the
+  landscape's run noise only: where it cannot reach 95%, any search must take at least one
+  change whose gain one run cannot tell from the noise;
 - ``--below-best`` counts the trials that changed a base (the earlier configuration closest to
   them) whose noise-free value was 2% or more below the best one run before them: with run
   noise, a lucky measurement becomes the best that later changes build on.
@@ -73,18 +76,21 @@ def _apply(space: Any, config: Any, changes: tuple[tuple[str, Any], ...]) -> Any
     return None if bench._skipped(space, config) else config
 
 
-def climb(landscape: Any, target: float, pairs: bool) -> int | None:
-    """Host-run trials (the baseline is 1) until the omniscient climber reaches 95% of ``target``."""
+def climb(landscape: Any, target: float, pairs: bool, visible: float = 0.0) -> int | None:
+    """Host-run trials (the baseline is 1) until the omniscient climber reaches 95% of ``target``;
+    ``visible`` = K: it takes only moves that gain at least K times the landscape's run noise
+    (a gain one run can tell from the noise)."""
     space = landscape.space
     config = space.config(dict(space.baseline), drop_inactive=True)
     value = landscape.outcome(config).value or 0.0
     trials = 1
+    step = 1.0 + visible * landscape.noise
     while value < bench.REACH * target and trials <= MAX_MOVES:
         moves = [((c,)) for c in _changes(space, config)]
         best = _best(landscape, config, moves)
-        if (best is None or best[0] <= value) and pairs:
+        if (best is None or best[0] <= value * step) and pairs:
             best = _best(landscape, config, list(itertools.combinations(_changes(space, config), 2)))
-        if best is None or best[0] <= value:
+        if best is None or best[0] <= value * step:
             return None
         value, config = best
         trials += 1
@@ -208,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the strategy's trials and gains by kind of reason, up to 95%%")
     parser.add_argument("--confirm", type=float, default=0.0, metavar="Z",
                         help="measure a new best again when it wins by less than Z times the noise (0: never)")
+    parser.add_argument("--visible", type=float, default=None, metavar="K",
+                        help="also climb with moves that gain at least K times the run noise only")
     parser.add_argument("--below-best", action="store_true",
                         help="how many of the strategy's trials changed a base 2%% below the best run before them")
     options = parser.parse_args(argv)
@@ -217,10 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     kinds: list[list[tuple[str, float]]] = []
     below: list[tuple[int, int]] = []
+    visible: list[int | None] = []
     for seed in bench._seed_range(options.seeds):
         landscape = bench._landscape(options.family, seed)
         _, target = bench._oracle(options.family, seed)
         single, paired = climb(landscape, target, pairs=False), climb(landscape, target, pairs=True)
+        seen = None if options.visible is None else climb(landscape, target, pairs=True, visible=options.visible)
+        visible.append(seen)
         ran = None
         if options.strategy:
             host = Confirming(with_noise(landscape, options.noise_scale), options.confirm)
@@ -240,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
           f"single changes median {_median(single, budget):g}, reached on {sum(c is not None for c in single)} of "
           f"{len(rows)}; with pairs where stuck median {_median(paired, budget):g}, reached on "
           f"{sum(c is not None for c in paired)} of {len(rows)}")
+    if options.visible is not None:
+        print(f"with pairs, every move gaining at least {options.visible:g} x the run noise: median "
+              f"{_median(visible, budget):g}, reached on {sum(c is not None for c in visible)} of {len(rows)}, "
+              f"within 40 on {sum(c is not None and c <= 40 for c in visible)}")
     if options.strategy:
         ran = [r[3] for r in rows]
         median = _median(ran, options.budget)

@@ -78,3 +78,19 @@ def test_a_confirmed_new_best_is_read_as_the_mean_of_two_runs_and_each_second_ru
     at = every.extra[0]
     assert every.counted(at) == at + 1 and every.counted(None) is None
     assert every.counted(len(run.configs)) == len(run.configs) + len(every.extra)
+
+
+def test_a_climber_that_takes_only_visible_moves_stops_where_no_move_is_seen() -> None:
+    landscape = bench._landscape("generated", 2)
+    _, target = bench._oracle("generated", 2)
+    free = search_floor.climb(landscape, target, pairs=True)
+    assert free is not None
+    assert search_floor.climb(landscape, target, pairs=True, visible=0.0) == free
+    # a visible climber takes a pair where the best single change is too small to see: it may
+    # arrive sooner (a pair is one trial) or not at all, never from nowhere
+    seen = search_floor.climb(landscape, target, pairs=True, visible=1.0)
+    assert seen is None or seen >= 2
+    # a move must gain more than the whole gap to 95%: from the baseline, nothing is seen
+    baseline = landscape.outcome(landscape.space.config(dict(landscape.space.baseline), drop_inactive=True)).value
+    huge = (target / baseline) / landscape.noise  # the gain of a move that would jump to the target, in noise units
+    assert search_floor.climb(landscape, target, pairs=True, visible=huge + 1) is None
