@@ -36,13 +36,14 @@ def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (tu
     Raises:
         ConfigError: a goodput study (its levels are rates), or no stable trial measured it.
     """
-    from tuner.study.record import best_at, records
+    from tuner.study.record import best_at, records, study_noise
 
     objective = space.objective
     if objective.metric == "goodput":
         raise ConfigError(f"{space.path}: --at {concurrency}: a goodput study's levels are request "
                           "rates, not concurrency levels; fix: leave out --at")
-    return best_at(records(study), concurrency, objective.metric, objective.max_failed_fraction)
+    return best_at(records(study), concurrency, objective.metric, objective.max_failed_fraction,
+                   study_noise(study).relative)
 
 
 def _level_line(level: Level, label: str) -> str:
@@ -53,8 +54,9 @@ def _level_line(level: Level, label: str) -> str:
 
 def _print_at(console: Console, found: Any, unit: str, label: str) -> None:
     record = found.trial
+    runs = f" (mean of {found.runs} runs)" if found.runs > 1 else ""
     console.print(f"best stable trial at c={found.concurrency}: trial {record.number}: "
-                  f"{found.figure:,.4g} {unit}{label}")
+                  f"{found.figure:,.4g} {unit}{runs}{label}")
     console.print("  stable: every level of the study ran clean; a configuration that failed or "
                   "dropped requests at any level is left out, even where it read more")
     for left in found.excluded:
@@ -94,7 +96,8 @@ def best(
             "output_throughput": record.value, "config": record.config,
             "command_line": record.command_line, "levels": [level.to_dict() for level in record.levels],
             "mean": spread.mean, "spread": spread.sd, "runs": spread.runs,
-            **({"at": at, "figure_at": found.figure, "left_out": [vars(e) for e in found.excluded]}
+            **({"at": at, "figure_at": found.figure, "runs_at": found.runs,
+                "left_out": [vars(e) for e in found.excluded]}
                if found is not None else {}),
         }, indent=2))
         return

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from tuner.report import build_report
-from tuner.study.record import Spread, best_at, best_by_load, energy_points, load_contrast, records, spread_of, tied, tokens_per_joule
+from tuner.study.record import REPEATS, Spread, best_at, figure_text, best_by_load, energy_points, load_contrast, records, spread_of, tied, tokens_per_joule
 
 H200 = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200"
 
@@ -50,6 +50,35 @@ def test_the_h200_study_has_a_best_at_each_load(h200: optuna.Study) -> None:
     assert "within" not in load_contrast(bests, noise=0.001)
     with pytest.raises(Exception, match=r"--at 32: no stable trial measured that level; fix: use one of 1, 16, 64"):
         best_at(records(h200), 32)
+
+
+def test_a_re_measured_trial_reads_the_mean_of_its_runs_at_each_level_and_ranks_as_the_winner(
+        tmp_path: Path) -> None:
+    copy = tmp_path / "study.db"  # a copy of the measured study, with re-runs of trial 11 written in
+    shutil.copy(H200 / "study.db", copy)
+    study = optuna.load_study(study_name="transformers-h200", storage=f"sqlite:///{copy}")
+    own = study.trials[11].user_attrs["levels"]  # c=64: 1,956 tok/s; trial 16 read 1,948 there
+
+    def rerun(share: float) -> list[dict]:
+        return [{**level, "output_throughput": level["output_throughput"] * share} for level in own]
+
+    first = own[0]["output_throughput"]
+    study.set_user_attr(REPEATS, {"11": {"values": [first, first * 0.98, first * 0.97], "failed": [],
+                                         "levels": [rerun(0.98), rerun(0.97)]}})
+    at_64 = best_at(records(study), 64)
+    assert at_64.trial.number == 16 and at_64.runs == 1  # trial 11's mean (-1.7%) is below trial 16's one run
+    alone = best_at([r for r in records(study) if r.number == 11], 64)
+    assert alone.figure == pytest.approx(first * (1 + 0.98 + 0.97) / 3) and alone.runs == 3
+    # three runs whose mean (1,946) is a hair below trial 16's one run (1,948): by the mean alone
+    # trial 16 wins; at the study's noise (3%) trial 16, measured once, gives up the whole noise
+    # and trial 11 a third of it over three runs (1,912 against 1,890): the winner's own rule
+    study.set_user_attr(REPEATS, {"11": {"values": [first, first * 0.995, first * 0.99], "failed": [],
+                                         "levels": [rerun(0.995), rerun(0.99)]}})
+    assert best_at(records(study), 64).trial.number == 16
+    ranked = best_at(records(study), 64, noise=0.03)
+    assert ranked.trial.number == 11 and ranked.runs == 3
+    assert ranked.figure == pytest.approx(first * (1 + 0.995 + 0.99) / 3)
+    assert figure_text(ranked) == f"{ranked.figure:,.4g}, mean of 3 runs"
 
 
 def test_the_h200_report_draws_energy_and_the_best_per_load(h200: optuna.Study) -> None:

@@ -13,7 +13,6 @@ from tuner.study.record import (
     TrialRecord,
     best_by_load,
     load_contrast,
-    study_noise,
     tokens_per_joule,
     winner_lines,
 )
@@ -30,7 +29,7 @@ def _energy_at(record: TrialRecord, concurrency: int) -> str:
 def per_load_html(study: optuna.Study, view: StudyView) -> str:
     """A table: per level, the best stable trial, its output tok/s and tok/J there, the runner-up,
     and the configurations left out there because they failed at another level."""
-    bests = best_by_load(list(view.records))
+    bests = best_by_load(list(view.records), noise=view.noise.relative)
     if not bests:
         return ""
     rows = []
@@ -40,11 +39,11 @@ def per_load_html(study: optuna.Study, view: StudyView) -> str:
         left = "; ".join(f"trial {e.trial} ({e.figure:,.0f}): {e.why}" for e in found.excluded) or "–"
         rows.append(
             f"<tr><td class=num>{found.concurrency}</td><td class=num>{found.trial.number}</td>"
-            f"<td class=num>{found.figure:,.0f}</td>"
+            f"<td class=num>{found.figure:,.0f}{f' (mean of {found.runs} runs)' if found.runs > 1 else ''}</td>"
             f"<td class=num>{_energy_at(found.trial, found.concurrency)}</td>"
             f"<td>{html.escape(runner)}</td><td>{html.escape(left)}</td></tr>"
         )
-    contrast = load_contrast(bests, noise=study_noise(study).relative)
+    contrast = load_contrast(bests, noise=view.noise.relative)
     note = f"<div><b>{html.escape(contrast)}</b></div>" if contrast else ""
     return (
         f'<div class="panel"><h2>Best stable configuration at each load{html.escape(view.label)}</h2>'

@@ -135,17 +135,20 @@ class Confirmation:
             failure = error.reason
         except TunerError as error:
             failure, host_error = f"host-error: {error}", True
-        self._store(record, value, failure, trial.user_attrs.get(attrs.HOST_SECONDS))
+        self._store(record, value, failure, trial.user_attrs.get(attrs.HOST_SECONDS),
+                    trial.user_attrs.get(attrs.LEVELS) or [])
         progress.console.print(f"  re-run of trial {record.number}: "
                                + (f"{value:,.4g}" if value is not None else f"FAIL {failure}"), highlight=False)
         return not host_error
 
     def _store(self, record: TrialRecord, value: float | None, failure: str | None,
-               host_seconds: float | None) -> None:
+               host_seconds: float | None, levels: list[dict[str, Any]] | None = None) -> None:
         every = dict(self.study.user_attrs.get(REPEATS) or {})
         mine = dict(every.get(str(record.number)) or {"values": [record.value], "failed": [], "host_seconds": []})
         if value is not None:
             mine["values"] = [*mine["values"], value]
+            # each re-run's levels, beside its value (the best at each load is their mean too)
+            mine["levels"] = [*mine.get("levels", []), list(levels or [])]
         else:
             mine["failed"] = [*mine["failed"], failure]
         mine["host_seconds"] = [*mine["host_seconds"], host_seconds]

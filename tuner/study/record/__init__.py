@@ -100,6 +100,7 @@ from tuner.study.record._per_load import (
     LoadBest,
     best_at,
     best_by_load,
+    figure_text,
     load_contrast,
     load_summary,
 )
@@ -201,6 +202,7 @@ __all__ = [
     "LoadBest",
     "best_at",
     "best_by_load",
+    "figure_text",
     "load_contrast",
     "load_summary",
     "TOKENS_PER_JOULE",

@@ -10,12 +10,20 @@ a higher level is not "the best at 64" for a user who may see that higher load: 
 and when its figure at the level asked beats the winner's, it is named as left out and why
 (:attr:`LoadBest.excluded`). Trials pruned below the baseline are not candidates either: the
 baseline beat them at every level they measured.
+
+**Runs.** A trial re-measured before the winner was told (:mod:`tuner.study.loop._confirm`)
+reads, at each level, the mean of its runs that measured that level clean, and ranks as the
+winner does: by that mean less one standard error at the study's run-to-run ``noise``
+(:meth:`TrialRecord.rank`). So the best at the top level is the winner, not the run that was
+luckiest once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import sqrt
+from statistics import fmean
 from typing import Any
 
 from tuner.errors import ConfigError
@@ -27,7 +35,7 @@ from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._winner import study_noise
 
-__all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "load_contrast", "load_summary"]
+__all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "figure_text", "load_contrast", "load_summary"]
 
 
 @dataclass(frozen=True)
@@ -41,17 +49,36 @@ class Excluded:
 
 @dataclass(frozen=True)
 class LoadBest:
-    """The best stable trial at one level: its figure there, the runner-up, what was left out."""
+    """The best stable trial at one level: its figure there (the mean over its ``runs``), the
+    runner-up, what was left out."""
 
     concurrency: int
     trial: TrialRecord
     figure: float
     runner_up: tuple[TrialRecord, float] | None
     excluded: tuple[Excluded, ...]
+    runs: int = 1
+
+
+def _by_run(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, list[float]]:
+    """Each level's clean figures, one per run that measured it clean."""
+    figures: dict[int, list[float]] = {}
+    for levels in record.runs_levels:
+        for concurrency, figure in clean_levels(levels, metric, max_failed_fraction).items():
+            figures.setdefault(concurrency, []).append(figure)
+    return figures
 
 
 def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, float]:
-    return clean_levels(record.levels, metric, max_failed_fraction)
+    """Each level's figure: the mean over the runs that measured it clean."""
+    return {c: fmean(values) for c, values in _by_run(record, metric, max_failed_fraction).items()}
+
+
+def _ranked(record: TrialRecord, figures: list[float], noise: float) -> tuple[float, float, int]:
+    """A level's rank, as :meth:`TrialRecord.rank` ranks the winner: the mean less one
+    standard error at the study's noise, then the mean, then the runs."""
+    mean = fmean(figures)
+    return (mean - mean * noise / sqrt(len(figures)), mean, len(figures))
 
 
 def _unstable_why(record: TrialRecord) -> str:
@@ -64,17 +91,17 @@ def _unstable_why(record: TrialRecord) -> str:
 
 
 def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "output_throughput",
-            max_failed_fraction: float = 0.01) -> LoadBest:
-    """The best stable trial at ``concurrency`` by ``metric`` there.
+            max_failed_fraction: float = 0.01, noise: float = 0.0) -> LoadBest:
+    """The best stable trial at ``concurrency`` by ``metric`` there (see **Runs** in the module
+    docstring; ``noise``: the study's relative run-to-run noise).
 
     Raises:
         ConfigError: no stable trial measured that level (the message lists those measured).
     """
-    ranked = sorted(
-        ((r, f) for r in stable_candidates(records)
-         if (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None),
-        key=lambda pair: -pair[1],
-    )
+    measured = [(r, runs) for r in stable_candidates(records)
+                if (runs := _by_run(r, metric, max_failed_fraction).get(concurrency))]
+    measured.sort(key=lambda pair: _ranked(pair[0], pair[1], noise), reverse=True)
+    ranked = [(r, fmean(runs)) for r, runs in measured]
     if not ranked:
         measured = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
         raise ConfigError(
@@ -89,14 +116,20 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
         if r.number not in stable and r.reused_from is None and r.state in (TrialState.COMPLETE, TrialState.FAIL)
         and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
     )
-    return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded)
+    return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded,
+                    len(measured[0][1]))
 
 
 def best_by_load(records: Sequence[TrialRecord], metric: str = "output_throughput",
-                 max_failed_fraction: float = 0.01) -> list[LoadBest]:
+                 max_failed_fraction: float = 0.01, noise: float = 0.0) -> list[LoadBest]:
     """:func:`best_at` for every level a stable trial measured, by rising concurrency."""
     levels = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
-    return [best_at(records, c, metric, max_failed_fraction) for c in levels]
+    return [best_at(records, c, metric, max_failed_fraction, noise) for c in levels]
+
+
+def figure_text(found: LoadBest) -> str:
+    """The best's figure at its level: ``4,727`` or ``4,727, mean of 3 runs``."""
+    return f"{found.figure:,.4g}" + (f", mean of {found.runs} runs" if found.runs > 1 else "")
 
 
 def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
@@ -119,8 +152,8 @@ def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
                 f"({(there - winner.figure) / winner.figure:+.1%})")
 
     text = (
-        f"the best at c={low.concurrency} is trial {low.trial.number} ({low.figure:,.4g}), "
-        f"not the best at c={top.concurrency}, trial {top.trial.number} ({top.figure:,.4g}): "
+        f"the best at c={low.concurrency} is trial {low.trial.number} ({figure_text(low)}), "
+        f"not the best at c={top.concurrency}, trial {top.trial.number} ({figure_text(top)}): "
         f"at c={low.concurrency} {loses(low, top)}; at c={top.concurrency} {loses(top, low)}"
     )
     if len(losses) == 2 and max(losses) <= noise:
@@ -136,7 +169,8 @@ def load_summary(study: Any, space: Any) -> list[str]:
         return []
 
     metric = objective.metric
-    contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction),
-                             metric, objective.max_failed_fraction, study_noise(study).relative)
+    noise = study_noise(study).relative
+    contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction, noise),
+                             metric, objective.max_failed_fraction, noise)
     label = " (emulated)" if study.user_attrs.get(EMULATED) else ""
     return [f"[yellow]best by load{label}[/]: {contrast}; see `tuner best --at C`"] if contrast else []

@@ -113,6 +113,12 @@ class TrialRecord:
         """Its level at ``concurrency`` (None: not measured)."""
         return next((level for level in self.levels if level.concurrency == concurrency), None)
 
+    @property
+    def runs_levels(self) -> tuple[tuple[Level, ...], ...]:
+        """The levels of each of its runs: its own, then each re-measure's that completed."""
+        again = (self.user_attrs.get(REPEATS) or {}).get("levels") or []
+        return (self.levels, *(read_levels(stored) for stored in again))
+
     def spread(self, noise: float = 0.0) -> Spread | None:
         """Its value over its runs (the re-measures of :mod:`tuner.study.loop._confirm`, if any)."""
         return spread_of(self.value, self.user_attrs.get(REPEATS), noise)

@@ -1,9 +1,11 @@
 """A configuration's figure over several runs: mean, spread, and when two are tied.
 
 The winner's re-measures (:mod:`tuner.study.loop._confirm`) are stored in the study's ``repeats``
-attribute (:data:`tuner.study.record.REPEATS`) by trial number (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed": []}}``: the
-trial's own value first, then each re-run's); :func:`tuner.study.record.records` puts them on
-the trial's record, so ``best``, ``export`` and the report read a mean and a spread.
+attribute (:data:`tuner.study.record.REPEATS`) by trial number (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed": [],
+"levels": [[...], [...]]}}``: the trial's own value first, then each re-run's; ``levels``: each
+re-run's stored levels, in the order of its value); :func:`tuner.study.record.records` puts them
+on the trial's record, so ``best``, ``export``, the best at each load and the report read a mean
+and a spread.
 
 The spread of one configuration is the larger of the standard deviation of its runs and the
 run-to-run noise the study knows (``noise``: the emulator's stated noise, or the largest
