@@ -92,3 +92,32 @@ def test_the_pair_is_read_again_after_each_re_run_and_a_trial_measured_once_gets
     assert ran.count(0) == 2  # their means fell below trial 0's: it got the runs left
     assert best_stable(study).number == 0  # 1,000 over 3 runs, against 998 and 990
     assert any(line.startswith("winner: trial 0: 1,000 tok/s +- 2.2% over 3 runs") for line in progress.console.lines)
+
+
+def _with_configs(values: list[float], configs: list[dict]) -> optuna.Study:
+    from tuner.study.record import CONFIG, IS_BASELINE
+
+    study = optuna.create_study(direction="maximize")
+    for number, (value, config) in enumerate(zip(values, configs)):
+        study.add_trial(optuna.trial.create_trial(
+            value=value, user_attrs={STABLE: True, CONFIG: config, IS_BASELINE: number == 0}))
+    study.set_user_attr(EMULATED, True)
+    return study
+
+
+def test_a_tie_names_the_one_that_changes_fewer_settings_from_the_baseline() -> None:
+    baseline = {"moe": "auto", "cap": 64, "graphs": True, "mem": 0.88}
+    three = {**baseline, "moe": "cutlass", "cap": 1024, "mem": 0.93}
+    two = {**baseline, "moe": "cutlass", "cap": 1024}
+    lines = winner_lines(_with_configs([1000.0, 1505.0, 1500.0], [baseline, three, two]))
+    assert lines[0].startswith("winner: trial 1: 1,505 tok/s")
+    assert lines[1].endswith("trial 2 is the simpler (2 settings changed from the baseline against 3): "
+                             "`tuner export --trial 2`")
+    lines = winner_lines(_with_configs([1000.0, 1505.0, 1500.0], [baseline, two, three]))
+    assert lines[1].endswith("; either may be exported; trial 1 is also the simpler "
+                             "(2 settings changed from the baseline against 3)")
+    other_two = {**baseline, "moe": "cutlass", "graphs": False}
+    lines = winner_lines(_with_configs([1000.0, 1505.0, 1500.0], [baseline, two, other_two]))
+    assert lines[1].endswith("either may be exported")  # as many changes: nothing to prefer
+    lines = winner_lines(_with_configs([1000.0, 1505.0, 1300.0], [baseline, three, two]))
+    assert len(lines) == 1  # not tied: the winner alone

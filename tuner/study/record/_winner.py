@@ -21,7 +21,7 @@ from tuner.study.record._results import stable_candidates
 from tuner.study.record._view import read_view
 from tuner.study.record._spread import tied
 
-__all__ = ["CONFIRM_RUNS", "close_pair", "study_noise", "winner_lines"]
+__all__ = ["CONFIRM_RUNS", "changed_settings", "close_pair", "study_noise", "winner_lines"]
 
 CONFIRM_RUNS = 3  # runs of each of a close pair before the winner is told (the loop re-measures)
 
@@ -58,5 +58,28 @@ def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
                 f"tied: trial {ranked[0].number} ({first.text(unit)}) and trial {ranked[1].number} "
                 f"({second.text(unit)}) are within each other's spread (noise {noise.relative:.1%}: "
                 f"{noise.source}); either may be exported"
+                + _simpler(ranked[0], ranked[1], view.baseline_trial)
             )
     return lines
+
+
+def changed_settings(record: TrialRecord, baseline: TrialRecord) -> int:
+    """How many settings (flags, source patches, environment) ``record`` sets otherwise than the
+    baseline: what a launch script carries beyond today's, to keep and to maintain."""
+    names = record.config.keys() | baseline.config.keys()
+    return sum(record.config.get(name) != baseline.config.get(name) for name in names)
+
+
+def _simpler(winner: TrialRecord, other: TrialRecord, baseline: TrialRecord | None) -> str:
+    """Of a tied pair, the one that changes fewer settings from the baseline (a person picks it:
+    the same speed for less to maintain); empty when they change as many, or without a baseline."""
+    if baseline is None or not baseline.config:
+        return ""
+    mine, theirs = changed_settings(winner, baseline), changed_settings(other, baseline)
+    if mine == theirs:
+        return ""
+    if mine < theirs:
+        return (f"; trial {winner.number} is also the simpler ({mine} settings changed from the "
+                f"baseline against {theirs})")
+    return (f"; trial {other.number} is the simpler ({theirs} settings changed from the baseline "
+            f"against {mine}): `tuner export --trial {other.number}`")
