@@ -53,9 +53,11 @@ def report(
     study = _study(space_path, storage, study_name, emulate)
     path = write_report(study, out, space_name=str(space_path))
     view = read_view(study)
+    winner = view.best_stable
+    spread = winner.spread(view.noise.relative) if winner is not None else None
     best = (
-        f"best stable trial {view.best_stable.number}: {view.best_stable.value:,.0f} output tok/s"
-        if view.best_stable
+        f"best stable trial {winner.number}: {spread.text('output tok/s')}"
+        if winner is not None and spread is not None
         else "no stable trial yet"
     )
     print(f"wrote {path}: {len(view.records)} trials, {best}{view.label}")

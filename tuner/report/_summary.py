@@ -75,8 +75,12 @@ def _cards(view: StudyView) -> str:
     best = view.best_stable
     counts = view.state_counts()
     if best is not None and best.value is not None:
-        gain = f"{best.value / base:.2f}x the baseline" if base else "no baseline measured"
-        best_card = _card(f"best stable{label}", _tps(best.value), f"trial {best.number} · {gain}")
+        # a re-measured winner by the mean of its runs: its first run alone may be its luckiest
+        figure = best.mean_value if best.mean_value is not None else best.value
+        runs = best.spread().runs if best.spread() is not None else 1
+        gain = f"{figure / base:.2f}x the baseline" if base else "no baseline measured"
+        over = f" · mean of {runs} runs" if runs > 1 else ""
+        best_card = _card(f"best stable{label}", _tps(figure), f"trial {best.number}{over} · {gain}")
     else:
         best_card = _card(
             f"best stable{label}", "none yet", "no trial completed with every level clean"
