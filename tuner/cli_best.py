@@ -110,6 +110,8 @@ def best(
     console.print(f"best stable trial {record.number}: {spread.text(unit)}{label}")
     for line in winner_lines(study, unit)[1:]:
         console.print(line, highlight=False)
+    if spread.runs > 1:
+        console.print(f"  its first run's levels (the mean above is over {spread.runs} runs):")
     for level in record.levels:
         console.print(_level_line(level, label))
     console.print(f"command: {record.command_line}", soft_wrap=True, highlight=False)

@@ -99,6 +99,7 @@ def test_a_close_best_and_runner_up_are_re_measured_within_the_budget_and_tied(s
     assert all(optuna_study.trials[int(n)].user_attrs["config"] in SAME_SPEED for n in repeats)
     best = " ".join(run.run("best", str(run.path), "--emulate").stdout.split())
     assert re.search(r"best stable trial \d+: [\d,]+ output tok/s \+- [\d.]+% over 3 runs \(emulated\)", best)
+    assert "its first run's levels (the mean above is over 3 runs): c=512:" in best
     # six configurations the emulator serves alike: after the re-runs the winner is one of the
     # re-measured pair, and the runner-up it is tied with may be any of the six
     pair = re.search(r"tied: trial (\d+) \(.*?\) and trial (\d+) \(", best)
