@@ -117,6 +117,7 @@ def test_the_report_draws_energy_per_load_and_the_tie_in_chromium(study) -> None
     page = out.read_text()
     assert "Best stable configuration at each load (emulated)" in page and "tied: trial" in page
     assert re.search(r"trial \d+ · mean of 3 runs · [\d.]+x the baseline", page)
+    assert len(re.findall(r" tok/s \(mean of 3 runs: [\d,]+\)</td>", page)) == 2  # the pair, in the top trials
     seen = inspect_page(out, run.dir / "chromium", FIGURE_COUNT)
     assert seen.errors == [] and seen.drawn == seen.figures == FIGURE_COUNT
 

@@ -140,8 +140,10 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
             if trial.is_baseline
             else ", ".join(changes_from(trial.config, base_config)[:6])
         )
+        spread = trial.spread()
+        again = f" (mean of {spread.runs} runs: {spread.mean:,.0f})" if spread is not None and spread.runs > 1 else ""
         rows.append(
-            f"<tr><td class=num>{trial.number}</td><td class=num>{_tps(trial.value)}</td>"
+            f"<tr><td class=num>{trial.number}</td><td class=num>{_tps(trial.value)}{again}</td>"
             f"<td class=num>{ratio}</td><td class=num>{peak.concurrency if peak is not None else '–'}</td>"
             f"<td class=num>{'–' if ttft is None else f'{ttft:,.0f} ms'}</td>"
             f"<td class=num>{'yes' if trial.stable else 'no'}</td>"
