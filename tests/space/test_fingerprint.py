@@ -69,7 +69,8 @@ def test_changed_by_what_changes_results(glm5_data, write_space, reference, chan
     lambda d: d["parameters"]["moe_runner_backend"].update(description="the MoE kernels"),
     lambda d: d["parameters"]["mem_fraction_static"].update(log=False),   # a default, written
     lambda d: d["server"].update(port=31000),
-], ids=["host", "timeouts", "name", "description", "explicit default", "port"])
+    lambda d: d["objective"].update(noise=0.05),   # judges a close pair, changes no measurement
+], ids=["host", "timeouts", "name", "description", "explicit default", "port", "stated noise"])
 def test_unchanged_by_what_does_not(glm5_data, write_space, reference, change):
     change(glm5_data)
     assert load_space(write_space(glm5_data)).fingerprint() == reference

@@ -117,7 +117,26 @@ def test_a_tie_names_the_one_that_changes_fewer_settings_from_the_baseline() -> 
     assert lines[1].endswith("; either may be exported; trial 1 is also the simpler "
                              "(2 settings changed from the baseline against 3)")
     other_two = {**baseline, "moe": "cutlass", "graphs": False}
+    one = {**baseline, "cap": 1024}
+    lines = winner_lines(_with_configs([1000.0, 1505.0, 1500.0], [baseline, one, two]))
+    assert lines[1].endswith("trial 1 is also the simpler (1 setting changed from the baseline against 2)")
     lines = winner_lines(_with_configs([1000.0, 1505.0, 1500.0], [baseline, two, other_two]))
     assert lines[1].endswith("either may be exported")  # as many changes: nothing to prefer
     lines = winner_lines(_with_configs([1000.0, 1505.0, 1300.0], [baseline, three, two]))
     assert len(lines) == 1  # not tied: the winner alone
+
+
+def test_a_noise_stated_in_the_space_holds_until_re_measures_measure_one() -> None:
+    from tuner.study.record import STATED_NOISE
+
+    study = _study([1000.0, 1040.0], {}, emulated=False)
+    assert study_noise(study).relative == pytest.approx(0.02)  # nothing stated, nothing measured
+    study.set_user_attr(STATED_NOISE, 0.06)
+    noise = study_noise(study)
+    assert noise.relative == pytest.approx(0.06) and "stated in the search space" in noise.source
+    # 4% apart: not a close pair at 2%, a close pair at the stated 6%
+    pair = close_pair(records(study), noise.relative)
+    assert pair is not None and [r.number for r in pair] == [1, 0]
+    assert close_pair(records(study), 0.02) is None
+    study.set_user_attr(REPEATS, {"1": {"values": [1040.0, 1030.0, 1035.0], "failed": []}})
+    assert "measured over 1" in study_noise(study).source  # the study's own, once it has one

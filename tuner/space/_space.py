@@ -302,7 +302,8 @@ class SearchSpace:
         """SHA-256 over what makes results comparable: engine, server command, fixed flags and
         environment, patches, parameters, constraints, baseline, workload, objective and probe
         (whose reference outputs come from the baseline's run). Not the host, port, timeouts,
-        name or descriptions; key order in the file does not matter."""
+        the host's stated noise (``objective.noise``), name or descriptions; key order in the
+        file does not matter."""
         model = self.model
         payload = {
             "engine": model.engine,
@@ -315,7 +316,8 @@ class SearchSpace:
             "constraints": [c.model_dump() for c in model.constraints],
             "baseline": self.baseline.to_dict(),
             "workload": _without_added_defaults(model.workload.model_dump(), "workload"),
-            "objective": _without_added_defaults(model.objective.model_dump(), "objective"),
+            # the host's stated noise judges a close pair, it changes no measurement
+            "objective": _without_added_defaults(model.objective.model_dump(exclude={"noise"}), "objective"),
             "probe": model.probe.model_dump(),
         }
         if model.server.model_path is not None:  # left out when absent: older studies resume

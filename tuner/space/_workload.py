@@ -243,9 +243,17 @@ class Objective(StrictModel):
     minimize: Literal["p99_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "median_ttft_ms"] | None = None
     patience: Patience | None = None
     goodput: GoodputSearch = GoodputSearch()
+    # The host's run-to-run noise as a share of a figure (0.05: two runs of one configuration
+    # differ by about 5%), when known (from `tuner bench` repeats, an earlier study): what a close
+    # best and runner-up are judged by until the study has re-measured its own; unset: 2% assumed.
+    noise: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _goodput_needs_an_slo(self) -> Objective:
+        if self.noise is not None and self.noise >= 0.5:
+            raise FieldProblem(f"{self.noise:g} is a share of a figure, not a percent",
+                               f"write {self.noise / 100:g} for {self.noise:g}%" if self.noise < 50
+                               else "use a share below 0.5 (0.05: 5%)", at=("noise",))
         if self.metric == "goodput" and self.slo.empty:
             raise FieldProblem("goodput needs an SLO",
                                "set objective.slo.p99_ttft_ms, median_tpot_ms or p99_tpot_ms",
@@ -262,6 +270,6 @@ ADDED_DEFAULTS: dict[str, dict[str, Any]] = {
     "workload": {"dataset": None, "arrival": "poisson",
                  "max_concurrency": 1024, "rate_level_s": 60.0, "model": None},
     "workload.emulated": {"max_concurrency": None, "rate_level_s": None},
-    "objective": {"goodput": GoodputSearch().model_dump()},
+    "objective": {"goodput": GoodputSearch().model_dump(), "noise": None},
     "objective.slo": {"p99_tpot_ms": None},
 }

@@ -21,7 +21,7 @@ from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
 from tuner.study.loop._confirm import Confirmation
-from tuner.study.record import TOKENS_PER_JOULE, load_summary
+from tuner.study.record import STATED_NOISE, TOKENS_PER_JOULE, load_summary
 from tuner.study.trial import (
     GATE_EXPLORE,
     BaselinePruner,
@@ -116,6 +116,7 @@ def open_study(space: Any, target: Target, options: OptimizeOptions, strategy: S
             "emulated": target.emulated,
             "time_scale": target.time_scale.factor,
             "host": target.host.name,
+            STATED_NOISE: space.objective.noise,
         },
     )
 

@@ -57,6 +57,7 @@ from tuner.study.record._keys import (
     ENGINE,
     TIME_SCALE,
     REPEATS,
+    STATED_NOISE,
 )
 from tuner.study.record._write import (
     LEVEL_FIGURES,
@@ -163,6 +164,7 @@ __all__ = [
     "ENGINE",
     "TIME_SCALE",
     "REPEATS",
+    "STATED_NOISE",
     "LEVEL_FIGURES",
     "level_figures",
     "scrubbing",

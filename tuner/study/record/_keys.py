@@ -15,7 +15,7 @@ __all__ = [
     "PATCH_CHECKSUMS", "READY_S", "HOST_SECONDS", "HANDOVER_WAIT_S", "LOG_EXCERPT", "LOG_FILE",
     "SERVER_LOG_MTIME", "ENGINE_VERSION", "PROBE_OUTPUTS", "NOTE", "GOODPUT", "VALIDATION",
     "REUSED_ATTRS", "KEPT_ON_RETRY",
-    "PROBE_REFERENCE", "FINGERPRINT", "SPACE_FILE", "ENGINE", "TIME_SCALE", "REPEATS",
+    "PROBE_REFERENCE", "FINGERPRINT", "SPACE_FILE", "ENGINE", "TIME_SCALE", "REPEATS", "STATED_NOISE",
 ]
 
 # -- attribute names (user attributes of a trial) ------------------------------------------------
@@ -72,4 +72,5 @@ FINGERPRINT = "tuner_fingerprint"  # str: the search space's and workload's fing
 SPACE_FILE = "space_file"  # str: the search-space YAML
 ENGINE = "engine"  # str: the engine profile's name
 TIME_SCALE = "time_scale"  # float: the emulator's time scale K (1: a real host)
+STATED_NOISE = "stated_noise"  # float | None: the search space's objective.noise (the host's run-to-run noise)
 REPEATS = "repeats"  # dict: trial number -> a close winner's re-measured runs (values, failed, host_seconds)

@@ -2,8 +2,9 @@
 
 An emulated study's stated noise (the emulator's ``noise.py``: sd 2% per server run, 1% per
 stretch, so 2.2%), else the largest relative spread measured over the study's re-measured
-trials, else :data:`ASSUMED_NOISE` (a real restart differs by a percent or two: assumed, until
-repeats are measured).
+trials, else the noise the search space states for its host (``objective.noise``), else
+:data:`ASSUMED_NOISE` (a real restart differs by a percent or two: assumed, until repeats are
+measured; vLLM on this machine's CPU measured 5.2%, so a noisy host should state its own).
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ class Noise:
     source: str
 
 
-def noise_of(found: Iterable[TrialRecord], emulated: bool) -> Noise:
-    """The noise of a study whose trials are ``found`` (see the module docstring)."""
+def noise_of(found: Iterable[TrialRecord], emulated: bool, stated: float | None = None) -> Noise:
+    """The noise of a study whose trials are ``found``; ``stated``: the search space's
+    ``objective.noise`` (see the module docstring)."""
     if emulated:
         return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
     measured = [s.relative for r in found if (s := r.spread()) is not None and s.runs > 1]
     if measured:
         return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")
+    if stated:
+        return Noise(float(stated), "stated in the search space (objective.noise; no re-measures yet)")
     return Noise(ASSUMED_NOISE, "assumed (no re-measures yet)")

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.record._keys import EMULATED
+from tuner.study.record._keys import EMULATED, STATED_NOISE
 from tuner.study.record._noise import Noise, noise_of
 from tuner.study.record._outcome import Outcome
 from tuner.study.record._record import TrialRecord, read_record
@@ -100,7 +100,7 @@ class StudyView:
     def noise(self) -> Noise:
         """The study's run-to-run noise (:mod:`tuner.study.record._noise`): what a figure's
         spread is never below, and what ranks re-measured trials."""
-        return noise_of(self.records, self.emulated)
+        return noise_of(self.records, self.emulated, self.attrs.get(STATED_NOISE))
 
     @property
     def emulated(self) -> bool:

@@ -79,7 +79,11 @@ def _simpler(winner: TrialRecord, other: TrialRecord, baseline: TrialRecord | No
     if mine == theirs:
         return ""
     if mine < theirs:
-        return (f"; trial {winner.number} is also the simpler ({mine} settings changed from the "
+        return (f"; trial {winner.number} is also the simpler ({_settings(mine)} changed from the "
                 f"baseline against {theirs})")
-    return (f"; trial {other.number} is the simpler ({theirs} settings changed from the baseline "
+    return (f"; trial {other.number} is the simpler ({_settings(theirs)} changed from the baseline "
             f"against {mine}): `tuner export --trial {other.number}`")
+
+
+def _settings(count: int) -> str:
+    return f"{count} setting" if count == 1 else f"{count} settings"
