@@ -12,7 +12,8 @@ configuration), a trial measured once that is now close gets the re-runs left.
 host time. The optimize loop stops searching as soon as the trials left are no more than the
 re-measures the close pair needs, provided the search has run at least twice as many (so
 re-measures take at most a third of the budget: with the default 3 runs, from ``--trials 12``);
-when the pair is not close, every trial of the budget searches. A re-run is not a new Optuna trial: its values are stored on the original
+when the pair is not close, every trial of the budget searches, and when the re-runs read the
+pair apart before the trials left are spent, the rest search again. A re-run is not a new Optuna trial: its values are stored on the original
 trial (the study's ``repeats`` attribute, :mod:`tuner.study.record._spread`), its server logs under
 ``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
 

@@ -136,7 +136,8 @@ def optimize_study(
     skipped like a constraint: that dimension is pinned to "not patched" for this run. With
     ``feasibility``, a sampled configuration too much like failed ones is recorded PRUNED
     (``pruned_by: feasibility``) without running; the baseline and queued ones always run.
-    With ``confirm``, the end of the budget re-measures a close best and runner-up.
+    With ``confirm``, the end of the budget re-measures a close best and runner-up; when their
+    re-runs read them apart before the budget is spent, the rest of it searches again.
     """
     strategy = strategy or StudySampler(study)
     summary = OptimizeSummary()
@@ -144,68 +145,76 @@ def optimize_study(
     patience = Patience(space.objective.patience)
     idle = refused = 0  # asks in a row that reused a settled configuration / were refused
     progress.run_started(n_trials, study)
-    while summary.ran < n_trials and not patience.exhausted:
-        if confirm is not None and confirm.stop_search(summary.ran, n_trials):
-            break  # the trials left re-measure the close pair
-        fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
-        wait_for_probe_reference(study, space, say=progress.console.print)
-        require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
-        require_baseline_goodput(study, space)  # a baseline that met no rate: no floor to judge by
-        view = read_view(study, space)  # once per iteration: other workers' results too
-        finished = view.finished_by_key()
-        queue_proposal(study, space, strategy, view, progress.console)
-        trial = study.ask()
-        try:
-            is_baseline = bool(trial.user_attrs.get(IS_BASELINE))
-            chosen_by, sampled = why_chosen(trial, strategy)
-            config = space.suggest(trial)
-            key = config.key()
-            store(trial, CONFIG, dict(config))
-            store(trial, CONFIG_KEY, key)
-            store(trial, CHOSEN_BY, chosen_by)
-            store(trial, WORKER, worker_id())
-            store(trial, HOST, runner.target.host.name)
-            store(trial, EMULATED, runner.target.emulated)
-            earlier = finished.get(key)
-            gate = _feasibility(feasibility, sampled, config, earlier)
-            settled = outcome_without_running(
-                space, config, is_baseline=is_baseline, unavailable_patches=unavailable_patches,
-                gate=gate, earlier=view.frozen(earlier.number) if earlier is not None else None,
-            )
-            if settled is not None:
-                write_outcome(study, trial, settled)
-                summary.settled(settled.outcome)
-                if settled.outcome in (Outcome.CONSTRAINT, Outcome.GATED):
-                    refused += 1
+    while True:  # search, re-measure a close pair, and search on if its re-runs end early
+        while summary.ran + summary.remeasured < n_trials and not patience.exhausted:
+            if confirm is not None and confirm.stop_search(summary.ran, n_trials - summary.remeasured):
+                break  # the trials left re-measure the close pair
+            fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
+            wait_for_probe_reference(study, space, say=progress.console.print)
+            require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
+            require_baseline_goodput(study, space)  # a baseline that met no rate: no floor to judge by
+            view = read_view(study, space)  # once per iteration: other workers' results too
+            finished = view.finished_by_key()
+            queue_proposal(study, space, strategy, view, progress.console)
+            trial = study.ask()
+            try:
+                is_baseline = bool(trial.user_attrs.get(IS_BASELINE))
+                chosen_by, sampled = why_chosen(trial, strategy)
+                config = space.suggest(trial)
+                key = config.key()
+                store(trial, CONFIG, dict(config))
+                store(trial, CONFIG_KEY, key)
+                store(trial, CHOSEN_BY, chosen_by)
+                store(trial, WORKER, worker_id())
+                store(trial, HOST, runner.target.host.name)
+                store(trial, EMULATED, runner.target.emulated)
+                earlier = finished.get(key)
+                gate = _feasibility(feasibility, sampled, config, earlier)
+                settled = outcome_without_running(
+                    space, config, is_baseline=is_baseline, unavailable_patches=unavailable_patches,
+                    gate=gate, earlier=view.frozen(earlier.number) if earlier is not None else None,
+                )
+                if settled is not None:
+                    write_outcome(study, trial, settled)
+                    summary.settled(settled.outcome)
+                    if settled.outcome in (Outcome.CONSTRAINT, Outcome.GATED):
+                        refused += 1
+                    else:
+                        idle += 1
+                    progress.trial_skipped(trial.number, settled.message)
                 else:
-                    idle += 1
-                progress.trial_skipped(trial.number, settled.message)
-            else:
-                if gate is not None and gate.note is not None:
-                    chosen_by = f"{chosen_by}; {gate.note}"
-                    store(trial, CHOSEN_BY, chosen_by)
-                idle = refused = 0
-                summary.ran += 1
-                with get_heartbeat_thread(trial._trial_id, study._storage):
-                    if not is_baseline:  # another worker may have asked for the baseline between
-                        _await_reference(study, space, trial, progress)  # the wait above and ask
-                    state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
-                                     progress)
-                summary.states[state.name] = summary.states.get(state.name, 0) + 1
-                frozen = study._storage.get_trial(trial._trial_id)
-                if feasibility is not None:
-                    feasibility.record_trial(frozen)
-                patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
-        except KeyboardInterrupt:
-            _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
-            raise
-        if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
-            summary.exhausted = True
+                    if gate is not None and gate.note is not None:
+                        chosen_by = f"{chosen_by}; {gate.note}"
+                        store(trial, CHOSEN_BY, chosen_by)
+                    idle = refused = 0
+                    summary.ran += 1
+                    with get_heartbeat_thread(trial._trial_id, study._storage):
+                        if not is_baseline:  # another worker may have asked for the baseline between
+                            _await_reference(study, space, trial, progress)  # the wait above and ask
+                        state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
+                                         progress)
+                    summary.states[state.name] = summary.states.get(state.name, 0) + 1
+                    frozen = study._storage.get_trial(trial._trial_id)
+                    if feasibility is not None:
+                        feasibility.record_trial(frozen)
+                    patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
+            except KeyboardInterrupt:
+                _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
+                raise
+            if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
+                summary.exhausted = True
+                break
+        require_baseline_goodput(study, space)  # also when the baseline was the run's last trial
+        summary.patience_stop = patience.exhausted
+        if confirm is None:
             break
-    require_baseline_goodput(study, space)  # also when the baseline was the run's last trial
-    summary.patience_stop = patience.exhausted
-    if confirm is not None:
-        summary.remeasured = confirm.run(runner, n_trials - summary.ran, progress)
+        left = n_trials - summary.ran - summary.remeasured
+        made = confirm.run(runner, left, progress)
+        summary.remeasured += made
+        # the re-runs read the pair apart before the budget was spent (no close pair is left to
+        # re-measure: not a host that failed): the rest of the budget searches again
+        if not (0 < made < left) or confirm.needed() or summary.exhausted or patience.exhausted:
+            break
     progress.run_finished(summary)
     return summary
 
