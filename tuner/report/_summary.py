@@ -76,11 +76,10 @@ def _cards(view: StudyView) -> str:
     counts = view.state_counts()
     if best is not None and best.value is not None:
         # a re-measured winner by the mean of its runs: its first run alone may be its luckiest
-        figure = best.mean_value if best.mean_value is not None else best.value
-        runs = best.spread().runs if best.spread() is not None else 1
-        gain = f"{figure / base:.2f}x the baseline" if base else "no baseline measured"
-        over = f" · mean of {runs} runs" if runs > 1 else ""
-        best_card = _card(f"best stable{label}", _tps(figure), f"trial {best.number}{over} · {gain}")
+        spread = best.spread()  # not None: the best has a value
+        gain = f"{spread.mean / base:.2f}x the baseline" if base else "no baseline measured"
+        over = f" · mean of {spread.runs} runs" if spread.runs > 1 else ""
+        best_card = _card(f"best stable{label}", _tps(spread.mean), f"trial {best.number}{over} · {gain}")
     else:
         best_card = _card(
             f"best stable{label}", "none yet", "no trial completed with every level clean"

@@ -249,11 +249,15 @@ class Objective(StrictModel):
     noise: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
-    def _goodput_needs_an_slo(self) -> Objective:
+    def _noise_is_a_share(self) -> Objective:
         if self.noise is not None and self.noise >= 0.5:
             raise FieldProblem(f"{self.noise:g} is a share of a figure, not a percent",
                                f"write {self.noise / 100:g} for {self.noise:g}%" if self.noise < 50
                                else "use a share below 0.5 (0.05: 5%)", at=("noise",))
+        return self
+
+    @model_validator(mode="after")
+    def _goodput_needs_an_slo(self) -> Objective:
         if self.metric == "goodput" and self.slo.empty:
             raise FieldProblem("goodput needs an SLO",
                                "set objective.slo.p99_ttft_ms, median_tpot_ms or p99_tpot_ms",

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import sqrt
 from statistics import fmean
 from typing import Any
 
@@ -33,6 +32,7 @@ from tuner.study.record._keys import EMULATED
 from tuner.study.record._level import clean_levels
 from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import records, stable_candidates
+from tuner.study.record._spread import rank_of
 from tuner.study.record._winner import study_noise
 
 __all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "figure_text", "load_contrast", "load_summary"]
@@ -74,12 +74,6 @@ def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> di
     return {c: fmean(values) for c, values in _by_run(record, metric, max_failed_fraction).items()}
 
 
-def _ranked(record: TrialRecord, figures: list[float], noise: float) -> tuple[float, float, int]:
-    """A level's rank, as :meth:`TrialRecord.rank` ranks the winner: the mean less one
-    standard error at the study's noise, then the mean, then the runs."""
-    mean = fmean(figures)
-    return (mean - mean * noise / sqrt(len(figures)), mean, len(figures))
-
 
 def _unstable_why(record: TrialRecord) -> str:
     if record.state == TrialState.FAIL:
@@ -98,10 +92,11 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
     Raises:
         ConfigError: no stable trial measured that level (the message lists those measured).
     """
-    measured = [(r, runs) for r in stable_candidates(records)
-                if (runs := _by_run(r, metric, max_failed_fraction).get(concurrency))]
-    measured.sort(key=lambda pair: _ranked(pair[0], pair[1], noise), reverse=True)
-    ranked = [(r, fmean(runs)) for r, runs in measured]
+    candidates = [(r, runs) for r in stable_candidates(records)
+                  if (runs := _by_run(r, metric, max_failed_fraction).get(concurrency))]
+    # ranked as the winner is (TrialRecord.rank): a first run alone does not outrank a mean
+    candidates.sort(key=lambda pair: rank_of(fmean(pair[1]), len(pair[1]), noise), reverse=True)
+    ranked = [(r, fmean(runs)) for r, runs in candidates]
     if not ranked:
         measured = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
         raise ConfigError(
@@ -117,7 +112,7 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
         and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
     )
     return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded,
-                    len(measured[0][1]))
+                    len(candidates[0][1]))
 
 
 def best_by_load(records: Sequence[TrialRecord], metric: str = "output_throughput",

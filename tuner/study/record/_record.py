@@ -7,7 +7,6 @@ stored attributes into its fields.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from tuner.study.record._keys import (
 )
 from tuner.study.record._level import Level, clean_levels, read_levels
 from tuner.study.record._outcome import Outcome, outcome_of
-from tuner.study.record._spread import Spread, spread_of
+from tuner.study.record._spread import Spread, rank_of, spread_of
 from tuner.study.record._write import observation_sources
 from tuner.study.strategies._legacy_moves import read_move
 from tuner.study.strategies._moves import Move
@@ -144,7 +143,7 @@ class TrialRecord:
         spread = self.spread()
         if spread is None:
             return (0.0, 0.0, 0)
-        return (spread.mean * (1.0 - noise / math.sqrt(spread.runs)), spread.mean, spread.runs)
+        return rank_of(spread.mean, spread.runs, noise)
 
 
 def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,

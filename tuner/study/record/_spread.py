@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import sqrt
 from statistics import fmean, stdev
 from typing import Any
 
-__all__ = ["Spread", "spread_of", "tied"]
+__all__ = ["Spread", "rank_of", "spread_of", "tied"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,10 @@ def spread_of(value: float | None, repeats: Mapping[str, Any] | None, noise: flo
 def tied(a: Spread, b: Spread) -> bool:
     """Whether each mean lies within the other's spread (the order cannot be told)."""
     return abs(a.mean - b.mean) <= min(a.sd, b.sd)
+
+
+def rank_of(mean: float, runs: int, noise: float) -> tuple[float, float, int]:
+    """What ranks a figure measured over ``runs`` runs: its ``mean`` less one standard error of
+    that mean at the study's relative ``noise`` (``mean x noise / sqrt(runs)``), then the mean,
+    then the runs (see :meth:`tuner.study.record.TrialRecord.rank`)."""
+    return (mean * (1.0 - noise / sqrt(runs)), mean, runs)
