@@ -27,6 +27,10 @@ import pytest
 
 from tests.support.sshd import SSHD_BINARY, SshServer
 
+# The host fixtures (``host`` on both transports, ``run_root``, ``servers``), for every package
+# whose module runs on a host (tests/host, tests/lifecycle, tests/patches, ...).
+pytest_plugins = ["tests.support.host"]
+
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:

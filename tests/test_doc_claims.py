@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.space.helpers import GLM5
+from tests.support.space import GLM5
 from tuner.space import load_space
 from tuner.study.strategies import DEFAULT_STRATEGY, STRATEGIES
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.emulator.helpers import Emulator, emulator_with_keys
+from tests.support.emulator import Emulator, emulator_with_keys
 
 API_KEY = "sk-emulated-5e1f0c2a"
 ADMIN_KEY = "admin-emulated-77d3b9e4"

@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import Emulator, force_allreduce, patch_gate
-from tuner.emulator import prepare_host_root
+from tests.support.emulator import Emulator, prepare_calibration_host
 from tuner.emulator.calibration import CALIBRATION_POINTS, CRASH, WORKLOAD, CalibrationPoint
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 
@@ -31,16 +29,6 @@ TIME_SCALES = {"B": 50.0, "N-off": 20.0, "N-on": 20.0, "N-on-unpatched": 20.0, "
 STREAM_INTERVAL = "64"
 SEED = 2  # its run-to-run noise factor is within 1% of 1 for every point: the table is checked
 # here, the noise in test_perf_model
-
-
-def prepare(point: CalibrationPoint, root: Path) -> dict[str, str]:
-    """An emulated host whose sglang carries the point's patches."""
-    env = prepare_host_root(root)
-    if point.patched_gate:
-        patch_gate(root / "site")
-    if point.forced_allreduce:
-        force_allreduce(root / "site")
-    return env
 
 
 def measure(base_url: str, concurrency: int) -> LevelMetrics:
@@ -59,7 +47,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Emul
         for point in CALIBRATION_POINTS:
             root = tmp_path_factory.mktemp(point.id)
             argv = [*point.full_argv(), "--stream-interval", STREAM_INTERVAL]
-            started[point.id] = Emulator(argv, root, env=prepare(point, root / "host"),
+            started[point.id] = Emulator(argv, root, env=prepare_calibration_host(point, root / "host"),
                                          time_scale=TIME_SCALES[point.id], seed=SEED).start()
         for emulator in started.values():  # no measurement while another one still starts
             assert emulator.wait_ready(120), emulator.log()[-3000:]

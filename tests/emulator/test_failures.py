@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, REPO, Emulator, patch_gate, post_json
+from tests.support.emulator import BASE_ARGV, REPO, Emulator, patch_gate, post_json
 from tuner.emulator import prepare_host_root
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import Emulator
-from tests.emulator.test_calibration import prepare
+from tests.support.emulator import Emulator, prepare_calibration_host
 from tuner.emulator import predict_throughput
 from tuner.emulator.calibration import point
 from tuner.emulator.fit import _flags
@@ -28,7 +27,7 @@ TOLERANCE = 0.10
 
 def measure(tmp_path: Path, point_id: str, concurrency: int) -> tuple[LevelMetrics, float]:
     row = point(point_id)
-    env = prepare(row, tmp_path / "host")
+    env = prepare_calibration_host(row, tmp_path / "host")
     spec = LevelSpec(concurrency=concurrency, num_requests=concurrency, input_len=256,
                      output_len=256, time_limit_s=36_000, warmup=8)
     with Emulator([*row.full_argv(), "--stream-interval", "64"], tmp_path, env=env,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, get_json, patch_gate
+from tests.support.emulator import BASE_ARGV, get_json, patch_gate
 from tests.support.sshd import free_port
 from tuner.emulator import prepare_host_root
 from tuner.host import Host, HostSpec, open_host

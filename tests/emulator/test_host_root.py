@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.emulator.helpers import (BASE_ARGV, Emulator, force_allreduce, get_json,
+from tests.support.emulator import (BASE_ARGV, Emulator, force_allreduce, get_json,
                                     patch_gate)
 from tuner.emulator import prepare_host_root
 

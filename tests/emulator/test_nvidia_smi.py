@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator
+from tests.support.emulator import BASE_ARGV, Emulator
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import GPU
 from tuner.loadgen import LevelSpec, run_level

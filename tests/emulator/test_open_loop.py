@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator
+from tests.support.emulator import BASE_ARGV, Emulator
 from tuner.loadgen import LevelSpec, run_level
 from tuner.loadgen._level_figures import level_metrics
 from tuner.loadgen._share import measure_share

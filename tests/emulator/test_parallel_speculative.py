@@ -8,7 +8,7 @@ import random
 import optuna
 import pytest
 
-from tests.space.helpers import GLM5
+from tests.support.space import GLM5
 from tuner.emulator.perf_model import Failure, build_engine, predict_throughput
 from tuner.emulator.speculative import Speculation, decode_log_fields, speculative_metrics
 from tuner.space import load_space

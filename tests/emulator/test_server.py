@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, get_json, patch_gate, post_json
+from tests.support.emulator import BASE_ARGV, Emulator, get_json, patch_gate, post_json
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import KV
 

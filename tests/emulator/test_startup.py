@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, patch_gate
+from tests.support.emulator import BASE_ARGV, Emulator, patch_gate
 from tuner.emulator import prepare_host_root
 from tuner.emulator.calibration import STARTUP
 from tuner.engines import load_profile

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import host_fields, run_killed_tuner, wait_until
+from tests.support.host import host_fields, run_killed_tuner, wait_until
 from tuner import doctor
 from tuner.host import Host, HostBusy, HostClaim, read_claim
 

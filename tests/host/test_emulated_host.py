@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.host.conftest import group_members, wait_until
+from tests.support.host import group_members, wait_until
 from tests.support.sshd import free_port
 from tuner import doctor
 from tuner.emulator import host_root

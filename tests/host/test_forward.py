@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV
-from tests.host.conftest import ssh_spec
+from tests.support.emulator import BASE_ARGV
+from tests.support.host import ssh_spec
 from tests.support.sshd import free_port
 from tuner.emulator import prepare_host_root
 from tuner.engines import load_profile

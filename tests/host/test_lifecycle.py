@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import (
+from tests.support.host import (
     PYTHON,
     fake_server_argv,
     group_members,

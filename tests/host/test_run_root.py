@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.host.conftest import REPO
+from tests.support.host import REPO
 from tuner.errors import ConfigError
 from tuner.host import Host, HostSpec, open_host
 from tuner.host._run_root import DEFAULT_RUN_ROOT

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.conftest import fake_server_argv, group_members, ssh_spec, wait_until
+from tests.support.host import fake_server_argv, group_members, ssh_spec, wait_until
 from tests.support.sshd import SSHD_BINARY, SshServer, free_port
 from tuner.errors import ConfigError, HostError
 from tuner.host import HostSpec, SshHost, open_host

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import Emulator, emulator_with_keys
-from tests.loadgen.test_cli_bench import RUN_TUNER
+from tests.support.emulator import Emulator, emulator_with_keys
+from tests.support.tuner_bench import RUN_TUNER
 from tuner.errors import TunerError
 from tuner.loadgen import LevelSpec, auth_headers, run_level
 from tuner.loadgen.bench_serving import run_bench_serving

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loadgen.test_cli_bench import tuner_bench
+from tests.support.tuner_bench import tuner_bench
 from tests.support.strict_openai_server import StrictServer
 from tuner.loadgen import Dialect, LevelSpec, complete, run_level
 from tuner.space import load_space

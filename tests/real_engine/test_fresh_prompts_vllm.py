@@ -32,7 +32,8 @@ import yaml
 
 from tests.real_engine.conftest import VLLM_PYTHON
 from tests.support.sshd import free_port
-from tests.traffic.test_goodput import GLM5, _Session
+from tests.support.space import GLM5
+from tests.support.trial_session import SearchSession
 from tuner.errors import ServerFailure
 from tuner.loadgen import LevelMetrics, LevelSpec, run_level
 from tuner.space import load_space
@@ -166,7 +167,7 @@ def test_the_goodput_search_s_levels_find_nothing_in_the_cache(vllm: _Vllm, tmp_
 
     runner = Runner()
     try:
-        measure_goodput(runner, runner.study.ask(), _Session(), space.workload_for(False))
+        measure_goodput(runner, runner.study.ask(), SearchSession(), space.workload_for(False))
     except (ServerFailure, optuna.TrialPruned):  # how the levels were judged is not the point
         pass
     print(f"share of prompt tokens from the cache, per level: {[f'{s:.0%}' for s in runner.shares]}")

@@ -1,6 +1,6 @@
 """Fixtures of the report tests: a synthetic study in real SQLite, and the `tuner` command.
 
-``synthetic`` builds :mod:`tests.report.study_factory`'s study in a fresh SQLite file, once a
+``synthetic`` builds :mod:`tests.support.study_factory`'s study in a fresh SQLite file, once a
 session; ``tuner`` runs the real command line (``python -m tuner``) in ``tmp_path`` and
 returns the finished process.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.report.browser import CHROMIUM
-from tests.report.study_factory import STUDY_NAME, make_study
+from tests.support.browser import CHROMIUM
+from tests.support.study_factory import STUDY_NAME, make_study
 
 REPO = Path(__file__).resolve().parents[2]
 GLM5 = REPO / "search_spaces" / "glm5.yaml"

@@ -5,7 +5,7 @@ Usage::
     python -m tests.report.make_screenshot [--storage sqlite:///studies/glm5-emulated.db]
         [--study-name glm5] [--out docs/report.png]
 
-Without ``--storage`` the synthetic study of :mod:`tests.report.study_factory` is shown.
+Without ``--storage`` the synthetic study of :mod:`tests.support.study_factory` is shown.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import optuna
 
-from tests.report.browser import screenshot
-from tests.report.study_factory import make_study
+from tests.support.browser import screenshot
+from tests.support.study_factory import make_study
 from tuner.report import write_report
 from tuner.study.storage import load_existing_study
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.report.browser import inspect_page
-from tests.report.processes import group_members
-from tests.report.test_dashboard import check_dashboard_shows_study
+from tests.support.browser import inspect_page
+from tests.support.processes import group_members
+from tests.support.dashboard import check_dashboard_shows_study
 from tests.study.conftest import EmulatedStudy
 from tuner.report import FIGURE_COUNT
 from tuner.study.record import level_figures

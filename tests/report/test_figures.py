@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tests.report.study_factory import BASELINE, DISTRIBUTIONS, level_dict
+from tests.support.study_factory import BASELINE, DISTRIBUTIONS, level_dict
 from tuner.report import FIGURE_COUNT, build_report, pareto_front
 from tuner.report._fig_failures import BINS, failure_reason_figure, outcome_table, value_groups
 from tuner.report._fig_levels import concurrency_figure, gpu_figure, latency_figure

@@ -7,8 +7,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.report.browser import inspect_page
-from tests.report.study_factory import BASELINE, DISTRIBUTIONS, level_dict
+from tests.support.browser import inspect_page
+from tests.support.study_factory import BASELINE, DISTRIBUTIONS, level_dict
 from tuner.report import FIGURE_COUNT, write_report
 
 pytestmark = pytest.mark.browser

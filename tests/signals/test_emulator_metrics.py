@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.emulator.helpers import BASE_ARGV, Emulator, get_json
+from tests.support.emulator import BASE_ARGV, Emulator, get_json
 from tuner.engines import load_profile
 from tuner.loadgen import LevelSpec, run_level
 from tuner.signals import LogObserver, MetricsObserver, Source, level_observations, sample_metrics

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.space.helpers import GLM5
+from tests.support.space import GLM5
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from tests.space.helpers import small_space
+from tests.support.space import small_space
 from tuner.errors import ConfigError
 from tuner.space import Violation, load_space
 from tuner.space._conditions import parse_condition

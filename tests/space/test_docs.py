@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import yaml
 
-from tests.space.helpers import REPO
+from tests.support.space import REPO
 from tuner.space import load_space
 
 DOC = REPO / "docs" / "search-space.md"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.space.helpers import GLM5
+from tests.support.space import GLM5
 from tuner.space import load_space
 
 

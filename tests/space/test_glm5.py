@@ -8,7 +8,7 @@ from itertools import pairwise
 import optuna
 import pytest
 
-from tests.space.helpers import GLM5, REFERENCE, REPO
+from tests.support.space import GLM5, REFERENCE, REPO
 from tuner.space import load_space
 
 SGLANG_MD = REFERENCE / "sglang.md"

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from tests.space.helpers import REPO, small_space
+from tests.support.space import REPO, small_space
 from tuner.errors import ConfigError
 from tuner.space import load_space
 from tuner.space._space import _param_payload

@@ -8,7 +8,7 @@ import pickle
 import optuna
 import pytest
 
-from tests.space.helpers import GLM5, small_space
+from tests.support.space import GLM5, small_space
 from tuner.errors import ConfigError
 from tuner.space import Config, load_space
 

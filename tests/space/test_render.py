@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import pytest
 
-from tests.space.helpers import small_space
+from tests.support.space import small_space
 from tuner.errors import ConfigError
 from tuner.space import MASK, load_space
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.space.helpers import GLM5, REPO
+from tests.support.space import GLM5, REPO
 from tuner.errors import ConfigError
 from tuner.space import load_space
 

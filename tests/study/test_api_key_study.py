@@ -16,7 +16,7 @@ import yaml
 from optuna.trial import TrialState
 
 from tests.study.conftest import GLM5
-from tests.study.test_optimize_emulated import QUICK
+from tests.support.studies import QUICK
 
 API_KEY = "sk-study-test-91c0ffee"
 

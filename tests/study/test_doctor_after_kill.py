@@ -10,9 +10,8 @@ import signal
 import pytest
 
 from tests.study.conftest import N_ON
-from tests.study.test_optimize_emulated import _emulator_pids
-from tests.study.test_ssh_studies import (GATE_FILE, SLOW, STANDIN_GATE, _background,
-                                          _wait_for_levels, ssh_args)
+from tests.support.studies import (GATE_FILE, SLOW, STANDIN_GATE, emulator_pids, optimize_over_ssh,
+                                   ssh_args, wait_for_levels)
 
 pytestmark = pytest.mark.sshd
 
@@ -20,17 +19,17 @@ pytestmark = pytest.mark.sshd
 def test_doctor_after_a_killed_tuner_says_what_optimize_will_do(emulated_study, sshd) -> None:
     run = emulated_study(workload__emulated=SLOW)
     run.enqueue(N_ON)  # needs the autotune gate patch
-    tuner = _background(run, sshd, 2)
+    tuner = optimize_over_ssh(run, sshd, 2)
     gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
     try:
-        _wait_for_levels(run, 1, 1)
+        wait_for_levels(run, 1, 1)
         os.kill(tuner.pid, signal.SIGKILL)  # the tuner alone: its server and patch stay
         tuner.communicate(timeout=30)
     finally:
         if tuner.poll() is None:
             os.killpg(tuner.pid, signal.SIGKILL)
     try:
-        assert _emulator_pids(run.port) and gate.read_bytes() != STANDIN_GATE.read_bytes()
+        assert emulator_pids(run.port) and gate.read_bytes() != STANDIN_GATE.read_bytes()
         doctor = run.run("doctor", str(run.path), "--emulate", "--port", str(run.port),
                          *ssh_args(sshd), env={"COLUMNS": "250"}, check=False)
         out = " ".join(doctor.stdout.split())  # rich wraps long lines
@@ -48,5 +47,5 @@ def test_doctor_after_a_killed_tuner_says_what_optimize_will_do(emulated_study, 
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     finally:
         run.optimize(1, *ssh_args(sshd))  # what the doctor promised
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []
     assert gate.read_bytes() == STANDIN_GATE.read_bytes()

@@ -16,14 +16,8 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_ON
-from tests.study.test_optimize_emulated import (
-    SMALL,
-    _emulator_pids,
-    _trials,
-    signalled,
-    tuner_with_a_server,
-)
-from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE, ssh_args
+from tests.support.studies import (GATE_FILE, SMALL, STANDIN_GATE, emulator_pids, signalled, ssh_args,
+                                   study_trials, tuner_with_a_server)
 from tuner.interrupts import PRESSES_TO_ABANDON
 
 
@@ -47,10 +41,10 @@ def test_ctrl_c_pressed_again_during_the_clean_up_leaves_nothing_behind(
     assert "tuner: stopping cleanly (interrupt 3 more times to abandon the clean-up)" in output
     assert "abandon" not in output.splitlines()[-1]
     assert output.rstrip().endswith("tuner: interrupted; the server was stopped and patches reverted")
-    assert _emulator_pids(run.port) == [], output
+    assert emulator_pids(run.port) == [], output
     assert gate.read_bytes() == STANDIN_GATE.read_bytes(), "the gate was left patched"
     assert not list(host_root.rglob("tuner.claim")), "the host claim was left behind"
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert trials[0].state == TrialState.FAIL
     assert trials[0].user_attrs["failure_reason"] == "interrupted"
 
@@ -70,8 +64,8 @@ def test_the_interrupt_that_abandons_the_clean_up_is_said_and_the_next_run_finis
     assert code == 130, output
     assert "tuner: clean-up abandoned" in output
     assert "the server was stopped and patches reverted" not in output
-    assert _emulator_pids(run.port), "abandoned in the middle of its stop, the server still runs"
+    assert emulator_pids(run.port), "abandoned in the middle of its stop, the server still runs"
     run.optimize(1, "--skip-doctor")
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []
     assert gate.read_bytes() == STANDIN_GATE.read_bytes()
-    assert any(t.state == TrialState.COMPLETE for t in _trials(run.study()))
+    assert any(t.state == TrialState.COMPLETE for t in study_trials(run.study()))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.report.browser import inspect_page
+from tests.support.browser import inspect_page
 from tests.study.conftest import GLM5, N_ON, EmulatedStudy
 from tuner.report import FIGURE_COUNT
 from tuner.study.record import REPEATS

@@ -15,10 +15,9 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-from tests.host.conftest import wait_until
+from tests.support.host import wait_until
 from tests.study.conftest import N_ON
-from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials
-from tests.study.test_ssh_studies import GATE_FILE, STANDIN_GATE, _wait_for_levels
+from tests.support.studies import GATE_FILE, SMALL, STANDIN_GATE, emulator_pids, study_trials, wait_for_levels
 from tests.support.sshd import free_port
 
 
@@ -45,7 +44,7 @@ def test_a_second_tuner_on_a_host_in_use_exits_and_the_first_runs_on(emulated_st
         cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
-        _wait_for_levels(run, 0, 3)  # the baseline is done: trial 1 starts, its patch applied
+        wait_for_levels(run, 0, 3)  # the baseline is done: trial 1 starts, its patch applied
         assert wait_until(lambda: gate.read_bytes() != STANDIN_GATE.read_bytes(), 60), "never patched"
         assert claim.is_file()
 
@@ -62,7 +61,7 @@ def test_a_second_tuner_on_a_host_in_use_exits_and_the_first_runs_on(emulated_st
         assert took < 30, f"the second tuner took {took:.1f} s to give up"
         assert first.poll() is None, "the first tuner should still be running"
         assert gate.read_bytes() != STANDIN_GATE.read_bytes()  # the first one's patch kept
-        assert _emulator_pids(other_port) == []
+        assert emulator_pids(other_port) == []
         intruder = optuna.load_study(study_name="intruder", storage=f"sqlite:///{run.dir}/intruder.db")
         assert intruder.get_trials() == []  # refused before its first trial
 
@@ -96,10 +95,10 @@ def test_a_second_tuner_on_a_host_in_use_exits_and_the_first_runs_on(emulated_st
     finally:
         _stop(first)
     assert first.returncode == 0, output
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert [t.state for t in trials[:2]] == [TrialState.COMPLETE, TrialState.COMPLETE], output
     assert not any(t.state == TrialState.FAIL for t in trials), output
     assert "took over" not in output
     assert not claim.exists()
     assert gate.read_bytes() == STANDIN_GATE.read_bytes()  # no patch left applied
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []

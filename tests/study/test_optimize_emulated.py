@@ -8,28 +8,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_OFF, N_ON, EmulatedStudy
-from tests.support.signals import sigint_default
-
-# One wave a level at K=50: short, and slow enough for the client to measure the model (the
-# client costs about 1 ms of CPU a request, 50 ms of host time here).
-SMALL = {"levels": [64, 256, 512], "output_len": 256, "requests_per_level": {"per_concurrency": 1, "min": 64},
-         "time_scale": 50, "stream_interval": 32}
-# For tests of what happens around the measurement (start-up failures, constraints, the probe,
-# reuse of the study, exports, secrets): short levels at K=200, nothing measured is asserted.
-QUICK = {"levels": [64, 256, 512], "output_len": 32, "requests_per_level": {"per_concurrency": 1, "min": 64},
-         "time_scale": 200, "stream_interval": 32}
-
-
-def _trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return study.get_trials(deepcopy=False)
-
+from tests.support.studies import QUICK, SMALL, emulator_pids, signalled, study_trials, tuner_with_a_server
 
 @pytest.fixture(scope="module")
 def seeds_winner_twice(
@@ -45,7 +30,7 @@ def seeds_winner_twice(
 
 def test_baseline_first_and_the_seeds_winner_completes(seeds_winner_twice) -> None:
     run, _ = seeds_winner_twice
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert trials[0].user_attrs["is_baseline"] is True
     assert trials[0].state == TrialState.COMPLETE
     assert trials[1].user_attrs["config"]["moe_runner_backend"] == "flashinfer_cutlass"
@@ -62,7 +47,7 @@ def test_baseline_first_and_the_seeds_winner_completes(seeds_winner_twice) -> No
 
 def test_identical_configuration_is_reused_not_rerun(seeds_winner_twice) -> None:
     run, result = seeds_winner_twice
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert [t.user_attrs.get("reused_from") for t in trials[:3]] == [None, None, 1]
     assert trials[2].state == TrialState.COMPLETE and trials[2].value == trials[1].value
     assert "reused" in result.stderr
@@ -85,7 +70,7 @@ def test_crash_under_load_fails_with_its_reason_on_the_first_level(emulated_stud
                                              "requests_per_level": {"per_concurrency": 2, "min": 128}})
     run.enqueue(N_OFF)
     run.optimize(2)
-    trial = _trials(run.study())[1]
+    trial = study_trials(run.study())[1]
     assert trial.state == TrialState.FAIL
     assert trial.user_attrs["failure_reason"] == "unstable-at-512"
     assert "PrefillMetadata" in trial.user_attrs["failure_excerpt"]
@@ -104,7 +89,7 @@ def test_out_of_memory_at_start_fails_fast(emulated_study) -> None:
     run.enqueue({"mem_fraction_static": 0.96})
     started = time.monotonic()
     run.optimize(2)
-    trial = _trials(run.study())[1]
+    trial = study_trials(run.study())[1]
     assert trial.state == TrialState.FAIL
     assert trial.user_attrs["failure_reason"] == "oom-at-start"
     assert "out of memory" in trial.user_attrs["failure_excerpt"].lower()
@@ -117,7 +102,7 @@ def test_constraint_skips_without_host_time(emulated_study) -> None:
     run = emulated_study(workload__emulated=QUICK)
     run.enqueue({"mem_fraction_static": 0.96})
     run.optimize(2)
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     skipped = trials[1]
     assert skipped.state == TrialState.PRUNED
     assert skipped.user_attrs["pruned_reason"].startswith("constraint: out of memory at start")
@@ -128,10 +113,10 @@ def test_wrong_output_is_caught_by_the_probe(emulated_study) -> None:
     run = emulated_study(workload__emulated=QUICK)
     run.enqueue({"attention_backend": "fa3"})
     run.optimize(2)
-    trial = _trials(run.study())[1]
+    trial = study_trials(run.study())[1]
     assert trial.state == TrialState.FAIL
     assert trial.user_attrs["failure_reason"] == "wrong-output"
-    assert trial.user_attrs["probe_outputs"] != _trials(run.study())[0].user_attrs["probe_outputs"]
+    assert trial.user_attrs["probe_outputs"] != study_trials(run.study())[0].user_attrs["probe_outputs"]
 
 
 def test_a_failed_baseline_stops_the_run_before_anything_is_left_unchecked(emulated_study) -> None:
@@ -144,7 +129,7 @@ def test_a_failed_baseline_stops_the_run_before_anything_is_left_unchecked(emula
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith("tuner: error: no probe reference: baseline trial 0 ended FAIL (oom-at-start)")
     assert "fix:" in error
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert [t.state for t in trials if t.state != TrialState.WAITING] == [TrialState.FAIL]
     assert not any(t.user_attrs.get("config", {}).get("attention_backend") == "fa3" for t in trials)
 
@@ -176,70 +161,18 @@ def test_secret_never_reaches_the_database_or_the_export(emulated_study) -> None
     assert "${HF_TOKEN:?" in text
 
 
-def _emulator_pids(port: int) -> list[int]:
-    """PIDs of emulators serving this test's port (read-only scan, never a kill by pattern)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"tuner.emulator" in argv and str(port).encode() in argv and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def tuner_with_a_server(run: Any, *args: str) -> subprocess.Popen[str]:
-    """``tuner ARGS`` started in the background in the study's folder, once its emulated server
-    runs (its output piped; its own session, so that a failed test can kill its group; SIGINT at
-    its default, as from a terminal, whatever this test run inherited)."""
-    command = sigint_default([sys.executable, "-m", "tuner", *args])
-    tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while not _emulator_pids(run.port) and time.monotonic() < deadline and tuner.poll() is None:
-        time.sleep(0.2)
-    if not _emulator_pids(run.port):
-        os.killpg(tuner.pid, signal.SIGKILL)
-        raise AssertionError(f"the emulated server never started: {tuner.communicate()[0]}")
-    return tuner
-
-
-def signalled(
-    tuner: subprocess.Popen[str], signum: int, after_s: float = 1.0, presses: int = 1, every_s: float = 0.0
-) -> tuple[int, str]:
-    """Send ``signum`` to the tuner after ``after_s``, ``presses`` times ``every_s`` apart (fewer
-    if it ends first); its exit code and output once it ended (SIGKILLed with its group if it
-    does not end within a minute)."""
-    try:
-        time.sleep(after_s)
-        for _ in range(presses):
-            if tuner.poll() is not None:
-                break
-            tuner.send_signal(signum)
-            time.sleep(every_s)
-        output, _ = tuner.communicate(timeout=60)
-    finally:
-        if tuner.poll() is None:
-            os.killpg(tuner.pid, signal.SIGKILL)
-    return tuner.returncode, output
-
-
 def test_ctrl_c_leaves_no_server_and_the_study_resumes(emulated_study) -> None:
     run = emulated_study(workload__emulated={**SMALL, "time_scale": 20})
     tuner = tuner_with_a_server(run, "optimize", str(run.path), "--trials", "3", "--emulate",
                                 "--port", str(run.port), "--seed", "7")
     code, output = signalled(tuner, signal.SIGINT)
     assert code == 130, output
-    assert _emulator_pids(run.port) == []
-    trials = _trials(run.study())
+    assert emulator_pids(run.port) == []
+    trials = study_trials(run.study())
     assert trials[-1].state == TrialState.FAIL
     assert trials[-1].user_attrs["failure_reason"] == "interrupted"
     run.optimize(1, "--skip-doctor")
-    after = _trials(run.study())
+    after = study_trials(run.study())
     assert any(t.state == TrialState.COMPLETE and t.user_attrs.get("is_baseline") for t in after)
 
 
@@ -258,16 +191,16 @@ def test_export_starts_the_emulator_until_ready(emulated_study) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "server ready" in done.stdout
     assert "patch autotune_gate: applied" in done.stdout
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []
 
 
 def test_warm_start_queues_an_earlier_studys_best(emulated_study, tmp_path: Path) -> None:
-    from tests.report.study_factory import make_study
+    from tests.support.study_factory import make_study
 
     earlier = tmp_path / "k2-thinking.db"
     make_study(f"sqlite:///{earlier}", study_name="earlier")
     run = emulated_study(workload__emulated=QUICK)
     result = run.optimize(1, "--warm-start", str(earlier))
     assert "warm start: queued" in result.stderr
-    queued = [t for t in _trials(run.study()) if "warm_start_from" in t.user_attrs]
+    queued = [t for t in study_trials(run.study()) if "warm_start_from" in t.user_attrs]
     assert queued and all(t.state == TrialState.WAITING for t in queued)

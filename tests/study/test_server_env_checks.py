@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.study.conftest import GLM5, REPO
-from tests.study.test_optimize_emulated import QUICK
+from tests.support.studies import QUICK
 from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.sshd

@@ -22,44 +22,11 @@ import yaml
 from optuna.trial import TrialState
 
 from tests.study.conftest import N_ON, REPO, EmulatedStudy
-from tests.study.test_optimize_emulated import QUICK, _emulator_pids, _trials
+from tests.support.studies import (GATE_FILE, QUICK, SLOW, STANDIN_GATE, emulator_pids, optimize_over_ssh,
+                                   ssh_args, study_trials)
 from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.sshd
-
-# Long enough levels (host time / 50) to act in the middle of one.
-SLOW = {"levels": [64, 256, 512], "output_len": 256,
-        "requests_per_level": {"per_concurrency": 2, "min": 128}, "time_scale": 50}
-GATE_FILE = "site/sglang/srt/model_executor/model_runner.py"
-STANDIN_GATE = REPO / "tuner/emulator/standin/sglang/srt/model_executor/model_runner.py"
-
-
-def ssh_args(sshd) -> list[str]:
-    return ["--host", f"{sshd.user}@127.0.0.1:{sshd.port}", "--ssh-key", sshd.key_path,
-            "--known-hosts", sshd.known_hosts_path]
-
-
-def _background(run, sshd, trials: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "tuner", "optimize", str(run.path), "--trials", str(trials),
-               "--emulate", "--port", str(run.port), "--seed", "7", *ssh_args(sshd)]
-    return subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-
-
-def _wait_for_levels(run, trial_number: int, count: int, timeout: float = 120) -> None:
-    """Wait until the trial has stored ``count`` levels."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if run.db.exists():
-            try:
-                trials = _trials(run.study())
-            except Exception:  # the study is being created
-                trials = []
-            if len(trials) > trial_number and len(trials[trial_number].user_attrs.get("levels", [])) >= count:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"trial {trial_number} never finished {count} level(s)")
-
 
 def _wait_until_measuring(run, trial_number: int, timeout: float = 300) -> None:
     """Wait until the trial measures its first level (the top one: levels run from the top down):
@@ -68,7 +35,7 @@ def _wait_until_measuring(run, trial_number: int, timeout: float = 300) -> None:
     while time.monotonic() < deadline:
         if run.db.exists():
             try:
-                trials = _trials(run.study())
+                trials = study_trials(run.study())
             except Exception:  # the study is being created
                 trials = []
             if len(trials) > trial_number and "probe_outputs" in trials[trial_number].user_attrs:
@@ -103,7 +70,7 @@ def baseline_over_ssh(tmp_path_factory: pytest.TempPathFactory, sshd) -> Emulate
 
 def test_study_over_ssh_records_the_host(baseline_over_ssh, sshd) -> None:
     run = baseline_over_ssh
-    baseline = _trials(run.study())[0]
+    baseline = study_trials(run.study())[0]
     assert baseline.state == TrialState.COMPLETE
     assert baseline.user_attrs["host"] == f"{sshd.user}@127.0.0.1:{sshd.port}"
     assert Path(baseline.user_attrs["log_file"]).read_text().count("The server is fired up") == 1
@@ -112,7 +79,7 @@ def test_study_over_ssh_records_the_host(baseline_over_ssh, sshd) -> None:
 def test_server_sigkilled_during_a_level_fails_the_trial(emulated_study, sshd) -> None:
     run = emulated_study(workload__emulated=SLOW)
     run.enqueue(N_ON)
-    tuner = _background(run, sshd, 2)
+    tuner = optimize_over_ssh(run, sshd, 2)
     try:
         _wait_until_measuring(run, 1)
         killed_at = time.time()
@@ -122,19 +89,19 @@ def test_server_sigkilled_during_a_level_fails_the_trial(emulated_study, sshd) -
         if tuner.poll() is None:
             os.killpg(tuner.pid, signal.SIGKILL)
     assert tuner.returncode == 0, output
-    trial = _trials(run.study())[1]
+    trial = study_trials(run.study())[1]
     assert trial.state == TrialState.FAIL
     # Levels run from the top down: the kill lands in the first one measured, 512.
     assert trial.user_attrs["failure_reason"] == "unstable-at-512"
     assert trial.user_attrs["failure_noticed_at"] - killed_at < 2.0
     assert [lv["concurrency"] for lv in trial.user_attrs["levels"]] == [512]
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []
 
 
 def test_ssh_connection_dropped_during_a_trial(emulated_study, sshd) -> None:
     run = emulated_study(workload__emulated=SLOW)
     run.enqueue(N_ON)
-    tuner = _background(run, sshd, 2)
+    tuner = optimize_over_ssh(run, sshd, 2)
     try:
         _wait_until_measuring(run, 1)
         assert sshd.drop_connections() >= 1
@@ -142,17 +109,17 @@ def test_ssh_connection_dropped_during_a_trial(emulated_study, sshd) -> None:
     finally:
         if tuner.poll() is None:
             os.killpg(tuner.pid, signal.SIGKILL)
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     trial = trials[1]
     assert trial.state == TrialState.FAIL, output
     assert trial.user_attrs["failure_reason"] == "host-error"
-    assert _emulator_pids(run.port) == []  # its server was stopped after reconnecting
+    assert emulator_pids(run.port) == []  # its server was stopped after reconnecting
 
 
 def test_tuner_sigkilled_and_restarted_leaves_the_host_as_it_was(emulated_study, sshd) -> None:
     run = emulated_study(workload__emulated=SLOW)
     run.enqueue(N_ON)  # needs the autotune gate patch
-    tuner = _background(run, sshd, 2)
+    tuner = optimize_over_ssh(run, sshd, 2)
     gate = run.dir / "studies" / f"{run.name}-emulated.host" / GATE_FILE
     try:
         _wait_until_measuring(run, 1)
@@ -162,13 +129,13 @@ def test_tuner_sigkilled_and_restarted_leaves_the_host_as_it_was(emulated_study,
     finally:
         if tuner.poll() is None:
             os.killpg(tuner.pid, signal.SIGKILL)
-    orphans = _emulator_pids(run.port)
+    orphans = emulator_pids(run.port)
     assert orphans, "the orphan server should still be running"
-    completed_before = _trials(run.study())[0]
+    completed_before = study_trials(run.study())[0]
     run.optimize(1, *ssh_args(sshd))
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []
     assert gate.read_bytes() == STANDIN_GATE.read_bytes()  # restored byte for byte
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     assert trials[0].state == TrialState.COMPLETE and trials[0].value == completed_before.value
     assert trials[1].state == TrialState.FAIL
     assert trials[1].user_attrs["failure_reason"] == "worker-died"
@@ -186,7 +153,7 @@ def test_changed_host_key_is_refused(emulated_study, sshd, tmp_path: Path) -> No
     refused = run.optimize(1, *args, check=False)
     assert refused.returncode == 1
     assert "host key" in refused.stderr.lower()
-    assert not run.db.exists() or _trials(run.study()) == []
+    assert not run.db.exists() or study_trials(run.study()) == []
 
 
 def test_patch_target_with_unexpected_content_is_never_written(emulated_study, sshd) -> None:
@@ -201,7 +168,7 @@ def test_patch_target_with_unexpected_content_is_never_written(emulated_study, s
     run.enqueue(N_ON)
     result = run.optimize(2, *ssh_args(sshd))
     assert "autotune_gate" in result.stderr
-    trials = _trials(run.study())
+    trials = study_trials(run.study())
     n_on = trials[1]
     assert n_on.state == TrialState.PRUNED
     assert "patch autotune_gate does not apply" in n_on.user_attrs["pruned_reason"]
@@ -297,4 +264,4 @@ def test_exported_script_runs_over_ssh_until_ready(baseline_over_ssh, sshd) -> N
         host.close()
     assert done.exit_code == 0, done.stdout + done.stderr
     assert "server ready" in done.stdout
-    assert _emulator_pids(run.port) == []
+    assert emulator_pids(run.port) == []

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 from optuna.trial import TrialState
 
-from tests.host.conftest import wait_until
-from tests.study.test_optimize_emulated import SMALL, _emulator_pids, _trials
+from tests.support.host import wait_until
+from tests.support.studies import SMALL, emulator_pids, study_trials
 from tests.support.signals import ignores
 from tuner.interrupts import stop_cleanly
 
@@ -75,7 +75,7 @@ def test_nohup_tuner_optimize_stops_on_sigterm_and_the_study_resumes(emulated_st
     try:
         assert shell.stdout is not None
         tuner = int(shell.stdout.readline())
-        assert wait_until(lambda: bool(_emulator_pids(run.port)) or shell.poll() is not None, 120), \
+        assert wait_until(lambda: bool(emulator_pids(run.port)) or shell.poll() is not None, 120), \
             "the emulated server never started"
         assert shell.poll() is None, (run.dir / "tuner.log").read_text()
         assert ignores(tuner, signal.SIGINT) and ignores(tuner, signal.SIGHUP)
@@ -91,10 +91,10 @@ def test_nohup_tuner_optimize_stops_on_sigterm_and_the_study_resumes(emulated_st
     assert "tuner: stopping cleanly" in output
     assert "still stopping cleanly" not in output  # the SIGINT was not counted as a first press
     assert output.rstrip().endswith("tuner: interrupted; the server was stopped and patches reverted")
-    assert _emulator_pids(run.port) == []
-    trials = _trials(run.study())
+    assert emulator_pids(run.port) == []
+    trials = study_trials(run.study())
     assert trials[-1].state == TrialState.FAIL
     assert trials[-1].user_attrs["failure_reason"] == "interrupted"
     run.optimize(1, "--skip-doctor")
-    after = _trials(run.study())
+    after = study_trials(run.study())
     assert any(t.state == TrialState.COMPLETE and t.user_attrs.get("is_baseline") for t in after)

@@ -1,0 +1,59 @@
+"""The budget a close pair's re-measures leave unspent goes back to the search.
+
+The optimize loop stops searching to leave the last trials of ``--trials`` to re-measure a
+close best and runner-up (:mod:`tuner.study.loop._confirm`). When the first re-run reads the pair
+apart (here: the host's part of a re-run, stood in for, reads the best 30% above its first run,
+which was its unluckiest; vLLM on this machine's CPU once read a first run 20% off its re-runs),
+nothing close is left to re-measure, and the trials left search again:
+the budget is spent either way. The search runs on the bench's model of the emulated host, with
+its seeded noise (``bench/search_efficiency.py``).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+
+from bench.search_efficiency import ModelHost, ModelRunner
+from tests.study.conftest import N_ON
+from tuner.space import load_space
+from tuner.study.loop import Confirmation, ProgressView, optimize_study
+from tuner.study.record import REPEATS
+from tuner.study.strategies._samplers import make_sampler
+from tuner.study.trial import BaselinePruner
+
+GLM5 = Path(__file__).resolve().parents[3] / "search_spaces" / "glm5.yaml"
+
+
+def test_trials_a_re_measure_leaves_unspent_search_again(monkeypatch) -> None:
+    space = load_space(GLM5)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 1),
+                                pruner=BaselinePruner(space.objective.prune_margin))
+    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 1024}
+    for fraction in (0.91, 0.90):  # the model host serves them alike (within its noise), above what TPE finds
+        study.enqueue_trial(space.params_for_enqueue({**fast, "mem_fraction_static": fraction}))
+    remeasured: list[int] = []
+
+    def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
+        remeasured.append(record.number)
+        first = record.number == remeasured[0]  # the best's first run was its unluckiest
+        self._store(record, record.value * (1.3 if first else 1.0), None, 1.0)
+        return True
+
+    monkeypatch.setattr(Confirmation, "_run_again", run_again)
+    out = io.StringIO()
+    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 12,
+                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
+    said = out.getvalue()
+    assert "re-measuring trial" in said and len(remeasured) >= 1
+    # the best re-read 30% higher twice: the pair came apart, and the search went on
+    assert summary.remeasured == len(remeasured) < 4
+    assert summary.ran + summary.remeasured == 12
+    searched_after = [t for t in study.trials if t.number > max(remeasured)]
+    assert searched_after, "no trial searched after the re-measure"
+    assert re.search(r"done: \d+ run, \d+ re-measured", said)
+    assert sum(len(r["values"]) - 1 for r in study.user_attrs[REPEATS].values()) == len(remeasured)
