@@ -19,6 +19,8 @@ from tuner.cli_options import EmulateOpt, SpaceArg, StorageOpt, StudyOpt, storag
 from tuner.errors import ConfigError
 
 if TYPE_CHECKING:
+    import optuna
+    from tuner.space import SearchSpace
     from tuner.study.record import Level
 
 __all__ = ["AtOpt", "best", "best_trial_at"]
@@ -30,7 +32,7 @@ _UNITS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s"
           "request_throughput": "req/s", "tokens_per_joule": "output tok/J"}
 
 
-def best_trial_at(space: Any, study: Any, concurrency: int):  # noqa: ANN201 (tuner.study.record.LoadBest)
+def best_trial_at(space: SearchSpace, study: optuna.Study, concurrency: int):  # noqa: ANN201 (tuner.study.record.LoadBest)
     """The :class:`LoadBest` at ``concurrency`` by the space's objective metric.
 
     Raises:
@@ -90,6 +92,7 @@ def best(
     record = found.trial if found is not None else best_stable(study)
     emulated = bool(study.user_attrs.get(EMULATED))
     spread = record.spread(study_noise(study).relative)
+    assert spread is not None  # a stable trial has a value
     if as_json:
         print(json.dumps({
             "study": name, "trial": record.number, "emulated": emulated,

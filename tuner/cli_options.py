@@ -11,9 +11,12 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = [
     "AcceptKeyOpt",
@@ -67,9 +70,16 @@ ClientWorkersOpt = Annotated[
 PortOpt = Annotated[int | None, typer.Option("--port", help="server port (default: the YAML's)")]
 
 
+class StudyLocation(NamedTuple):
+    """Where a command finds its study: the storage URL and the study's name."""
+
+    url: str
+    name: str
+
+
 def storage_and_name(
-    space: Any, storage: str | None, study_name: str | None, emulate: bool
-) -> tuple[str, str]:
+    space: SearchSpace, storage: str | None, study_name: str | None, emulate: bool
+) -> StudyLocation:
     """The storage URL and study name a command reads: given ones, else the space's defaults.
 
     An SQLite study at a bare path (the earlier default format) is read as ``sqlite:///``, with a
@@ -82,7 +92,7 @@ def storage_and_name(
     url, note = resolve_storage(storage or default_storage_url(space.path, emulate))
     if note:
         print(f"tuner: {note}", file=sys.stderr)
-    return url, study_name or space.name
+    return StudyLocation(url, study_name or space.name)
 
 
 @dataclass(frozen=True)
@@ -95,7 +105,7 @@ class HostOptions:
     accept_new_host_key: bool = False
     port: int | None = None
 
-    def target(self, space: Any, emulate: bool) -> Any:
+    def target(self, space: SearchSpace, emulate: bool) -> Any:
         """The study's Target for these options (imported late for a fast --help)."""
         from tuner.study.trial import build_target
 

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
@@ -30,6 +30,9 @@ from tuner.study.record import (
     best_stable,
     records,
 )
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["render_launch_script", "write_launch_script"]
 
@@ -108,7 +111,7 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
 
 
 def render_launch_script(
-    space: Any, study: optuna.Study, trial_number: int | None = None, port: int | None = None
+    space: SearchSpace, study: optuna.Study, trial_number: int | None = None, port: int | None = None
 ) -> str:
     """The bash script for ``trial_number`` (default: the best stable, validated first)."""
     if trial_number is None:
@@ -171,7 +174,7 @@ def render_launch_script(
 
 
 def write_launch_script(
-    space: Any, study: optuna.Study, out: Path, trial_number: int | None = None, port: int | None = None
+    space: SearchSpace, study: optuna.Study, out: Path, trial_number: int | None = None, port: int | None = None
 ) -> Path:
     """Write the script (executable) and return its path."""
     text = render_launch_script(space, study, trial_number, port)

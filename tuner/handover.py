@@ -25,8 +25,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tuner.errors import HostError, TunerError
+
+if TYPE_CHECKING:
+    from tuner.host import Host
 
 __all__ = [
     "HANDOVER_TIMEOUT_S",
@@ -153,7 +157,7 @@ def server_gpus(state: GpuState | None, argv: Sequence[str]) -> frozenset[int] |
     """
     if state is None:
         return None
-    visible: list[int] | None = sorted(state.memory_mib) if state.visible_devices is None else []
+    visible: list[int] = sorted(state.memory_mib) if state.visible_devices is None else []
     if state.visible_devices is not None:
         by_uuid = {uuid.lower(): index for index, uuid in state.uuids.items()}
         for entry in (part.strip() for part in state.visible_devices.split(",")):
@@ -206,14 +210,14 @@ def _device_ordinals(argv: Sequence[str]) -> tuple[int, ...] | None:
     return tuple(values["base"] + i * values["step"] for i in range(count))
 
 
-def read_gpu_state(host: object, env: Mapping[str, str] | None = None) -> GpuState | None:
+def read_gpu_state(host: Host, env: Mapping[str, str] | None = None) -> GpuState | None:
     """The GPUs' state now, as a server started with ``env`` sees them, or None on a host
     without ``nvidia-smi``.
 
     Raises:
         HostError: the host cannot be reached, or ``nvidia-smi`` fails.
     """
-    result = host.run(_SCRIPT, env=env, timeout=60.0)  # type: ignore[attr-defined]
+    result = host.run(_SCRIPT, env=env, timeout=60.0)
     if result.exit_code == 127:
         return None
     parts = result.stdout.split(_MARK + "\n")
@@ -255,7 +259,7 @@ def read_gpu_state(host: object, env: Mapping[str, str] | None = None) -> GpuSta
 
 
 def wait_until_idle(
-    host: object,
+    host: Host,
     idle: GpuState,
     env: Mapping[str, str] | None = None,
     *,
@@ -296,7 +300,7 @@ def wait_until_idle(
 
 
 def memory_held_elsewhere(
-    host: object,
+    host: Host,
     own_pgid: int,
     env: Mapping[str, str] | None = None,
     margin_mib: float = MEMORY_MARGIN_MIB,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -62,7 +62,7 @@ def _python_handlers() -> dict[int, Callable[[int, FrameType | None], object]]:
     return {signum: h for signum, h in handlers.items() if callable(h)}
 
 
-def _signals_to_handle() -> list[int]:
+def _signals_to_handle() -> list[signal.Signals]:
     """The interrupt signals :func:`stop_cleanly` takes over (none outside the main thread):
     SIGTERM always, even inherited as ignored; SIGINT unless inherited as ignored (``nohup
     cmd &``: the starter's choice) or handled outside Python."""
@@ -78,7 +78,7 @@ def _say(out: TextIO | None, line: str) -> None:
 
 @contextmanager
 def _handlers(
-    signums: list[int], handler: Callable[[int, FrameType | None], None]
+    signums: Sequence[int], handler: Callable[[int, FrameType | None], None]
 ) -> Iterator[None]:
     previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:

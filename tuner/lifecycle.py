@@ -25,7 +25,7 @@ from tuner.interrupts import CleanUpAbandoned
 from tuner.loadgen import auth_headers
 from tuner.signals import LogObserver, MetricsObserver
 from tuner.scrub import Scrubber
-from tuner.space._launch import secret_flags_yaml
+from tuner.space._launch import FlagValue, secret_flags_yaml
 
 __all__ = ["ServerSession", "PhaseTimes", "LOG_TAIL_LINES"]
 
@@ -90,7 +90,7 @@ class ServerSession:
         poll_s: float = 0.25,
         idle_gpus: GpuState | None = None,
         handover_timeout_s: float = HANDOVER_TIMEOUT_S,
-        secret_flags: Mapping[str, object] | None = None,
+        secret_flags: Mapping[str, FlagValue] | None = None,
         secrets: Sequence[str] = (),
         api_key: str | None = None,
     ) -> None:

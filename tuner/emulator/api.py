@@ -175,7 +175,7 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
             "content": delta_text}
     else:
         choice["text"] = delta_text
-    chunk = {"id": rid, "object": "chat.completion.chunk" if request.api == "chat"
+    chunk: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk" if request.api == "chat"
              else "text_completion", "created": int(time.time()), "model": model,
              "choices": [choice]}
     if request.continuous_usage:

@@ -10,6 +10,7 @@ ends the process at once (``os._exit``, so connections drop); SIGTERM or SIGINT 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -199,7 +200,7 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
                    if args["enable_metrics"] else None)
         if metrics is not None:  # speculative decoding's gauges (0 without speculation, as SGLang)
             for name, value in speculative_metrics(settings.speculation).items():
-                metrics.register_extra(name, f"{name} (emulated)", lambda value=value: value)
+                metrics.register_extra(name, f"{name} (emulated)", functools.partial(float, value))
         scheduler = _scheduler(engine, args, log, rng, time_scale, metrics)
         telemetry.scheduler = scheduler
         telemetry.phase = "ready"

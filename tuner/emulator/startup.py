@@ -92,7 +92,8 @@ async def run_startup(
     async def wait(host_seconds: float) -> None:
         await asyncio.sleep(host_seconds / time_scale)
 
-    def fail(failure: StartFailure) -> StartFailure:
+    def fail(failure: StartFailure | None) -> StartFailure:
+        assert failure is not None  # a stage is set only with its failure
         log.scheduler_exception("startup", failure.message)
         return failure
 
@@ -104,7 +105,7 @@ async def run_startup(
     stage = failure.stage if failure is not None else None
     log.tp(f"Load weight begin. avail mem={TOTAL_GB - RUNTIME_GB:.2f} GB")
     shards = STARTUP.shards
-    fail_at = int(shards * failure.at_shard_fraction) if stage == "load" else None
+    fail_at = int(shards * failure.at_shard_fraction) if failure is not None and stage == "load" else None
     for shard in range(1, shards + 1):
         if fail_at is not None and shard > fail_at:
             return fail(failure)

@@ -111,6 +111,9 @@ RequestExtension = Literal["ignore_eos", "token_ids", "continuous_usage_stats"]
 REQUEST_EXTENSIONS: tuple[RequestExtension, ...] = (
     "ignore_eos", "token_ids", "continuous_usage_stats")
 
+# The parallel dimensions a profile names a flag for (``parallel_flags``).
+ParallelKind = Literal["tp", "pp", "dp", "dp_attention"]
+
 
 class EngineProfile(BaseModel):
     """Everything the tuner needs to know about one inference engine."""
@@ -143,7 +146,7 @@ class EngineProfile(BaseModel):
     tuning_rules: list[TuningRule] = []
     # The flags of the parallel layout, for a space's ``fit:`` check: tp, pp, dp (numbers) and
     # dp_attention (a switch that keeps DP inside the TP group). Empty: ``fit:`` is refused.
-    parallel_flags: dict[Literal["tp", "pp", "dp", "dp_attention"], str] = {}
+    parallel_flags: dict[ParallelKind, str] = {}
     # Flags a person changes for a reason, not to see what happens: the ``guided`` strategy's
     # one-change sweep tries them after every other parameter unless the best's KV pool is full
     # (SGLang: turning CUDA graphs off, or capturing fewer batches, trades speed for memory).

@@ -16,13 +16,13 @@ import shlex
 import time
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Self
+from typing import Any, Self, cast
 
 from tuner.errors import ConfigError, HostError
 from tuner.host import _shell
 from tuner.host._run_root import inspect_run_root
 from tuner.host._owner import current_owner, owner_alive
-from tuner.host._types import CommandResult, ServerHandle
+from tuner.host._types import CommandResult, LogChunk, ServerHandle
 from tuner.interrupts import interrupts_held
 
 __all__ = ["Host", "LOOPBACK", "READ_BACK_S", "WILDCARDS"]
@@ -248,14 +248,14 @@ class Host(abc.ABC):
     def _boot_id(self) -> str:
         return self._read_range("/proc/sys/kernel/random/boot_id", 0, 128).decode().strip()
 
-    def read_log(self, handle: ServerHandle, offset: int) -> tuple[str, int]:
+    def read_log(self, handle: ServerHandle, offset: int) -> LogChunk:
         """The log text appended since byte ``offset``, and the offset to pass next time.
 
         A multi-byte character cut by the end of a read is left for the next call.
         """
         data = self._read_range(handle.log_path, offset, _LOG_CHUNK)
         cut = _complete_utf8_prefix(data)
-        return data[:cut].decode("utf-8", errors="replace"), offset + cut
+        return LogChunk(data[:cut].decode("utf-8", errors="replace"), offset + cut)
 
     def stop_server(
         self,
@@ -331,7 +331,7 @@ class Host(abc.ABC):
         return [
             handle
             for handle, record in self._live_servers()
-            if not owner_alive(record.get("owner"))
+            if not owner_alive(cast("dict[str, Any] | None", record.get("owner")))
         ]
 
     def _live_servers(self) -> list[tuple[ServerHandle, dict[str, object]]]:

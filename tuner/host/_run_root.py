@@ -9,7 +9,9 @@ group or others, is refused before the host is used (:class:`~tuner.errors.Confi
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from tuner.errors import ConfigError, HostError
 
@@ -68,13 +70,32 @@ def _script(path: str, create: bool) -> str:
     )
 
 
-def inspect_run_root(host: object, path: str, *, create: bool = False) -> RunRootState:
+class _Ran(Protocol):
+    """What the check reads of a command's result (:class:`tuner.host.CommandResult` is one)."""
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary(self) -> str: ...
+
+
+class _RunsCommands(Protocol):
+    """What the check needs of a host (:class:`tuner.host.Host` is one)."""
+
+    def run(self, command: str, *, timeout: float = 60.0,
+            env: Mapping[str, str] | None = None) -> _Ran: ...
+
+
+def inspect_run_root(host: _RunsCommands, path: str, *, create: bool = False) -> RunRootState:
     """Ask the host about ``path`` (made first with ``create``).
 
     Raises:
         HostError: the host cannot be reached, or the folder cannot be created.
     """
-    result = host.run(_script(path, create), timeout=60.0)  # type: ignore[attr-defined]
+    result = host.run(_script(path, create), timeout=60.0)
     lines = result.stdout.splitlines()
     if not result.ok or len(lines) < 3:
         raise HostError(f"{getattr(host, 'name', 'host')}: preparing run root {path} failed "

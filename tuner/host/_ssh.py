@@ -45,7 +45,8 @@ def _open_new(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPF
     attributes.st_mode = mode
     flags = (paramiko.sftp.SFTP_FLAG_WRITE | paramiko.sftp.SFTP_FLAG_CREATE
              | paramiko.sftp.SFTP_FLAG_EXCL)
-    kind, message = sftp._request(paramiko.sftp.CMD_OPEN, path, flags, attributes)
+    kind, message = sftp._request(  # type: ignore[attr-defined]  # paramiko has no public O_EXCL open
+        paramiko.sftp.CMD_OPEN, path, flags, attributes)
     if kind != paramiko.sftp.CMD_HANDLE:
         raise paramiko.SFTPError(f"opening {path}: expected a handle")
     return paramiko.SFTPFile(sftp, message.get_binary(), "wb")
@@ -337,8 +338,8 @@ class SshHost(Host):
                 f"http://{self.address}:{int(port)}"
             )
         remote = "127.0.0.1" if bind in (None, "", "localhost") else bind
-        forward = self._spec.forward
-        if forward is False or (forward is None and self.address in LOOPBACK):
+        setting = self._spec.forward
+        if setting is False or (setting is None and self.address in LOOPBACK):
             return f"http://{remote if ':' not in remote else f'[{remote}]'}:{int(port)}"
         with self._lock:
             forward = self._forwards.get((remote, int(port)))

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuner.host._run_root import DEFAULT_RUN_ROOT
 
-__all__ = ["CommandResult", "HostSpec", "ServerHandle"]
+__all__ = ["CommandResult", "HostSpec", "LogChunk", "ServerHandle"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +127,10 @@ class ServerHandle:
             port=int(port) if port is not None else None,
             started_at=float(record.get("started_at", 0.0)),
         )
+
+
+class LogChunk(NamedTuple):
+    """Log text read from a byte offset, and the offset to read from next time."""
+
+    text: str
+    offset: int

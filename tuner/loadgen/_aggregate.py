@@ -12,6 +12,7 @@ Every figure is converted to host time here, through the level's :class:`TimeSca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,9 @@ def _spread(times: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, ...]:
     return itls, token_times, weights
 
 
-def _stats(values_s: np.ndarray, scale: TimeScale, prefix: str) -> dict[str, float | None]:
-    """mean/median/p90/p99 in host milliseconds of durations in server seconds."""
+def _stats(values_s: np.ndarray, scale: TimeScale, prefix: str) -> dict[str, Any]:
+    """mean/median/p90/p99 in host milliseconds of durations in server seconds (the LevelMetrics
+    fields ``<stat>_<prefix>_ms``, each a float or None)."""
     names = [f"{stat}_{prefix}_ms" for stat in ("mean", "median", "p90", "p99")]
     if values_s.size == 0:
         return dict.fromkeys(names)

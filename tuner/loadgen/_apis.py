@@ -134,7 +134,7 @@ def _sglang_text(reply: dict[str, Any]) -> str:
 def _openai_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool,
                  extensions: frozenset[str] = ALL_EXTENSIONS) -> dict:
     if not isinstance(prompt, str) and "token_ids" not in extensions:
-        prompt = ids_to_words(prompt)  # type: ignore[arg-type]
+        prompt = ids_to_words(prompt)
     body: dict[str, Any] = {
         "model": model,
         "prompt": prompt,
@@ -156,7 +156,7 @@ def _chat_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool,
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):  # a dataset's chat
         messages = prompt
     else:
-        text = prompt if isinstance(prompt, str) else ids_to_words(prompt)  # type: ignore[arg-type]
+        text = prompt if isinstance(prompt, str) else ids_to_words(prompt)
         messages = [{"role": "user", "content": text}]
     body = _openai_body("", max_tokens, model, stream, extensions)
     del body["prompt"]

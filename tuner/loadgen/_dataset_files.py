@@ -11,6 +11,7 @@ A bad file is one :class:`ConfigError` line naming the file and the line.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -115,7 +116,7 @@ def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
                         raise _fail(path, line_at(exc.pos), f"not valid JSON ({exc.msg})",
                                     "repair the file or export it again") from None
             start, position = position, end
-            yield (lambda at=start: line_at(at)), item
+            yield functools.partial(line_at, start), item
 
 
 def _jsonl_items(path: Path) -> Iterator[tuple[int, Any]]:
@@ -150,7 +151,7 @@ def _sharegpt_request(line: int | Callable[[], int], item: Any, path: Path) -> T
     return TextRequest(text, estimate_tokens(answer), True)
 
 
-def _jsonl_request(line: int, item: Any, path: Path, default_output_len: int) -> TextRequest:
+def _jsonl_request(line: int | Callable[[], int], item: Any, path: Path, default_output_len: int) -> TextRequest:
     fix = 'write {"prompt": "...", "output_len": 128} or {"messages": [{"role": "user", "content": "..."}]}'
     if not isinstance(item, dict):
         raise _fail(path, line, f"a line holds a JSON object, not {type(item).__name__}", fix)
@@ -195,6 +196,7 @@ def read_dataset(path: str | Path, sample: int, seed: int = 0, default_output_le
     if not source.is_file():
         raise ConfigError(f"{source}: dataset file not found; fix: give an existing file")
     first = _first_character(source)
+    items: Iterator[tuple[int | Callable[[], int], Any]]  # (its line, or a function giving it; the item)
     if first == "[":
         kind, items = "sharegpt", _array_items(source)
     elif first == "{":

@@ -174,7 +174,7 @@ class FilePool:
             if isinstance(request.prompt, str):
                 prompts.append(request.prompt)
             elif api == "openai-chat":
-                prompts.append([dict(m) for m in request.prompt])  # type: ignore[arg-type]
+                prompts.append([dict(m) for m in request.prompt])  # type: ignore[misc]  # chat messages: not in Prompt
             else:
                 prompts.append(_flatten(request.prompt))
         outputs = [min(self.max_output_len, self.output_len or r.output_len) for r in chosen]

@@ -24,11 +24,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuner.loadgen._stream import COMPLETED, RequestLog
 
-__all__ = ["ADVICE", "ClientHealth", "HealthWatch", "late_share", "merge_health", "verdict"]
+__all__ = ["ADVICE", "ClientHealth", "HealthWatch", "LoopLoad", "late_share", "merge_health", "verdict"]
 
 SAMPLE_S = 0.02
 MAX_LOOP_LAG_P99_MS = 100.0
@@ -69,6 +69,14 @@ class ClientHealth:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
+class LoopLoad(NamedTuple):
+    """The event loop's lag (p99 and max, ms) and the process's CPU busy fraction over a span."""
+
+    lag_p99_ms: float
+    lag_max_ms: float
+    cpu_busy: float
+
+
 class HealthWatch:
     """Samples the event loop's lag and this process's CPU time while a level runs."""
 
@@ -88,8 +96,8 @@ class HealthWatch:
             await asyncio.sleep(SAMPLE_S)
             self.lags.append(max(0.0, perf() - before - SAMPLE_S))
 
-    async def stop(self) -> tuple[float, float, float]:
-        """``(loop lag p99 ms, max ms, CPU busy fraction)`` since :meth:`start`."""
+    async def stop(self) -> LoopLoad:
+        """The event loop's lag and the process's CPU use since :meth:`start`."""
         wall = max(time.perf_counter() - self._wall, 1e-9)
         cpu = (time.process_time() - self._cpu) / wall
         if self._task is not None:
@@ -97,7 +105,7 @@ class HealthWatch:
             await asyncio.gather(self._task, return_exceptions=True)
         lags = sorted(self.lags)
         p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0.0
-        return p99 * 1000.0, (lags[-1] if lags else 0.0) * 1000.0, cpu
+        return LoopLoad(p99 * 1000.0, (lags[-1] if lags else 0.0) * 1000.0, cpu)
 
 
 def late_share(log: RequestLog, concurrency: int, started: float, duration: float) -> float:

@@ -154,7 +154,7 @@ async def run_level_in_processes(
                 process.kill()
                 process.join()
     failed = [r for r in shares.values() if isinstance(r, str)]
-    done = [shares[k] for k in sorted(shares) if not isinstance(shares[k], str)]
+    done = [share for k in sorted(shares) if not isinstance(share := shares[k], str)]
     if failed or not done:
         return empty_metrics(spec, scale, stop_reason or (failed[0] if failed else "no result"))
     log = merge_logs([r.log for r in done])

@@ -165,7 +165,7 @@ def parse_bench_serving_output(
     else:
         sent = num_requests if num_requests is not None else completed
         failed = max(sent - completed, 0)
-    latencies: dict[str, float | None] = {}
+    latencies: dict[str, Any] = {}  # the LevelMetrics fields *_ttft_ms, *_tpot_ms, ... (float or None)
     for ours, theirs in (
         ("ttft", "ttft"),
         ("tpot", "tpot"),

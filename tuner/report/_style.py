@@ -8,7 +8,7 @@ that says why (:func:`note_figure`), so a reader never wonders whether a plot fa
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
@@ -18,6 +18,7 @@ __all__ = [
     "LEVEL_COLORS",
     "OUTCOME_COLORS",
     "finish",
+    "Ticks",
     "log_ticks",
     "note_figure",
     "outcome_color",
@@ -101,18 +102,25 @@ def note_figure(title: str, label: str, note: str, *, height: int = FIGURE_HEIGH
     return finish(fig, title, label, height=height)
 
 
-def log_ticks(values: list[float]) -> tuple[list[float], list[str]]:
+class Ticks(NamedTuple):
+    """An axis's tick positions and the text at each."""
+
+    values: list[float]
+    texts: list[str]
+
+
+def log_ticks(values: list[float]) -> Ticks:
     """Ticks at 1, 2 and 5 times powers of ten covering ``values`` (for a log axis in ms)."""
     positive = [v for v in values if v and v > 0]
     if not positive:
-        return [], []
+        return Ticks([], [])
     low, high = min(positive), max(positive)
     ticks: list[float] = []
     decade = 10.0 ** math.floor(math.log10(low))
     while decade <= high * 10:
         ticks += [m * decade for m in (1, 2, 5) if low / 2 <= m * decade <= high * 2]
         decade *= 10
-    return ticks, [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks]
+    return Ticks(ticks, [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks])
 
 
 def throughput_trace(

@@ -76,7 +76,8 @@ def _cards(view: StudyView) -> str:
     counts = view.state_counts()
     if best is not None and best.value is not None:
         # a re-measured winner by the mean of its runs: its first run alone may be its luckiest
-        spread = best.spread()  # not None: the best has a value
+        spread = best.spread()
+        assert spread is not None  # the best has a value
         gain = f"{spread.mean / base:.2f}x the baseline" if base else "no baseline measured"
         over = f" · mean of {spread.runs} runs" if spread.runs > 1 else ""
         best_card = _card(f"best stable{label}", _tps(spread.mean), f"trial {best.number}{over} · {gain}")

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.signals._series import Series, level_figures
 from tuner.signals._source import Source
+
+if TYPE_CHECKING:
+    from tuner.signals._metrics import ServerSide
 
 __all__ = ["PREFERRED", "LevelSignals", "TrialObservations", "level_observations", "observe_level"]
 
@@ -56,7 +59,7 @@ def level_observations(
     return LevelSignals(values, used)
 
 
-def observe_level(session: Any, concurrency: int, cap: int | None = None,
+def observe_level(session: ServerSide, concurrency: int, cap: int | None = None,
                   gpu: Mapping[str, Any] | None = None) -> LevelSignals:
     """The level now ending on ``session`` (its ``phase``): its log observer (``observer``) and
     its metrics observer (``metrics``), either of which may be absent."""

@@ -20,13 +20,27 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tuner.signals._series import Series
 
-__all__ = ["MetricSelector", "MetricsObserver", "sample_metrics", "sample_every"]
+__all__ = ["MetricSelector", "MetricsObserver", "ServerSide", "sample_metrics", "sample_every"]
+
+class ServerSide(Protocol):
+    """What the signals read of a running server's session (:class:`tuner.lifecycle.ServerSession`
+    is one): where the client reaches it, the headers it sends, and the phase now running."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def client_headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def phase(self) -> str: ...
+
 
 _SELECTOR = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"]*)"\s*(?:,|$)')
@@ -122,7 +136,7 @@ def _sample(observer: MetricsObserver, url: str, headers: Mapping[str, str], pha
 
 
 @contextmanager
-def sample_metrics(session: Any, emulated: bool) -> Iterator[MetricsObserver | None]:
+def sample_metrics(session: ServerSide, emulated: bool) -> Iterator[MetricsObserver | None]:
     """Scrape ``session``'s server (its ``metrics`` observer, ``base_url``, ``client_headers``)
     in a thread for the duration of the block, each answer recorded under ``session.phase``;
     nothing when the session has no observer or its server serves no metrics."""

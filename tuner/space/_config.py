@@ -22,6 +22,8 @@ class Config(Mapping[str, Any]):
     """
 
     __slots__ = ("_values", "_key")
+    _values: dict[str, Any]
+    _key: str
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         object.__setattr__(self, "_values", dict(values or {}))

@@ -13,11 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import field_validator
 
 from tuner.space._problems import FieldProblem
 from tuner.space._strict import StrictModel
+
+if TYPE_CHECKING:
+    from tuner.engines._profile import ParallelKind
 
 __all__ = ["FitSection", "Layout", "layout_of"]
 
@@ -42,7 +46,7 @@ class Layout:
         return self.tp // self.dp if self.dp_attention and self.dp > 0 else self.tp
 
 
-def layout_of(args: Sequence[str], flags: Mapping[str, str]) -> Layout:
+def layout_of(args: Sequence[str], flags: Mapping[ParallelKind, str]) -> Layout:
     """The layout of a command line, through the profile's ``parallel_flags`` (tp, pp, dp:
     numbers; dp_attention: a switch). A size given twice takes the last, as argparse does."""
     sizes: dict[str, object] = {}

@@ -8,7 +8,10 @@ a :class:`tuner.errors.ConfigError` carries.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 __all__ = ["FieldPath", "FieldProblem", "describe_pydantic_error", "dotted", "problem_message",
            "shown"]
@@ -71,7 +74,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def describe_pydantic_error(error: dict[str, Any], kinds: frozenset[str]
+def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
                             ) -> tuple[FieldPath, str, str]:
     """The field path, reason and fix of one error from ``ValidationError.errors()``.
 

@@ -230,6 +230,7 @@ class SearchSpace:
         if server.model_path is not None:  # the engine's model flag, or its first argument
             model_path = self.model_path(resolve=resolve)
             flag = self.profile.model_flag
+            assert model_path is not None  # server.model_path is set
             argv += [flag, model_path] if flag else [model_path]
         argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
                  str(port or server.port)]

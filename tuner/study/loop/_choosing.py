@@ -3,7 +3,7 @@ queued, and the ``chosen_by`` line of the trial Optuna hands out."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import optuna
 
@@ -21,10 +21,13 @@ from tuner.study.record import (
 )
 from tuner.study.strategies import Strategy
 
-__all__ = ["ensure_baseline_queued", "queue_proposal", "why_chosen"]
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
+
+__all__ = ["WhyChosen", "ensure_baseline_queued", "queue_proposal", "why_chosen"]
 
 
-def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
+def ensure_baseline_queued(study: optuna.Study, space: SearchSpace) -> None:
     for trial in study.get_trials(deepcopy=False):
         if not trial.user_attrs.get(IS_BASELINE):
             continue
@@ -36,23 +39,30 @@ def ensure_baseline_queued(study: optuna.Study, space: Any) -> None:
     study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={IS_BASELINE: True})
 
 
-def why_chosen(trial: optuna.Trial, strategy: Strategy) -> tuple[str, bool]:
+class WhyChosen(NamedTuple):
+    """A trial's ``chosen_by`` text, and whether the sampler drew it."""
+
+    reason: str
+    sampled: bool
+
+
+def why_chosen(trial: optuna.Trial, strategy: Strategy) -> WhyChosen:
     """The trial's ``chosen_by`` and whether the sampler drew it (only those meet the gate)."""
     ua = trial.user_attrs
     if ua.get(CHOSEN_BY):
-        return str(ua[CHOSEN_BY]), False
+        return WhyChosen(str(ua[CHOSEN_BY]), False)
     if ua.get(IS_BASELINE):
-        return "baseline", False
+        return WhyChosen("baseline", False)
     if ua.get(RETRY_OF) is not None:
-        return f"retry of trial {ua[RETRY_OF]} (its worker died)", False
+        return WhyChosen(f"retry of trial {ua[RETRY_OF]} (its worker died)", False)
     if ua.get(WARM_START_FROM):
-        return f"warm start: {ua[WARM_START_FROM]}", False
+        return WhyChosen(f"warm start: {ua[WARM_START_FROM]}", False)
     if ua.get(ENQUEUED):
-        return "enqueued by hand", False
-    return strategy.sampled_reason, True
+        return WhyChosen("enqueued by hand", False)
+    return WhyChosen(strategy.sampled_reason, True)
 
 
-def queue_proposal(study: optuna.Study, space: Any, strategy: Strategy, view: StudyView, console: Any) -> None:
+def queue_proposal(study: optuna.Study, space: SearchSpace, strategy: Strategy, view: StudyView, console: Any) -> None:
     """Queue the strategy's proposal, if it makes one and nothing else is queued."""
     if any(r.outcome == Outcome.WAITING for r in view.records):
         return

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -36,6 +36,11 @@ from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
 from tuner.study.record import CONFIRM_RUNS, REPEATS, Spread, TrialRecord, close_pair, read_view, winner_lines
+
+if TYPE_CHECKING:
+    from tuner.study.loop._progress import ProgressView
+    from tuner.study.trial import TrialRunner
+    from tuner.space import SearchSpace
 
 __all__ = ["Confirmation"]
 
@@ -69,7 +74,7 @@ class Confirmation:
     """The re-measure of the close pair, for one ``optimize`` run (see the module docstring)."""
 
     study: optuna.Study
-    space: Any
+    space: SearchSpace
 
     @property
     def applies(self) -> bool:
@@ -90,7 +95,7 @@ class Confirmation:
         needed = self.needed()
         return 0 < needed and 2 * needed <= ran and ran + needed >= budget
 
-    def run(self, runner: Any, budget: int, progress: Any) -> int:
+    def run(self, runner: TrialRunner, budget: int, progress: ProgressView) -> int:
         """Re-run the close pair within ``budget`` runs; the number of runs made.
 
         The pair is read again after each run: when the re-measured trials' means fall, the
@@ -107,6 +112,7 @@ class Confirmation:
             if not short:
                 break
             record, runs = short[0]
+            assert pair is not None  # short is drawn from it
             progress.console.print(
                 f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
                 f"trials {pair[0].number} and {pair[1].number} are within the run-to-run noise "
@@ -118,7 +124,7 @@ class Confirmation:
             progress.console.print(line, highlight=False)
         return made
 
-    def _run_again(self, record: TrialRecord, runner: Any, runs: int, progress: Any) -> bool:
+    def _run_again(self, record: TrialRecord, runner: TrialRunner, runs: int, progress: ProgressView) -> bool:
         """One re-run stored on the original; False when the host failed (no more re-runs)."""
         config = self.space.config_from_params(record.params)
         target = runner.target
@@ -131,7 +137,7 @@ class Confirmation:
         value, failure, host_error = None, None, False
         try:
             with attrs.scrubbing(Scrubber.of(launch.secret_values())):
-                value = again.run(trial, config, launch)[0]  # type: ignore[arg-type]
+                value = again.run(trial, config, launch)[0]  # type: ignore[arg-type]  # a _RepeatTrial
         except ServerFailure as error:
             failure = error.reason
         except TunerError as error:

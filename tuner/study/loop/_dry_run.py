@@ -7,10 +7,14 @@ start-up phase, so this shows the variety of the first trials, not the exact seq
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from tuner.space import Config
+    from tuner.space import SearchSpace
 
 
 __all__ = ["print_dry_run", "estimate_trial_host_seconds"]
@@ -21,7 +25,7 @@ START_SECONDS = 240.0
 ASSUMED_TOKENS_PER_S = 1000.0
 
 
-def estimate_trial_host_seconds(space: Any, emulate: bool) -> float:
+def estimate_trial_host_seconds(space: SearchSpace, emulate: bool) -> float:
     """A pessimistic host-time estimate of one trial: start-up plus every level."""
     workload = space.workload_for(emulate)
     tokens = sum(workload.requests_for(c) * workload.output_len for c in workload.levels)
@@ -29,7 +33,7 @@ def estimate_trial_host_seconds(space: Any, emulate: bool) -> float:
 
 
 def print_dry_run(
-    space: Any, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console,
+    space: SearchSpace, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console,
     proposes: str | None = None,
 ) -> None:
     """Print the baseline and ``trials`` sampled configurations with their command lines.
@@ -84,7 +88,7 @@ def print_dry_run(
     console.print(estimate)
 
 
-def _patch_names(space: Any, config: Any) -> list[str]:
+def _patch_names(space: SearchSpace, config: Config) -> list[str]:
     """The patches of the configuration's active patch dimensions, in declaration order."""
     names = []
     for name, param in space.parameters.items():

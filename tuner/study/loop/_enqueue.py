@@ -7,13 +7,17 @@ space like the baseline, so a mistake costs no host time.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import yaml
 
 from tuner.errors import ConfigError
 from tuner.study.record import ENQUEUED
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["parse_assignments", "configuration_with", "enqueue_configuration"]
 
@@ -30,7 +34,7 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     return values
 
 
-def configuration_with(space: Any, overrides: dict[str, Any]) -> Any:
+def configuration_with(space: SearchSpace, overrides: dict[str, Any]) -> Any:
     """The baseline with ``overrides``; parameters made inactive by them are dropped."""
     unknown = sorted(set(overrides) - set(space.parameters))
     if unknown:
@@ -40,6 +44,6 @@ def configuration_with(space: Any, overrides: dict[str, Any]) -> Any:
     return space.config({**dict(space.baseline), **overrides}, drop_inactive=True)
 
 
-def enqueue_configuration(study: optuna.Study, space: Any, config: Any) -> None:
+def enqueue_configuration(study: optuna.Study, space: SearchSpace, config: Mapping[str, Any]) -> None:
     """Queue ``config`` in the study (it runs before sampled configurations)."""
     study.enqueue_trial(space.params_for_enqueue(config), user_attrs={ENQUEUED: True})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.storages._heartbeat import get_heartbeat_thread
@@ -55,6 +55,10 @@ from tuner.study.loop._choosing import ensure_baseline_queued, queue_proposal, w
 from tuner.study.loop._progress import ProgressView
 from tuner.study.storage import fail_stale_trials, storage_file, worker_id
 from tuner.study.strategies import Strategy, StudySampler
+
+if TYPE_CHECKING:
+    from tuner.space import Config, LaunchSpec
+    from tuner.space import SearchSpace
 
 __all__ = ["optimize_study", "OptimizeSummary", "MAX_IDLE_ASKS", "MAX_REFUSED_ASKS"]
 
@@ -118,11 +122,11 @@ class Patience:
 
 def optimize_study(
     study: optuna.Study,
-    space: Any,
+    space: SearchSpace,
     runner: TrialRunner,
     n_trials: int,
     progress: ProgressView,
-    unavailable_patches: set[str] = frozenset(),
+    unavailable_patches: set[str] | frozenset[str] = frozenset(),
     feasibility: FeasibilityCheck | None = None,
     strategy: Strategy | None = None,
     confirm: Confirmation | None = None,
@@ -219,7 +223,7 @@ def optimize_study(
     return summary
 
 
-def _await_reference(study: optuna.Study, space: Any, trial: optuna.Trial, progress: ProgressView) -> None:
+def _await_reference(study: optuna.Study, space: SearchSpace, trial: optuna.Trial, progress: ProgressView) -> None:
     """Wait, inside this trial (its heartbeat running), for the baseline's probe outputs.
 
     The wait before ``ask`` and the ``ask`` are not one step: a second worker that found no
@@ -244,7 +248,7 @@ def _fail_if_running(study: optuna.Study, trial: optuna.Trial, result: TrialOutc
 def _feasibility(
     feasibility: FeasibilityCheck | None,
     sampled: bool,
-    config: Any,
+    config: Config,
     earlier: TrialRecord | None,
 ) -> GateDecision | None:
     """The gate's decision on a configuration the sampler drew (never the baseline, a queued or
@@ -258,10 +262,10 @@ def _feasibility(
 
 def _run_one(
     study: optuna.Study,
-    space: Any,
+    space: SearchSpace,
     runner: TrialRunner,
     trial: optuna.Trial,
-    config: Any,
+    config: Config,
     is_baseline: bool,
     chosen_by: str,
     summary: OptimizeSummary,
@@ -280,8 +284,8 @@ def _run_launch(
     study: optuna.Study,
     runner: TrialRunner,
     trial: optuna.Trial,
-    config: Any,
-    launch: Any,
+    config: Config,
+    launch: LaunchSpec,
     is_baseline: bool,
     chosen_by: str,
     summary: OptimizeSummary,
@@ -299,7 +303,7 @@ def _run_launch(
     started = time.monotonic()
     result = run_outcome(lambda: runner.run(trial, config, launch))
     write_outcome(study, trial, result)
-    value = result.values[0] if result.state == TrialState.COMPLETE else None
+    value = result.values[0] if result.state == TrialState.COMPLETE and result.values else None
     progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started)
     return result.state
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner import doctor
 from tuner.errors import ConfigError, TunerError
@@ -13,6 +13,10 @@ from tuner.host._run_root import inspect_run_root
 from tuner.patches import PatchManager
 from tuner.study.record import TOKENS_PER_JOULE
 from tuner.study.trial import Target
+
+if TYPE_CHECKING:
+    from tuner.host import Host
+    from tuner.space import SearchSpace
 
 __all__ = ["check_run_root", "preflight_checks", "read_engine_version", "require_power", "server_environment",
            "unavailable_patches", "PATCH_CHECK_PREFIX"]
@@ -25,7 +29,7 @@ def unavailable_patches(checks: list[doctor.Check]) -> set[str]:
     return {c.name.removeprefix(PATCH_CHECK_PREFIX) for c in checks if not c.ok and c.name.startswith(PATCH_CHECK_PREFIX)}
 
 
-def server_environment(space: Any, target: Target) -> dict[str, str]:
+def server_environment(space: SearchSpace, target: Target) -> dict[str, str]:
     """The environment the server starts with: the baseline's (``server.env`` and its
     environment parameters, ``${NAME}`` resolved), then the target's (the emulated host's).
     Every check that runs the host's Python or the server command runs with it, so a
@@ -33,7 +37,7 @@ def server_environment(space: Any, target: Target) -> dict[str, str]:
     return {**space.render(space.baseline, local=target.local).env, **target.env}
 
 
-def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[doctor.Check]:
+def preflight_checks(space: SearchSpace, target: Target, patches: PatchManager) -> list[doctor.Check]:
     """Run every check, in the server's environment; each says pass or fail, with a fix."""
     host, env, profile = target.host, server_environment(space, target), target.profile
     checks = [doctor.check_reachable(host)]
@@ -55,7 +59,7 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
     return checks
 
 
-def _baseline_gpus(space: Any, target: Target, env: Mapping[str, str]) -> frozenset[int] | None:
+def _baseline_gpus(space: SearchSpace, target: Target, env: Mapping[str, str]) -> frozenset[int] | None:
     """The GPUs the baseline's server will use (None: every GPU, when that cannot be told)."""
     try:
         return server_gpus(read_gpu_state(target.host, env), space.render(space.baseline, local=target.local).argv)
@@ -63,7 +67,7 @@ def _baseline_gpus(space: Any, target: Target, env: Mapping[str, str]) -> frozen
         return None
 
 
-def check_run_root(host: Any) -> doctor.Check:
+def check_run_root(host: Host) -> doctor.Check:
     """The run root is the user's own and closed to others (read only: made at the run's start).
 
     Also makes ``host.run_root`` absolute (``~/`` is the host user's home) for the checks after it.
@@ -94,7 +98,7 @@ def read_engine_version(target: Target, env: Mapping[str, str] | None = None) ->
     return lines[-1].strip() if result.ok and lines else None
 
 
-def require_power(space: Any, gpu_state: Any) -> None:
+def require_power(space: SearchSpace, gpu_state: Any) -> None:
     """Refuse ``objective.metric: tokens_per_joule`` on a host without ``nvidia-smi`` (before
     any trial: no level could be ranked)."""
     if space.objective.metric == TOKENS_PER_JOULE and gpu_state is None:

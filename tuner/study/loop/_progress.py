@@ -8,7 +8,7 @@ converted by their time scale and say "emulated").
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from rich.console import Console
@@ -17,6 +17,10 @@ from rich.markup import escape
 from rich.text import Text
 
 from tuner.timescale import TimeScale
+
+if TYPE_CHECKING:
+    from tuner.loadgen import LevelMetrics
+    from tuner.space import Config
 
 __all__ = ["ProgressView"]
 
@@ -62,7 +66,7 @@ class ProgressView:
             self._live.start()
 
     def trial_started(
-        self, number: int, index: int, config: Any, is_baseline: bool, chosen_by: str = ""
+        self, number: int, index: int, config: Config, is_baseline: bool, chosen_by: str = ""
     ) -> None:
         self.index = index
         self.trial_number = number
@@ -81,7 +85,7 @@ class ProgressView:
         """The next level's output tokens per joule (None: no GPU power sampled)."""
         self._energy = tokens_per_joule
 
-    def level_done(self, metrics: Any, k: int, n: int) -> None:
+    def level_done(self, metrics: LevelMetrics, k: int, n: int) -> None:
         emulated = " emulated" if metrics.emulated else ""
         energy, self._energy = self._energy, None
         per_joule = f", {energy:.2f} tok/J{emulated}" if energy is not None else ""
@@ -114,7 +118,7 @@ class ProgressView:
         return f"{value:,.2f} req/s goodput" if self.goodput else f"{value:,.0f} tok/s"
 
     @staticmethod
-    def _at(metrics: Any) -> str:
+    def _at(metrics: LevelMetrics) -> str:
         if getattr(metrics, "request_rate", None) is None:
             return f"c={metrics.concurrency}"
         sent = metrics.achieved_request_rate
@@ -122,7 +126,7 @@ class ProgressView:
         of = f" of {_num(drawn, 2)} scheduled" if drawn is not None else ""
         return f"{metrics.request_rate:g} req/s (sent {_num(sent, 2)}{of})"
 
-    def trial_skipped(self, number: int, reason: str) -> None:
+    def trial_skipped(self, number: int, reason: str | None) -> None:
         self._print(f"  [dim]trial {number} not run: {reason}[/]")
 
     def run_finished(self, summary: Any) -> None:

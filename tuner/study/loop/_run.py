@@ -11,7 +11,7 @@ of the next run after a tuner that was killed; the claim is released last.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
 from rich.console import Console
@@ -46,6 +46,9 @@ from tuner.study.loop._progress import ProgressView
 from tuner.study.strategies import Strategy, resolve_strategy
 from tuner.study.loop._warm_start import warm_start
 
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
+
 __all__ = ["OptimizeOptions", "run_optimize", "open_study", "patch_manager", "study_directions", "study_pruner"]
 
 
@@ -68,7 +71,7 @@ class OptimizeOptions:
     requests: Any = None  # the workload's request source, made by the caller (read once)
 
 
-def patch_manager(space: Any, target: Target) -> PatchManager:
+def patch_manager(space: SearchSpace, target: Target) -> PatchManager:
     """The patch manager of the target's host, journaled under its run root."""
     return PatchManager(
         target.host,
@@ -79,12 +82,12 @@ def patch_manager(space: Any, target: Target) -> PatchManager:
     )
 
 
-def study_directions(space: Any) -> tuple[str, ...]:
+def study_directions(space: SearchSpace) -> tuple[Literal["minimize", "maximize"], ...]:
     """Maximise throughput; in multi-objective mode also minimise the chosen latency."""
     return ("maximize", "minimize") if space.objective.minimize else ("maximize",)
 
 
-def study_pruner(space: Any, emulate: bool = False) -> BaselinePruner | None:
+def study_pruner(space: SearchSpace, emulate: bool = False) -> BaselinePruner | None:
     """The baseline pruner (Optuna allows no pruner in multi-objective studies: the runner then
     applies the same rule itself)."""
     if space.objective.minimize:
@@ -98,7 +101,7 @@ def study_pruner(space: Any, emulate: bool = False) -> BaselinePruner | None:
     )
 
 
-def open_study(space: Any, target: Target, options: OptimizeOptions, strategy: Strategy | None = None) -> optuna.Study:
+def open_study(space: SearchSpace, target: Target, options: OptimizeOptions, strategy: Strategy | None = None) -> optuna.Study:
     """Create or resume the study; a changed search space is refused before the host is touched."""
     strategy = strategy or resolve_strategy(options.strategy, options.sampler, space, options.seed)
     storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
@@ -121,7 +124,7 @@ def open_study(space: Any, target: Target, options: OptimizeOptions, strategy: S
     )
 
 
-def _preflight(space: Any, target: Target, patches: PatchManager, console: Console) -> set[str]:
+def _preflight(space: SearchSpace, target: Target, patches: PatchManager, console: Console) -> set[str]:
     """Run the checks; stop on a failure, except a patch that does not apply: it is pinned off
     (returned), unless the baseline needs it."""
     checks = preflight_checks(space, target, patches)
@@ -143,7 +146,7 @@ def _preflight(space: Any, target: Target, patches: PatchManager, console: Conso
     return unavailable
 
 
-def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
+def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     strategy = resolve_strategy(options.strategy, options.sampler, space, options.seed)
     space.render(space.baseline, local=target.local)  # an unset ${NAME}: exit 2, nothing made yet

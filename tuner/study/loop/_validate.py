@@ -14,7 +14,7 @@ import asyncio
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from rich.console import Console
@@ -27,6 +27,9 @@ from tuner.study.loop._host_claim import claim_host, release_host
 from tuner.study.trial._runner import CLASSIFY_WAIT_S, MIN_WALL_TIMEOUT_S
 from tuner.study.record import VALIDATION, Level, TrialRecord, records
 from tuner.study.trial import Target, request_dialect
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["ValidationResult", "validate_study", "DEFAULT_SOAK_S"]
 
@@ -62,7 +65,7 @@ def _candidates(study: optuna.Study, top: int) -> list[TrialRecord]:
     return sorted(stable, key=lambda r: r.value or 0.0, reverse=True)[:top]
 
 
-def _soak(space: Any, target: Target, session: ServerSession, record: TrialRecord, duration_s: float,
+def _soak(space: SearchSpace, target: Target, session: ServerSession, record: TrialRecord, duration_s: float,
           repeats: int) -> ValidationResult:
     objective = space.objective
     peak = _peak_level(record, objective.metric)
@@ -116,7 +119,7 @@ def store_validation(study: optuna.Study, result: ValidationResult) -> None:
 
 
 def validate_study(
-    space: Any,
+    space: SearchSpace,
     study: optuna.Study,
     target: Target,
     patches: PatchManager,

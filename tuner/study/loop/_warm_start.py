@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -24,6 +24,9 @@ from tuner.space import Config
 from tuner.study.record import CONFIG, CONFIG_KEY, ENQUEUED, STABLE, VALIDATION, WARM_START_FROM
 from tuner.study.loop._choosing import ensure_baseline_queued
 from tuner.study.storage import open_storage, storage_file
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
@@ -83,13 +86,13 @@ def _stable(trial: FrozenTrial) -> bool:
     )
 
 
-def _fit(space: Any, values: dict[str, Any]) -> Config:
+def _fit(space: SearchSpace, values: dict[str, Any]) -> Config:
     kept = {name: value for name, value in values.items() if name in space.parameters}
     return space.config({**dict(space.baseline), **kept}, drop_inactive=True)
 
 
 def warm_start_candidates(
-    space: Any, other_storage_url: str, study_name: str | None = None
+    space: SearchSpace, other_storage_url: str, study_name: str | None = None
 ) -> list[Candidate]:
     """Every stable trial of the earlier storage, best first, fitted to ``space`` where it fits.
 
@@ -121,7 +124,7 @@ def warm_start_candidates(
     return candidates
 
 
-def _known_keys(study: optuna.Study, space: Any) -> set[str]:
+def _known_keys(study: optuna.Study, space: SearchSpace) -> set[str]:
     """Configurations the new study has run or queued (the baseline included)."""
     keys = {space.baseline.key()}
     for trial in study.get_trials(deepcopy=False):
@@ -138,7 +141,7 @@ def _known_keys(study: optuna.Study, space: Any) -> set[str]:
 
 def warm_start(
     study: optuna.Study,
-    space: Any,
+    space: SearchSpace,
     other_storage_url: str,
     top: int = 5,
     study_name: str | None = None,

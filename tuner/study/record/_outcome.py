@@ -77,7 +77,7 @@ REUSABLE_FAILURES = ("startup-crash", "oom-at-start", "unstable-at-", "hang", "w
 
 def reusable_failure(reason: str | None) -> bool:
     """True when a FAIL with this reason would fail again: reuse it instead of rerunning."""
-    return bool(reason) and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
+    return reason is not None and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
 
 
 def outcome_of(trial: FrozenTrial, *, follow_reuse: bool = False) -> Outcome:

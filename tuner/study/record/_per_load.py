@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner.errors import ConfigError
 from optuna.trial import TrialState
@@ -34,6 +34,10 @@ from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._spread import rank_of
 from tuner.study.record._winner import study_noise
+
+if TYPE_CHECKING:
+    import optuna
+    from tuner.space import SearchSpace
 
 __all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "figure_text", "load_contrast", "load_summary"]
 
@@ -156,7 +160,7 @@ def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
     return text
 
 
-def load_summary(study: Any, space: Any) -> list[str]:
+def load_summary(study: optuna.Study, space: SearchSpace) -> list[str]:
     """The terminal summary's lines on load: when the best at the lowest level is not the best
     at the top one (nothing for a goodput study, whose levels are rates)."""
     objective = space.objective

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -19,6 +19,9 @@ from tuner.study.record._keys import EMULATED, STATED_NOISE
 from tuner.study.record._noise import Noise, noise_of
 from tuner.study.record._outcome import Outcome
 from tuner.study.record._record import TrialRecord, read_record
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["StudyView", "read_view"]
 
@@ -57,7 +60,7 @@ class StudyView:
     def best(self) -> TrialRecord | None:
         """The COMPLETE trial with the highest (first) objective value."""
         done = [r for r in self.complete() if r.value is not None]
-        return max(done, key=lambda r: r.value) if done else None
+        return max(done, key=lambda r: cast(float, r.value)) if done else None
 
     def finished_by_key(self) -> dict[str, TrialRecord]:
         """The trial whose result a new identical configuration reuses, by configuration key:
@@ -131,7 +134,7 @@ class StudyView:
         return counts
 
 
-def read_view(study: optuna.Study, space: Any = None) -> StudyView:
+def read_view(study: optuna.Study, space: SearchSpace | None = None) -> StudyView:
     """Read the study ONCE into a :class:`StudyView` (clean levels by ``space.objective``; without
     a space, by the objective's defaults: output tokens/s, at most 1% failed)."""
     objective = space.objective if space is not None else None

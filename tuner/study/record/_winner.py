@@ -50,9 +50,11 @@ def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
     if not ranked:
         return []
     first = ranked[0].spread(noise.relative)
+    assert first is not None  # a stable trial has a value
     lines = [f"winner: trial {ranked[0].number}: {first.text(unit)}"]
     if len(ranked) > 1:
         second = ranked[1].spread(noise.relative)
+        assert second is not None
         if tied(first, second):
             lines.append(
                 f"tied: trial {ranked[0].number} ({first.text(unit)}) and trial {ranked[1].number} "

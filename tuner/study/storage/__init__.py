@@ -5,6 +5,7 @@ of workers that died (`_stale`).
 from __future__ import annotations
 
 from tuner.study.storage._storage import (
+    ResolvedStorage,
     default_storage_url,
     resolve_storage,
     storage_file,

@@ -29,7 +29,7 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     if not is_heartbeat_enabled(storage):
         return []
     failed = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
+    for trial_id in storage._get_stale_trial_ids(study._study_id):  # type: ignore[attr-defined]
         try:
             if write_dead_worker(storage, trial_id, "its worker stopped sending heartbeats; queued again"):
                 failed.append(trial_id)

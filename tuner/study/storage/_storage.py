@@ -14,6 +14,7 @@ to resume when they changed, unless told to.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
@@ -26,6 +27,7 @@ STALE_LOCK_S = 30  # a journal lock unchanged this long was left by a killed wri
 
 __all__ = [
     "default_storage_url",
+    "ResolvedStorage",
     "resolve_storage",
     "storage_file",
     "open_storage",
@@ -52,19 +54,26 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-def resolve_storage(url: str) -> tuple[str, str | None]:
+class ResolvedStorage(NamedTuple):
+    """The storage URL to open, and the note to print about it (None: nothing to say)."""
+
+    url: str
+    note: str | None
+
+
+def resolve_storage(url: str) -> ResolvedStorage:
     """The storage URL to open, and a one-line note when a bare path holds an SQLite study.
 
     A bare path names a JournalStorage file, except when the file there is an SQLite database (a
     study of the tuner's earlier default): it is then opened as ``sqlite:///<path>``.
     """
     if "://" in url or not _is_sqlite(Path(url)):
-        return url, None
+        return ResolvedStorage(url, None)
     sqlite_url = f"sqlite:///{url}"
-    return sqlite_url, (
+    return ResolvedStorage(sqlite_url, (
         f"note: {url} is an SQLite study (the earlier default format); reading it as {sqlite_url} "
         f"(optuna-dashboard {sqlite_url})"
-    )
+    ))
 
 
 def storage_file(url: str) -> Path | None:
@@ -137,7 +146,7 @@ def create_or_resume(
     pruner: optuna.pruners.BasePruner | None,
     allow_changed: bool,
     attrs: dict[str, object],
-    directions: tuple[str, ...] = ("maximize",),
+    directions: tuple[Literal["minimize", "maximize"], ...] = ("maximize",),
 ) -> optuna.Study:
     """Create the study, or resume it when its fingerprint matches (or ``allow_changed``).
 

@@ -17,6 +17,7 @@ from tuner.study.strategies._legacy_moves import read_move
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 
 if TYPE_CHECKING:
+    from tuner.space import SearchSpace
     from tuner.study.strategies._base import Proposal, SpaceStrategy, Strategy
     from tuner.study.strategies._samplers import SAMPLERS, SamplerStrategy, StudySampler, make_sampler
 
@@ -60,7 +61,7 @@ def __getattr__(name: str) -> Any:
     return _load(_LAZY[name], name)
 
 
-def make_strategy(name: str, space: Any, seed: int | None) -> Strategy:
+def make_strategy(name: str, space: SearchSpace, seed: int | None) -> Strategy:
     """The strategy called ``name``; an unknown name is a one-line ConfigError listing them."""
     if name not in _STRATEGY_CLASSES:
         raise ConfigError(f"--strategy {name}: unknown; fix: use one of {', '.join(STRATEGIES)}")
@@ -68,7 +69,7 @@ def make_strategy(name: str, space: Any, seed: int | None) -> Strategy:
     return strategy
 
 
-def resolve_strategy(strategy: str | None, sampler: str | None, space: Any, seed: int | None) -> Strategy:
+def resolve_strategy(strategy: str | None, sampler: str | None, space: SearchSpace, seed: int | None) -> Strategy:
     """The strategy of ``--strategy``, or of the older ``--sampler`` (a strategy of the same
     name, else that Optuna sampler alone); neither: :data:`DEFAULT_STRATEGY`."""
     if strategy is not None and sampler is not None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
 from tuner.study.strategies._moves import Move
 from tuner.study.record import StudyView
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["Proposal", "Strategy", "SpaceStrategy"]
 
@@ -60,6 +63,6 @@ class SpaceStrategy(Strategy):
     """A strategy that :func:`tuner.study.strategies.make_strategy` makes from the search space
     and the seed (``random``, ``tpe``, ``one-at-a-time``, ``guided``)."""
 
-    def __init__(self, space: Any, seed: int | None) -> None:
+    def __init__(self, space: SearchSpace, seed: int | None) -> None:
         self.space = space
         self.seed = seed

@@ -65,8 +65,8 @@ def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:
         name, _, detail = rest.partition(" ")
         return Move(kind, (Change(name, config.get(name)),), detail=detail)
     if kind is MoveKind.SWEEP:
-        change, _, patches = rest.partition(" with patch ")
-        name, _, text = change.partition("=")
+        assigned, _, patches = rest.partition(" with patch ")
+        name, _, text = assigned.partition("=")
         return Move(kind, (Change(name, _value(config, name, text)),),
                     patches=tuple(patches.split(", ")) if patches else ())
     detail, _, listed = rest.rpartition(": ") if kind is MoveKind.MODEL else ("", "", rest)

@@ -8,7 +8,7 @@ skipped. When every single change of the best has been tried, the sampler (rando
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import ConfigError
 from tuner.study.strategies._base import Proposal
@@ -16,10 +16,13 @@ from tuner.study.strategies._values import sweep_values
 from tuner.study.strategies.random_search import RandomStrategy
 from tuner.study.record import StudyView
 
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
+
 __all__ = ["OneAtATimeStrategy", "single_changes"]
 
 
-def single_changes(space: Any, start: dict[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
+def single_changes(space: SearchSpace, start: dict[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
     """``(parameter, value, configuration)`` for each valid one-parameter change of ``start``.
 
     A parameter that ``start`` makes inactive is changed only through the one it depends on:
@@ -46,7 +49,7 @@ def single_changes(space: Any, start: dict[str, Any]) -> list[tuple[str, Any, di
     return out
 
 
-def _key(space: Any, config: dict[str, Any]) -> str:
+def _key(space: SearchSpace, config: dict[str, Any]) -> str:
     return space.config(config, drop_inactive=True).key()
 
 

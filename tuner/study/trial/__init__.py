@@ -6,6 +6,8 @@ request source, the target host and the placeholder guard, which values a failur
 from __future__ import annotations
 
 from tuner.study.trial._runner import (
+    LevelRun,
+    ObjectiveValue,
     TrialRunner,
     objective_value,
     MIN_WALL_TIMEOUT_S,

@@ -24,7 +24,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -33,6 +33,9 @@ from optuna.trial import FrozenTrial
 from tuner.space._conditions import same_value
 from tuner.study.record import CONFIG, FAILURE_DETAIL, FAILURE_REASON, Outcome, outcome_of
 from tuner.study.trial._blame import blamed_values, shown
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = [
     "FEASIBILITY_PRUNER",
@@ -66,7 +69,7 @@ def training_label(trial: FrozenTrial) -> bool | None:
     return None  # not run, reused, or failed for a reason outside the configuration
 
 
-def _encoder_columns(space: Any) -> list[tuple[str, Any]]:
+def _encoder_columns(space: SearchSpace) -> list[tuple[str, Any]]:
     """``(name, spec)`` per feature column: ``None`` the number scaled to [0, 1] (-1 when unset
     or inactive), ``"unset"`` 1 when unset or inactive, ``("is", option)`` one-hot."""
     columns: list[tuple[str, Any]] = []
@@ -93,7 +96,7 @@ class FeasibilityModel:
     range (log ranges on a log scale), with a column saying "unset or inactive".
     """
 
-    space: Any
+    space: SearchSpace
     configs: list[dict[str, Any]] = field(default_factory=list)
     failed: list[bool] = field(default_factory=list)
     numbers: list[int | None] = field(default_factory=list)
@@ -101,7 +104,7 @@ class FeasibilityModel:
     _stale: bool = field(default=True, repr=False)
 
     @classmethod
-    def from_study(cls, study: optuna.Study, space: Any) -> FeasibilityModel:
+    def from_study(cls, study: optuna.Study, space: SearchSpace) -> FeasibilityModel:
         """A model trained on every trial of ``study`` that says something (see
         :func:`training_label`)."""
         model = cls(space)
@@ -240,7 +243,7 @@ class FeasibilityCheck:
     def from_study(
         cls,
         study: optuna.Study,
-        space: Any,
+        space: SearchSpace,
         gate: FeasibilityGate | None = None,
         *,
         explore: float = 0.0,

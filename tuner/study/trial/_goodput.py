@@ -27,7 +27,7 @@ client's. Levels run through the trial runner's ``_run_level`` (GPU telemetry, c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
@@ -48,6 +48,11 @@ from tuner.study.record import (
     store_observations,
 )
 from tuner.study.trial._traffic import rate_level
+
+if TYPE_CHECKING:
+    from tuner.lifecycle import ServerSession
+    from tuner.space import Workload
+    from tuner.space import SearchSpace
 
 __all__ = ["NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
            "measure_goodput", "require_baseline_goodput"]
@@ -132,7 +137,7 @@ def baseline_goodput(study: optuna.Study) -> float | None:
     return None
 
 
-def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: Any) -> list[float]:
+def measure_goodput(runner: Any, trial: optuna.Trial, session: ServerSession, workload: Workload) -> list[float]:
     """Search this configuration's goodput on the running server (see the module docstring)."""
     objective = runner.space.objective
     search = objective.goodput
@@ -204,7 +209,7 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: Any, workload: An
     return [plan.goodput]
 
 
-def require_baseline_goodput(study: optuna.Study, space: Any) -> None:
+def require_baseline_goodput(study: optuna.Study, space: SearchSpace) -> None:
     """Raise when the study's baseline met no request rate and none is queued or running.
 
     Its goodput of 0 gives no floor: every configuration would be judged against nothing, so

@@ -6,7 +6,7 @@ writes with :func:`tuner.study.record.write_outcome`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -15,12 +15,16 @@ from tuner.errors import ServerFailure, TunerError
 from tuner.study.record import Outcome, TrialOutcome
 from tuner.study.trial._feasibility import GateDecision
 
+if TYPE_CHECKING:
+    from tuner.space import Config
+    from tuner.space import SearchSpace
+
 __all__ = ["outcome_without_running", "run_outcome"]
 
 
 def outcome_without_running(
-    space: Any,
-    config: Any,
+    space: SearchSpace,
+    config: Config,
     *,
     is_baseline: bool,
     unavailable_patches: set[str] | frozenset[str],

@@ -9,11 +9,15 @@ no name lookup is made (it could take seconds to time out).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import paramiko
 
 from tuner.errors import ConfigError
 from tuner.space._problems import problem_message
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["PLACEHOLDER_ADDRESS", "is_placeholder", "refuse_placeholder_host"]
 
@@ -47,7 +51,7 @@ def is_placeholder(address: str, *, ssh_config: Path | None = None,
     return not (_ssh_alias(address, config) or _in_hosts_file(address, hosts))
 
 
-def refuse_placeholder_host(space: object, *, host_override: str | None, emulate: bool) -> None:
+def refuse_placeholder_host(space: SearchSpace, *, host_override: str | None, emulate: bool) -> None:
     """Raise the one-line first-contact error when the run would go to the placeholder host.
 
     Raises:
@@ -57,7 +61,7 @@ def refuse_placeholder_host(space: object, *, host_override: str | None, emulate
     host = getattr(space, "host", None)
     if emulate or host_override or host is None or not is_placeholder(host.address):
         return
-    document = space.document  # type: ignore[attr-defined]
+    document = space.document
     path = ("host", "address")
     raise ConfigError(problem_message(
         document.file, document.line_of(path), path,

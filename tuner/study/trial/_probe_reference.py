@@ -17,7 +17,7 @@ configurations it cannot check.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
@@ -26,6 +26,9 @@ from tuner.errors import TunerError
 from tuner.study.record import PROBE_REFERENCE
 from tuner.study.record import FAILURE_REASON, IS_BASELINE
 from tuner.study.storage import fail_stale_trials
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["require_probe_reference", "wait_for_probe_reference"]
 
@@ -38,7 +41,7 @@ def _baseline_running(study: optuna.Study) -> bool:
 
 
 def wait_for_probe_reference(
-    study: optuna.Study, space: Any, say: Any = print, poll_s: float = 2.0
+    study: optuna.Study, space: SearchSpace, say: Any = print, poll_s: float = 2.0
 ) -> float:
     """Return once the reference exists or no baseline is running (then the next ``ask`` gives
     the queued baseline, or the baseline has ended without one); the seconds waited."""
@@ -56,7 +59,7 @@ def wait_for_probe_reference(
     return time.monotonic() - started
 
 
-def require_probe_reference(study: optuna.Study, space: Any) -> None:
+def require_probe_reference(study: optuna.Study, space: SearchSpace) -> None:
     """Raise when the probe has no reference and no baseline is queued or running to give one.
 
     Raises:

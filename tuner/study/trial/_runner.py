@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import optuna
 
@@ -58,7 +58,10 @@ from tuner.study.trial._target import Target
 from tuner.study.trial._traffic import request_dialect
 from tuner.telemetry import SAMPLE_MS, GpuSampler, under_utilised
 
-__all__ = ["TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
+if TYPE_CHECKING:
+    from tuner.space import Config, LaunchSpec, Objective, SearchSpace, Workload
+
+__all__ = ["LevelRun", "ObjectiveValue", "TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
 
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
@@ -70,7 +73,21 @@ EMULATED_READY_POLL_S = 0.05
 CLASSIFY_WAIT_S = 2.0
 
 
-def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[float] | None, bool]:
+class ObjectiveValue(NamedTuple):
+    """A trial's objective values (None: no level counts) and whether every level ran clean."""
+
+    values: list[float] | None
+    stable: bool
+
+
+class LevelRun(NamedTuple):
+    """One level's client figures and its GPU telemetry summary (None: no sample)."""
+
+    metrics: LevelMetrics
+    gpu: dict[str, Any] | None
+
+
+def objective_value(levels: list[dict[str, Any]], objective: Objective) -> ObjectiveValue:
     """The objective values and whether every level ran clean.
 
     The first value is the best ``objective.metric`` (output tokens/s) over clean levels that
@@ -94,11 +111,11 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
         if best is None or level[objective.metric] > best[objective.metric]:
             best = level
     if best is None:
-        return None, stable
+        return ObjectiveValue(None, stable)
     values = [float(best[objective.metric])]
     if objective.minimize:
         values.append(float(best[objective.minimize]))
-    return values, stable
+    return ObjectiveValue(values, stable)
 
 
 @dataclass
@@ -116,7 +133,7 @@ class TrialRunner:
         on_level: called with each level's metrics.
     """
 
-    space: Any
+    space: SearchSpace
     target: Target
     patches: PatchManager
     study: optuna.Study
@@ -128,7 +145,7 @@ class TrialRunner:
     on_energy: Callable[[float | None], None] = lambda tokens_per_joule: None  # before on_level
     requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
 
-    def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
+    def run(self, trial: optuna.Trial, config: Config, launch: LaunchSpec) -> list[float]:
         """Run one trial; see the module docstring for outcomes."""
         scale = self.target.time_scale
         timeouts = self.space.timeouts
@@ -235,7 +252,7 @@ class TrialRunner:
     def _api(self) -> Dialect:
         return request_dialect(self.space, self.space.workload.api or self.target.profile.api)
 
-    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Any) -> list[float]:
+    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Workload) -> list[float]:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
@@ -300,7 +317,7 @@ class TrialRunner:
             )
         return value
 
-    def _run_level(self, session: ServerSession, spec: LevelSpec) -> tuple[LevelMetrics, dict[str, Any] | None]:
+    def _run_level(self, session: ServerSession, spec: LevelSpec) -> LevelRun:
         """One level against the running server, with GPU telemetry (of the server's own GPUs) and
         the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
         one method)."""
@@ -321,7 +338,7 @@ class TrialRunner:
                     headers=session.client_headers,
                 )
             )
-        return metrics, (sampler.summary.to_dict() if sampler.summary is not None else None)
+        return LevelRun(metrics, sampler.summary.to_dict() if sampler.summary is not None else None)
 
     def _mtime(self, path: str) -> float | None:
         code = "import os, sys; print(os.stat(sys.argv[1]).st_mtime)"

@@ -14,6 +14,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tuner.engines import EngineProfile, load_profile
 from tuner.errors import ConfigError
@@ -21,6 +22,9 @@ from tuner.handover import GpuState
 from tuner.host import Host, HostSpec, open_host
 from tuner.study.trial._placeholder_host import refuse_placeholder_host
 from tuner.timescale import TimeScale
+
+if TYPE_CHECKING:
+    from tuner.space import HostSection, SearchSpace
 
 __all__ = ["Target", "build_target", "parse_host_option"]
 
@@ -88,8 +92,8 @@ def parse_host_option(value: str) -> dict[str, object]:
     return fields
 
 
-def _host_spec(space_host: object | None, override: str | None, emulate: bool) -> HostSpec:
-    fields: dict[str, object] = {}
+def _host_spec(space_host: HostSection | None, override: str | None, emulate: bool) -> HostSpec:
+    fields: dict[str, Any] = {}
     if space_host is not None and not emulate:
         fields = {
             "address": space_host.address,
@@ -109,7 +113,7 @@ def _host_spec(space_host: object | None, override: str | None, emulate: bool) -
 
 
 def build_target(
-    space: object,
+    space: SearchSpace,
     *,
     emulate: bool,
     host_override: str | None = None,

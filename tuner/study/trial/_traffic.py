@@ -6,7 +6,7 @@ client speaks to the server (its API, the model's name, the extensions the engin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.loadgen import (
     Dialect,
@@ -17,10 +17,14 @@ from tuner.loadgen import (
     load_file_pool,
 )
 
+if TYPE_CHECKING:
+    from tuner.space import Workload
+    from tuner.space import SearchSpace
+
 __all__ = ["dataset_path", "rate_level", "request_dialect", "request_source"]
 
 
-def request_dialect(space: Any, api: str) -> Dialect:
+def request_dialect(space: SearchSpace, api: str) -> Dialect:
     """How the client speaks to the space's server: ``api``, the model's name
     (``workload.model``, else ``server.model_path``; None: asked of ``/v1/models``) and the
     OpenAI extensions its engine profile lists (``request_extensions``: none for a strict
@@ -38,7 +42,7 @@ def dataset_path(path: str, space_path: Path) -> Path:
     return beside if beside.exists() else given
 
 
-def request_source(workload: Any, space_path: Path) -> RequestSource | None:
+def request_source(workload: Workload, space_path: Path) -> RequestSource | None:
     """The request source of ``workload.dataset`` (None: fixed-length random tokens)."""
     config = workload.dataset
     if config is None:
@@ -48,12 +52,13 @@ def request_source(workload: Any, space_path: Path) -> RequestSource | None:
     if config.kind == "shared_prefix":
         return SharedPrefix(config.groups, config.prefix_len, config.suffix_len or workload.input_len,
                             workload.output_len)
+    assert config.path is not None  # a file dataset names its file (validated with the space)
     return load_file_pool(dataset_path(config.path, space_path), sample=config.sample,
                           default_output_len=workload.output_len,
                           max_output_len=config.max_output_len, output_len=config.output_len)
 
 
-def rate_level(workload: Any, rate: float, time_limit_s: float, seed: int,
+def rate_level(workload: Workload, rate: float, time_limit_s: float, seed: int,
                source: RequestSource | None, first_request: int = 0) -> LevelSpec:
     """An open-loop level at ``rate`` requests per host second (``workload.arrival`` times,
     at most ``workload.max_concurrency`` in flight), starting at ``first_request`` in the

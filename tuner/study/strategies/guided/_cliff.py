@@ -42,7 +42,7 @@ def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | 
     held_values = [
         r.config[name] for r in view.records
         if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
-        and (batch is None or running_batch(r, cap) is None or running_batch(r, cap) >= 0.9 * batch)
+        and (batch is None or (ran := running_batch(r, cap)) is None or ran >= 0.9 * batch)
     ]
     held = max(held_values) if held_values else None
     failed_values = [

@@ -47,7 +47,7 @@ def one_change_gains(view: StudyView) -> dict[tuple[str, Any], tuple[float, Tria
         if record.outcome == Outcome.COMPLETE and record.value is not None:
             if record.move is not None and record.move.kind is MoveKind.SWEEP and record.move.parameter is not None:
                 name = record.move.parameter
-                parents = [p.value for p in earlier if changed(p.config, record.config) <= {name}
+                parents = [p.value for p in earlier if p.value is not None and changed(p.config, record.config) <= {name}
                            and p.config.get(name, MISSING) != record.config.get(name)]
                 if parents:
                     gains[(name, hashable(record.config.get(name)))] = (record.value / max(parents), record)

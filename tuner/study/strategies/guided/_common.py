@@ -3,11 +3,14 @@ KV pool, the grid of a numeric parameter, and how two configurations differ."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import ConfigError
 from tuner.study.strategies._values import sweep_values
 from tuner.study.record import TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = [
     "MISSING", "FULL_POOL", "top_level_observations", "running_batch", "token_usage", "pool_full",
@@ -126,7 +129,7 @@ def flags_of(param: Any) -> list[str]:
         return []
 
 
-def engine_profile(space: Any) -> Any:
+def engine_profile(space: SearchSpace) -> Any:
     """The space's engine profile (None when it names no known engine)."""
     from tuner.engines import load_profile
 

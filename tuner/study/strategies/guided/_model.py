@@ -14,7 +14,7 @@ radix_cache=False``; :class:`ModelProposer`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,13 +50,13 @@ def modelled_best(view: StudyView, measured: TrialRecord, settings: GuidedSettin
     return max(scored, key=lambda item: item[:2])[2] if scored else measured
 
 
-def known_loss(fit: AdditiveFit | None, config: dict[str, Any], inc: TrialRecord, settings: GuidedSettings) -> bool:
+def known_loss(fit: AdditiveFit | None, config: Mapping[str, Any], inc: TrialRecord, settings: GuidedSettings) -> bool:
     """Whether the model, fitted near the best, is sure ``config`` loses at least ``known_loss``
     against it (a backend that measured 0.3x of its parent is not run again from every new best)."""
     if not settings.known_loss or fit is None or fit.rows < 3:
         return False
     effects = fit.changes(dict(config), inc.config)
-    return bool(effects) and fit.upper(effects) < math.log1p(-settings.known_loss)
+    return effects is not None and bool(effects) and fit.upper(effects) < math.log1p(-settings.known_loss)
 
 
 class ModelProposer(Proposer):

@@ -13,12 +13,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.study.strategies._moves import Move
 from tuner.study.strategies.additive import AdditiveFit
 from tuner.study.strategies.guided._settings import GuidedSettings
 from tuner.study.record import StudyView, TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 
 __all__ = ["Candidate", "Plan", "Round", "Proposer"]
@@ -46,7 +49,7 @@ class Plan:
     on another host).
     """
 
-    space: Any
+    space: SearchSpace
     seed: int | None
     settings: GuidedSettings
     rules: tuple[Any, ...]  # guided._rules.Rule (which reads Plan: no import back)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import ConfigError
 from tuner.study.record import Outcome, StudyView, TrialRecord
@@ -27,6 +27,10 @@ from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Ru
 from tuner.study.strategies.guided._settings import GuidedSettings
 from tuner.study.strategies.guided._sweep import SweepProposer
 from tuner.study.strategies.tpe import TpeStrategy
+
+if TYPE_CHECKING:
+    from tuner.space import Config
+    from tuner.space import SearchSpace
 
 __all__ = ["GuidedStrategy"]
 
@@ -44,7 +48,7 @@ class GuidedStrategy(TpeStrategy):
 
     def __init__(
         self,
-        space: Any,
+        space: SearchSpace,
         seed: int | None,
         settings: GuidedSettings = GuidedSettings(),
         rules: list[Any] | None = None,
@@ -101,7 +105,7 @@ class GuidedStrategy(TpeStrategy):
         for proposer in self.proposers:
             yield from proposer.candidates(now)
 
-    def _same_server(self, config: Any, inc: TrialRecord) -> bool:
+    def _same_server(self, config: Config, inc: TrialRecord) -> bool:
         """Whether ``config`` differs from the incumbent's only by naming a value the server
         already used (``--cuda-graph-max-bs 512`` where the unset flag captured up to 512: the
         start-up log said so): the same server again, not worth a start."""

@@ -21,9 +21,9 @@ counting only the changes measured from this very configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tuner.errors import ConfigError
 from tuner.study.strategies._moves import Change, Move, MoveKind
@@ -178,7 +178,7 @@ class SweepProposer(Proposer):
         untried = [v for v in first if v != current and score[v] is None]
         if untried:
             return untried + others
-        best = max((v for v in numbers if score[v] is not None), key=lambda v: score[v])
+        best = max((v for v in numbers if score[v] is not None), key=lambda v: cast(float, score[v]))
         at = numbers.index(best)
         near = [numbers[i] for i in (at - 1, at + 1) if 0 <= i < len(numbers) and numbers[i] != current]
         return [v for v in near if score[v] is None] + others
@@ -192,6 +192,7 @@ class SweepProposer(Proposer):
         fill = {n: natural(p) for n, p in params.items()}
         base = {**fill, **start, name: value}
         patches = [n for n, p in params.items() if n not in start and n != name and p.kind == "patch"]
+        active: Mapping[str, Any]
         try:
             active = space.config({**base, **{n: True for n in patches}}, drop_inactive=True)
         except ConfigError:
@@ -213,7 +214,7 @@ def _left_for_a_gain(now: Round, name: str, inc: TrialRecord) -> list[Any]:
             continue
         for parent in measured:
             if parent.number < record.number and changed(parent.config, record.config) == {name} \
-                    and record.value > parent.value:
+                    and record.value > parent.value:  # type: ignore[operator]  # measured: values set
                 left.append(parent.config[name])
     return left
 
@@ -227,7 +228,8 @@ def _won(now: Round, name: str, inc: TrialRecord, share: float) -> bool:
         if record.config.get(name) != current or record.move is None or record.move.parameter != name:
             continue
         if any(parent.number < record.number and changed(parent.config, record.config) == {name}
-               and record.value >= (1 + share) * parent.value for parent in measured):
+               and record.value >= (1 + share) * parent.value  # type: ignore[operator]  # measured: values set
+               for parent in measured):
             return True
     return False
 
