@@ -6,7 +6,6 @@ work. Errors are one line on stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -248,7 +247,6 @@ def dashboard(
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
 from tuner.cli_best import AtOpt, best, best_trial_at  # noqa: E402
 from tuner.cli_report import report, trials  # noqa: E402
-from tuner.study.record import EMULATED  # noqa: E402
 
 app.command("bench")(bench)
 app.command("best")(best)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tuner.errors import ConfigError, HostError
+from tuner.errors import HostError
 
 __all__ = ["DEFAULT_RUN_ROOT", "RunRootState", "inspect_run_root"]
 

@@ -26,7 +26,6 @@ def _closest(name: str, options: list[str]) -> str:
 
 
 def _check_clause(model: SpaceFile, clause: Clause, earlier: list[str], at: FieldPath) -> None:
-    names = list(model.parameters)
     if clause.param not in model.parameters:
         allowed = ", ".join(earlier) or "(none)"
         raise FieldProblem(f"{clause.param!r} is not a declared parameter",

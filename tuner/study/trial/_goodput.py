@@ -40,7 +40,6 @@ from tuner.study.record import (
     IS_BASELINE,
     LEVELS,
     NOTE,
-    OBSERVATIONS,
     PRUNED_REASON,
     STABLE,
     TELEMETRY,

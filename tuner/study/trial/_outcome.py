@@ -6,7 +6,7 @@ writes with :func:`tuner.study.record.write_outcome`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import optuna
 from optuna.trial import FrozenTrial

@@ -37,7 +37,6 @@ from tuner.study.record import (
     LOG_EXCERPT,
     LOG_FILE,
     NOTE,
-    OBSERVATIONS,
     PATCH_CHECKSUMS,
     PROBE_OUTPUTS,
     READY_S,

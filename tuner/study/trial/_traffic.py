@@ -6,7 +6,7 @@ client speaks to the server (its API, the model's name, the extensions the engin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner.loadgen import (
     Dialect,

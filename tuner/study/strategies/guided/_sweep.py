@@ -214,7 +214,7 @@ def _left_for_a_gain(now: Round, name: str, inc: TrialRecord) -> list[Any]:
             continue
         for parent in measured:
             if parent.number < record.number and changed(parent.config, record.config) == {name} \
-                    and record.value > parent.value:  # type: ignore[operator]  # measured: values set
+                    and cast(float, record.value) > cast(float, parent.value):  # measured: both set
                 left.append(parent.config[name])
     return left
 
@@ -228,7 +228,7 @@ def _won(now: Round, name: str, inc: TrialRecord, share: float) -> bool:
         if record.config.get(name) != current or record.move is None or record.move.parameter != name:
             continue
         if any(parent.number < record.number and changed(parent.config, record.config) == {name}
-               and record.value >= (1 + share) * parent.value  # type: ignore[operator]  # measured: values set
+               and cast(float, record.value) >= (1 + share) * cast(float, parent.value)  # measured: both set
                for parent in measured):
             return True
     return False
