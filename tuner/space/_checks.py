@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from tuner.engines import EngineProfile
 from tuner.space._conditions import Clause, Condition
@@ -17,7 +17,7 @@ from tuner.space._param_base import TargetedParam
 from tuner.space._params import PatchParam
 from tuner.space._problems import FieldPath, FieldProblem
 
-__all__ = ["check_space", "resolve_values"]
+__all__ = ["CheckedSpace", "check_space", "resolve_values"]
 
 
 def _closest(name: str, options: list[str]) -> str:
@@ -142,8 +142,15 @@ def resolve_values(model: SpaceFile, conditions: dict[str, Condition],
     return values
 
 
+class CheckedSpace(NamedTuple):
+    """The parsed condition of every parameter, and the baseline's values (active ones only)."""
+
+    conditions: dict[str, Condition]
+    baseline: dict[str, Any]
+
+
 def check_space(model: SpaceFile, profile: EngineProfile
-                ) -> tuple[dict[str, Condition], dict[str, Any]]:
+                ) -> CheckedSpace:
     """Check the cross-references of ``model``.
 
     Returns:
@@ -155,4 +162,4 @@ def check_space(model: SpaceFile, profile: EngineProfile
         raise FieldProblem(f"engine {profile.name}'s profile names no parallel flags to read the "
                            "layout from", "remove fit:, or list parallel_flags in "
                            f"tuner/engines/{profile.name}.yaml", at=("fit",))
-    return conditions, resolve_values(model, conditions, model.baseline, ("baseline",))
+    return CheckedSpace(conditions, resolve_values(model, conditions, model.baseline, ("baseline",)))

@@ -8,12 +8,12 @@ a :class:`tuner.errors.ConfigError` carries.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-__all__ = ["FieldPath", "FieldProblem", "describe_pydantic_error", "dotted", "problem_message",
+__all__ = ["ErrorDescription", "FieldPath", "FieldProblem", "describe_pydantic_error", "dotted", "problem_message",
            "shown"]
 
 FieldPath = tuple[str | int, ...]
@@ -74,8 +74,16 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class ErrorDescription(NamedTuple):
+    """Where in the file an error is (its field path), what is wrong, and how to fix it."""
+
+    path: FieldPath
+    reason: str
+    fix: str
+
+
 def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
-                            ) -> tuple[FieldPath, str, str]:
+                            ) -> ErrorDescription:
     """The field path, reason and fix of one error from ``ValidationError.errors()``.
 
     Args:
@@ -90,21 +98,21 @@ def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
     ctx = error.get("ctx") or {}
     cause = ctx.get("error")
     if isinstance(cause, FieldProblem):
-        return loc + cause.at, cause.reason, cause.fix
+        return ErrorDescription(loc + cause.at, cause.reason, cause.fix)
     message = str(error.get("msg", "invalid value"))
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     reason = message[:1].lower() + message[1:]
     if kind == "union_tag_invalid":
         tags = ", ".join(sorted(kinds))
-        return loc + ("kind",), f"kind {ctx.get('tag')!r} is unknown", f"use one of {tags}"
+        return ErrorDescription(loc + ("kind",), f"kind {ctx.get('tag')!r} is unknown", f"use one of {tags}")
     if kind == "union_tag_not_found":
         tags = ", ".join(sorted(kinds))
-        return loc, "no `kind:` given", f"add `kind:` with one of {tags}"
+        return ErrorDescription(loc, "no `kind:` given", f"add `kind:` with one of {tags}")
     if kind == "literal_error":
-        return (loc, f"{shown(error.get('input'))} is not allowed",
-                f"use one of {ctx.get('expected')}")
+        return ErrorDescription(loc, f"{shown(error.get('input'))} is not allowed",
+                                f"use one of {ctx.get('expected')}")
     if kind == "missing":
-        return loc, "required but missing", f"add `{loc[-1] if loc else 'it'}:`"
+        return ErrorDescription(loc, "required but missing", f"add `{loc[-1] if loc else 'it'}:`")
     fix = _FIXES.get(kind, "correct the value")
     if kind in ("int_type", "float_type") and isinstance(error.get("input"), str):
         fix = "write the number without quotes"
@@ -112,7 +120,7 @@ def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
             fix += " (YAML 1.1 reads 1e-3 as text: write 1.0e-3)"
     if "input" in error and kind not in ("missing",):
         reason = f"{reason} (got {shown(error['input'])})"
-    return loc, reason, fix
+    return ErrorDescription(loc, reason, fix)
 
 
 def problem_message(file: str, line: int | None, path: FieldPath, reason: str, fix: str) -> str:
