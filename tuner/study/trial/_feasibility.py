@@ -48,7 +48,7 @@ __all__ = [
 FEASIBILITY_PRUNER = Outcome.GATED.pruned_by  # the ``pruned_by`` of a configuration the gate skipped
 # The chance that the gate lets a configuration it would skip run anyway (``tuner optimize``):
 # a skipped configuration measures nothing, so without this a gated region could never prove
-# the model wrong (one run had 20 of 65 trials skipped on at most 6 failures).
+# the model wrong (a few failures can otherwise fence off a third of a study's proposals).
 GATE_EXPLORE = 0.15
 _TREES = 50
 

@@ -114,7 +114,7 @@ def level_verdict(level: dict[str, Any], objective: Any) -> str | None:
     if unmet:
         return unmet
     asked, sent = level.get("request_rate"), level.get("achieved_request_rate")
-    drawn = level.get("scheduled_request_rate")  # None in levels stored before it was
+    drawn = level.get("scheduled_request_rate")  # None in a level of an older study that lacks it
     need = objective.goodput.min_achieved_fraction
     if asked and (sent is None or sent < need * (drawn or asked)):
         sent_text = f"sent {0 if sent is None else sent:.2f} req/s"
