@@ -56,8 +56,8 @@ class Dialect:
 
 
 def as_dialect(api: str | Dialect) -> Dialect:
-    """``api`` as a :class:`Dialect`: an API's name is that API with every extension (as
-    before)."""
+    """``api`` as a :class:`Dialect`: an API's name is that API with every extension the
+    client knows."""
     return api if isinstance(api, Dialect) else Dialect(api)
 
 
