@@ -209,7 +209,7 @@ def require_baseline_goodput(study: optuna.Study, space: Any) -> None:
 
     Its goodput of 0 gives no floor: every configuration would be judged against nothing, so
     the study stops there, as it does when the baseline gives no probe reference
-    (:mod:`tuner.study.probe_reference`).
+    (:mod:`tuner.study.trial._probe_reference`).
 
     Raises:
         ConfigError: the baseline ended PRUNED for meeting no rate; the message names the
