@@ -58,7 +58,7 @@ class Outcome:
 
     ``levels``: (concurrency, output tok/s) of the levels that ran clean, in order;
     ``failure``: the tuner's failure class (``oom-at-start``, ``unstable-at-1024``, ...) or None;
-    ``observations``: what the server said (names as in ``tuner.study.observations``).
+    ``observations``: what the server said (names as in ``tuner.signals``).
     """
 
     levels: tuple[tuple[int, float], ...]

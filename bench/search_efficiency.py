@@ -1,7 +1,7 @@
 """How many host-run trials each search strategy needs to reach 95% of the best throughput.
 
-The product's own loop (:func:`tuner.study.optimize.optimize_study`) and trial runner
-(:class:`tuner.study.objective.TrialRunner`: levels reported, the baseline pruner, failure
+The product's own loop (:func:`tuner.study.loop.optimize_study`) and trial runner
+(:class:`tuner.study.trial.TrialRunner`: levels reported, the baseline pruner, failure
 classes, the objective value) run against a *model host*: :class:`ModelRunner` replaces the
 runner's start-up and its one level measurement (``TrialRunner._run_level``) with a landscape
 (:mod:`landscapes`), so nothing of the outcome mapping is copied here. A landscape answers

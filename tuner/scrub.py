@@ -4,7 +4,7 @@ A server prints its arguments at start (SGLang: ``server_args=ServerArgs(... api
 and a failure message may quote a log line. The tuner knows the secrets of a launch
 (:meth:`tuner.space.LaunchSpec.secret_values`); a :class:`Scrubber` replaces each of them by
 ``***`` wherever it appears, before a line is kept in memory, copied to ``studies/runs/`` or
-stored on a trial (:func:`tuner.study.attrs.scrubbing`).
+stored on a trial (:func:`tuner.study.record.scrubbing`).
 
 Values too short or too plain to be a secret are left alone (scrubbing ``1`` or ``false``, the
 value of ``TOKENIZERS_PARALLELISM``, would garble every log line): fewer than

@@ -7,8 +7,8 @@ runs inside it:
 1. ``long``: 2 s idle, 4 s busy, 2 s idle (a client that starts late and a drain): the idle ticks
    before and after are left out, the busy ones stay;
 2. ``short``: 0.4 s busy right after entering (an emulated level, K times faster), sampled every
-   50 ms: with the wait for the first row, and without it (``first_sample_s=0``, the setting of
-   before 2026-12-06);
+   50 ms: with the wait for the first row, and without it (``first_sample_s=0``: the sampler
+   enters at once);
 3. ``pause``: 2 s busy, 1.5 s idle, 2 s busy: the pause inside stays (a real host), or goes
    (``busy_only``, an emulated host's rule).
 

@@ -195,7 +195,7 @@ def load_file_pool(path: str | Path, *, sample: int = 2000, seed: int = 0, defau
 def level_requests(dataset: object, count: int, input_len: int, output_len: int,
                    seed: int | list[int], api: str, first: int = 0) -> Picked:
     """A level's requests, places ``first ..`` of the stream ``seed``: fixed-length random
-    tokens without a dataset (as before datasets), else the source's (a path is read here:
+    tokens without a dataset, else the source's (a path is read here:
     callers that run many levels pass a source). ``output_len`` caps the source's output
     lengths (the short warm-up requests)."""
     if dataset is None:

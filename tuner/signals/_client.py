@@ -4,7 +4,7 @@ A trial's levels (:class:`tuner.loadgen.LevelMetrics`, one per concurrency) alre
 person tuning by hand where the server stops scaling:
 
 - **the cap binds** (:attr:`ClientSignal.CAP_BINDS`): throughput flat across the levels at or
-  above a cap's value (64 running requests at most: 2,083 tok/s at 64 streams, 2,185 at 512);
+  above a cap's value (64 running requests at most: 64 and 512 streams read about the same);
 - **requests queue** (:attr:`ClientSignal.REQUESTS_QUEUE`): time to first token rising while the
   time per output token stays flat: requests wait for a place in the batch, the batch does not grow;
 - **the batch saturates** (:attr:`ClientSignal.BATCH_SATURATES`): time per output token rising

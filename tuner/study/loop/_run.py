@@ -1,7 +1,7 @@
 """``tuner optimize`` from start to end: the host claim, preflight, orphans, patches, the loop,
 cleanup.
 
-The host is claimed first (``<run_root>/tuner.claim``, :mod:`tuner.study.host_claim`): a second
+The host is claimed first (``<run_root>/tuner.claim``, :mod:`tuner.study.loop._host_claim`): a second
 tuner on the same host stops there with :class:`tuner.host.HostBusy`, before it reverts anything
 of the first one's. Everything that touches the host is undone on every exit path: the server of
 the current trial is stopped by its session, and every patch is reverted here, also at the start

@@ -3,10 +3,10 @@
 An emulated study's stated noise (the emulator's ``noise.py``: sd 2% per server run, 1% per
 stretch, so 2.2%), else the largest relative spread measured over the study's re-measured
 trials, else :data:`ASSUMED_NOISE` (a real restart differs by a percent or two: assumed, until
-repeats are measured; vLLM on this machine's CPU measured 1.0-10.3%, so a noisy host should state
-its own). The noise the search space states for its host (``objective.noise``) is a floor: a
-spread measured over two or three runs replaces it only when larger (two runs can agree by
-chance: 1.0% once, on that same vLLM).
+repeats are measured; a CPU or shared host can differ by far more, docs/measurements.md, so a
+noisy host should state its own). The noise the search space states for its host
+(``objective.noise``) is a floor: a spread measured over two or three runs replaces it only when
+larger (two runs can agree by chance).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The best stable configuration at each load level (``tuner best --at C``, the report, the summary).
 
 A configuration can win at one load and lose at another (speculative decoding at low
-concurrency, DP attention at high; the seeds' 689 against 757 tok/s at 64 streams). So the best
+concurrency, DP attention at high; calibration.md's N-off beats the baseline at 256 streams and
+loses to it at 64). So the best
 is also told per level measured.
 
 **Stable** here means what ``tuner best`` means: a COMPLETE trial whose every level ran clean

@@ -36,15 +36,15 @@ def _without_source(text: str) -> str:
 
 
 def read_move(stored: dict[str, Any] | None, chosen_by: str, config: dict[str, Any]) -> Move | None:
-    """A trial's move: the stored ``move`` attribute, else what its ``chosen_by`` of before says
-    (a study written before moves were stored); None for a trial no move chose (the sampler's)."""
+    """A trial's move: the stored ``move`` attribute, else what its ``chosen_by`` reason text says
+    (a study written without a ``move`` attribute); None for a trial no move chose (the sampler's)."""
     if stored:
         return Move.from_dict(stored)
     return legacy_move(chosen_by, config)
 
 
 def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:
-    """The move a stored ``chosen_by`` of before describes (None: no move chose the trial:
+    """The move a stored ``chosen_by`` reason text describes (None: no move chose the trial:
     the baseline, the sampler, a warm start, by hand)."""
     head, _, rest = chosen_by.partition(": ")
     try:

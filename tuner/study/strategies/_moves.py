@@ -1,10 +1,10 @@
 """A strategy's move as data: which proposer made it, which rule, what it changed, on what signal.
 
 A proposal of the ``guided`` strategy is a :class:`Move`. It is stored on the trial as the
-``move`` attribute (:data:`tuner.study.attrs.MOVE`, the dict of :meth:`Move.to_dict`) beside
+``move`` attribute (:data:`tuner.study.record.MOVE`, the dict of :meth:`Move.to_dict`) beside
 ``chosen_by``, the one-line reason rendered from it (:attr:`Move.reason`) that the terminal,
 ``tuner trials``, the report and optuna-dashboard show. The strategy reads past moves from these
-fields, never from the reason's text; a trial stored before moves were (``chosen_by`` only) is
+fields, never from the reason's text; a trial of an older study (``chosen_by`` only) is
 read once by :func:`tuner.study.strategies._legacy_moves.legacy_move` (both through
 :func:`tuner.study.strategies._legacy_moves.read_move`).
 """

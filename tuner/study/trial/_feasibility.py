@@ -4,7 +4,7 @@ Optuna's samplers ignore FAIL trials (and ``constraints_func`` is not called for
 would happily propose the twin of a configuration that just crashed its server. In the spirit of
 SCOOT (``../shared/reference/peers.md``), the tuner keeps its own model of which configurations
 fail: a random forest (scikit-learn) over each trial's ``config``, trained on the FAIL trials whose
-reason belongs to the configuration (:func:`tuner.study.attrs.reusable_failure`: not
+reason belongs to the configuration (:func:`tuner.study.record.reusable_failure`: not
 ``interrupted``, ``host-error`` or ``worker-died``) against the ones that ran (COMPLETE, or PRUNED
 by the baseline rule). A sampled configuration must pass :class:`FeasibilityGate`; one that does
 not is recorded PRUNED (``pruned_by: feasibility``) without host time, which steers TPE away
@@ -51,7 +51,7 @@ __all__ = [
 FEASIBILITY_PRUNER = Outcome.GATED.pruned_by  # the ``pruned_by`` of a configuration the gate skipped
 # The chance that the gate lets a configuration it would skip run anyway (``tuner optimize``):
 # a skipped configuration measures nothing, so without this a gated region could never prove
-# the model wrong (one run had 20 of 65 trials skipped on at most 6 failures).
+# the model wrong (a few failures can otherwise fence off a third of a study's proposals).
 GATE_EXPLORE = 0.15
 _TREES = 50
 
@@ -298,7 +298,7 @@ def failing_values(
 
     ``attention_backend=fa3: 4 of 4 trials failed (wrong-output)``: a value (``unset`` for None)
     that at least ``min_failures`` configuration failures are put down to
-    (:func:`tuner.study.blame.blamed_values`: what the failure names, else the trial's values
+    (:func:`tuner.study.trial._blame.blamed_values`: what the failure names, else the trial's values
     that fail most often), and that are at least ``min_share`` of the trials that ran with it.
     """
     ran: Counter[tuple[str, str]] = Counter()

@@ -118,7 +118,7 @@ def level_verdict(level: dict[str, Any], objective: Any) -> str | None:
     if unmet:
         return unmet
     asked, sent = level.get("request_rate"), level.get("achieved_request_rate")
-    drawn = level.get("scheduled_request_rate")  # None in levels stored before it was
+    drawn = level.get("scheduled_request_rate")  # None in a level of an older study that lacks it
     need = objective.goodput.min_achieved_fraction
     if asked and (sent is None or sent < need * (drawn or asked)):
         sent_text = f"sent {0 if sent is None else sent:.2f} req/s"
@@ -213,7 +213,7 @@ def require_baseline_goodput(study: optuna.Study, space: SearchSpace) -> None:
 
     Its goodput of 0 gives no floor: every configuration would be judged against nothing, so
     the study stops there, as it does when the baseline gives no probe reference
-    (:mod:`tuner.study.probe_reference`).
+    (:mod:`tuner.study.trial._probe_reference`).
 
     Raises:
         ConfigError: the baseline ended PRUNED for meeting no rate; the message names the

@@ -6,9 +6,9 @@ when (1) at least two levels ran clean, (2) every level still to come is below a
 (3) the measured throughput rises with concurrency (so on a curve that rises to a peak and may
 fall after it, the lower levels still to come cannot beat the lowest one measured), and (4) every
 measured level is below the baseline's value by more than ``margin``. Comparing level by level
-from the bottom, as before, killed winners: the seeds' winner is slower than the baseline at 64
-concurrent requests and 2.5x faster at 256, and against a baseline capped at 64 requests,
-configurations that were slower at 16 and 64 were 1.1-2.6x faster at 512.
+from the bottom would kill winners: the seeds' winner is slower than the baseline at 64
+concurrent requests and 2.5x faster at 256, and against a baseline capped at 64 requests, a
+configuration slower at 16 and 64 can be 1.1-2.6x faster at 512.
 
 It reads the levels stored on the trials (``levels`` user attribute), so the same rule serves
 single-objective studies, where Optuna calls :class:`BaselinePruner`, and multi-objective ones,
