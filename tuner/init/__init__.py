@@ -1,0 +1,166 @@
+"""``tuner init``: a search space written from the command the user runs today.
+
+:func:`init_space` reads the command (:mod:`._command`: which engine, its model, its flags), the
+host as ``tuner doctor`` reads it (:mod:`._host`: the engine's version and ``--help``, the GPUs,
+the model's ``config.json``, the patches' files), chooses the levers this engine version, these
+GPUs and this model allow (:mod:`._levers`), and writes the YAML with a comment on every choice
+(:mod:`._render`). The user's command is the baseline. A flag the installed engine does not know
+is refused (exit 2, with the closest flag it knows); what could not be read is a note in the file
+and on the terminal, with what was assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tuner.engines import load_profile
+from tuner.errors import ConfigError, TunerError
+from tuner.host import Host, HostSpec, LocalHost, open_host
+from tuner.init._command import LaunchCommand, read_flags, recognise
+from tuner.init._host import HostFacts, Note, read_host
+from tuner.init._levers import KNOWN_PATCHES, choose_levers
+from tuner.init._plan import Plan
+from tuner.init._render import SpaceText, Workload, render_space
+from tuner.init._workload import choose_levels
+
+__all__ = ["InitOptions", "InitResult", "init_space"]
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """``tuner init``'s options."""
+
+    out: Path | None = None
+    host: str | None = None  # [user@]address[:port] or local
+    ssh_key: str | None = None
+    emulate: bool = False
+    levels: str | None = None
+    input_len: int = 256
+    output_len: int = 256
+    dataset: str | None = None
+    force: bool = False
+
+
+@dataclass
+class InitResult:
+    """What was written, and what the terminal summary says."""
+
+    path: Path
+    command: LaunchCommand
+    facts: HostFacts
+    plan: Plan
+    notes: list[Note] = field(default_factory=list)
+
+
+def _name(command_model: str | None, engine: str) -> str:
+    base = (command_model or engine).rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"[^a-z0-9.-]+", "-", base.lower()).strip("-.") or engine
+
+
+def _host_fields(options: InitOptions) -> tuple[HostSpec, dict[str, object] | str]:
+    from tuner.study.trial import parse_host_option
+
+    if not options.host or options.host == "local":
+        return HostSpec(), "local"
+    fields = parse_host_option(options.host)
+    if options.ssh_key:
+        fields["key_path"] = os.path.expanduser(options.ssh_key)
+    spec = HostSpec(**fields)  # type: ignore[arg-type]
+    written: dict[str, object] = {k: v for k, v in fields.items() if k != "key_path"}
+    if options.ssh_key:
+        written["key"] = options.ssh_key
+    return spec, written
+
+
+def _refuse_unknown(command: LaunchCommand, facts: HostFacts) -> None:
+    for flag in command.flags:
+        if flag.name in ("--host", "--port") or facts.flags.known(flag.name):
+            continue
+        close = facts.flags.suggestion(flag.name)
+        hint = f"did you mean {close}?" if close else "drop it or check `--help`"
+        raise ConfigError(
+            f"tuner init: the command: {flag.name} is not a flag of the installed {command.engine} "
+            f"{facts.engine_version or ''} on {facts.where}".replace("  ", " ")
+            + f"; fix: {hint}")
+
+
+def init_space(words: list[str], options: InitOptions) -> InitResult:
+    """Read the command and the host, write the space to ``options.out`` (or ``<model>.yaml``).
+
+    Raises:
+        ConfigError: the command is not one tuner knows, names a flag the engine does not
+            take, or the output exists (exit 2).
+        TunerError: the engine's ``--help`` could not be run on the host (exit 1).
+    """
+    recognised = recognise(words)
+    profile = load_profile(recognised.engine)
+    probe_model = read_flags(recognised, {}).model  # the model, before the flag list is read
+    out = options.out or Path(f"{_name(probe_model, recognised.engine)}.yaml")
+    if out.exists() and not options.force:
+        raise ConfigError(f"tuner init: --out {out}: the file exists; fix: give another --out, or --force to replace it")
+    env = dict(recognised.env)
+    model_root = None
+    python = None
+    host_section: dict[str, object] | str
+    if options.emulate:
+        if recognised.engine != "sglang":
+            raise ConfigError(f"tuner init: --emulate: the emulated host runs SGLang only, not "
+                              f"{recognised.engine}; fix: drop --emulate, or give an SGLang command")
+        from tuner.emulator.host_root import prepare_host_root
+        from tuner.init._emulated import lay_out_model
+
+        root = (Path("studies") / f"{out.stem}-emulated.host").resolve()
+        env.update(prepare_host_root(root))
+        lay_out_model(root)
+        host: Host = LocalHost(str(root / "runs"))
+        # the emulated host's python3 runs its stand-in sglang, whatever Python the command names
+        recognised = replace(recognised, program=("python3", "-m", "sglang.launch_server"))
+        model_root, python, where, host_section = root, "python3", "the emulated GLM-5 host", "local"
+        journal = str(root / "runs" / "patch-journal")
+    else:
+        spec, host_section = _host_fields(options)
+        host = open_host(spec)
+        where = host.name if spec.is_local else options.host or spec.address
+        journal = f"{os.path.expanduser(spec.run_root) if spec.is_local else spec.run_root}/patch-journal"
+    try:
+        facts = read_host(host, recognised, profile, probe_model, env=env, where=where,
+                          patches=KNOWN_PATCHES.get(recognised.engine, []), journal_dir=journal,
+                          model_root=model_root, python=python)
+    finally:
+        host.close()
+    if options.emulate:  # the space keeps the user's own program; the emulator replaces it anyway
+        recognised = recognise(words)
+    command = read_flags(recognised, facts.flags.takes_value())
+    _refuse_unknown(command, facts)
+    if not options.emulate and isinstance(host_section, dict) and facts.python != "python3":
+        host_section["python"] = facts.python
+    elif not options.emulate and facts.python != "python3":
+        host_section = {"address": "local", "python": facts.python}
+    levels, levels_why = choose_levels(command, options.levels)
+    plan = choose_levers(command, facts, levels)
+    dataset = str(Path(options.dataset).resolve()) if options.dataset else None
+    name = out.stem
+    text = render_space(SpaceText(
+        name=name, command=command, facts=facts, plan=plan,
+        workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
+        host=host_section, emulated=options.emulate, original=" ".join(words)))
+    _write_checked(out, text)
+    return InitResult(out, command, facts, plan, facts.notes)
+
+
+def _write_checked(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` once the space loader accepts it (a refusal is a bug of init's)."""
+    from tuner.space import load_space
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.with_name(f".{out.name}.init-{os.getpid()}.yaml")
+    staging.write_text(text)
+    try:
+        load_space(staging)
+    except ConfigError as error:
+        staging.unlink()
+        raise TunerError(f"tuner init wrote a space its loader refuses ({error}); please report it") from None
+    staging.replace(out)
