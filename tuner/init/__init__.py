@@ -19,11 +19,11 @@ from pathlib import Path
 from tuner.engines import load_profile
 from tuner.errors import ConfigError, TunerError
 from tuner.host import Host, HostSpec, LocalHost, open_host
-from tuner.init._command import LaunchCommand, read_flags, recognise
+from tuner.init._command import LaunchCommand, Recognised, read_flags, recognise
 from tuner.init._host import HostFacts, Note, read_host
 from tuner.init._levers import KNOWN_PATCHES, choose_levers
 from tuner.init._plan import Plan
-from tuner.init._render import SpaceText, Workload, render_space
+from tuner.init._render import DEFAULT_PORTS, SpaceText, Workload, render_space
 from tuner.init._workload import choose_levels
 
 __all__ = ["InitOptions", "InitResult", "init_space"]
@@ -87,6 +87,26 @@ def _refuse_unknown(command: LaunchCommand, facts: HostFacts) -> None:
             + f"; fix: {hint}")
 
 
+def _port(host: Host, recognised: Recognised, facts: HostFacts) -> int:
+    """The server's port: the command's, else the engine's default, else (in use on the host)
+    the next free one above it, with a note."""
+    given = next((w.partition("=")[2] or (recognised.rest[i + 1] if i + 1 < len(recognised.rest) else "")
+                  for i, w in enumerate(recognised.rest) if w.partition("=")[0] == "--port"), None)
+    if given and given.isdigit():
+        return int(given)
+    default = DEFAULT_PORTS[recognised.engine]
+    for port in range(default, default + 50):
+        try:
+            if host.port_free(port):
+                if port != default:
+                    facts.notes.append(Note(f"port {default} (the engine's default) is in use on {facts.where}",
+                                            f"port {port}, free when read"))
+                return port
+        except TunerError:
+            break
+    return default
+
+
 def init_space(words: list[str], options: InitOptions) -> InitResult:
     """Read the command and the host, write the space to ``options.out`` (or ``<model>.yaml``).
 
@@ -129,6 +149,7 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
         facts = read_host(host, recognised, profile, probe_model, env=env, where=where,
                           patches=KNOWN_PATCHES.get(recognised.engine, []), journal_dir=journal,
                           model_root=model_root, python=python)
+        port = _port(host, recognised, facts)
     finally:
         host.close()
     if options.emulate:  # the space keeps the user's own program; the emulator replaces it anyway
@@ -146,7 +167,7 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
     text = render_space(SpaceText(
         name=name, command=command, facts=facts, plan=plan,
         workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
-        host=host_section, emulated=options.emulate, original=" ".join(words)))
+        host=host_section, emulated=options.emulate, original=" ".join(words), port=port))
     _write_checked(out, text)
     return InitResult(out, command, facts, plan, facts.notes)
 

@@ -13,9 +13,9 @@ from tuner.init._command import LaunchCommand
 from tuner.init._host import HostFacts
 from tuner.init._plan import INACTIVE, Plan
 
-__all__ = ["SpaceText", "Workload", "render_space"]
+__all__ = ["DEFAULT_PORTS", "SpaceText", "Workload", "render_space"]
 
-_DEFAULT_PORT = {"sglang": 30000, "vllm": 8000, "transformers": 8000}
+DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000, "transformers": 8000}
 _PROBE = '["The capital of France is", "def fibonacci(n):", "1, 2, 3, 4,"]'
 
 
@@ -42,6 +42,7 @@ class SpaceText:
     host: dict[str, Any] | str
     emulated: bool
     original: str  # the command as the user gave it, for the header
+    port: int  # the command's --port, else the engine's default (or a free one near it)
 
 
 def _flow(value: Any) -> str:
@@ -125,8 +126,9 @@ def _server(s: SpaceText) -> list[str]:
     bind = cmd.value("--host")
     if isinstance(bind, str):
         lines.append(f"  bind: {_flow(bind)}   # your command's --host")
-    port_text = port if isinstance(port, str) else str(_DEFAULT_PORT[cmd.engine])
-    lines.append(f"  port: {port_text}   # {'your command' + chr(39) + 's --port' if isinstance(port, str) else 'the engine' + chr(39) + 's default'}")
+    source = "your command's --port" if isinstance(port, str) else (
+        "the engine's default" if s.port == DEFAULT_PORTS[cmd.engine] else "free on the host (the default was in use)")
+    lines.append(f"  port: {s.port}   # {source}")
     if flags:
         lines.append("  flags:                          # your command's other flags: the same in every configuration")
         lines += [f"    {f.name}: {_flow(_flag_value(f.value))}" for f in flags]
