@@ -108,12 +108,12 @@ class ModelFacts:
             attention_heads=first("num_attention_heads", "n_heads"),
             mla=bool(merged.get("kv_lora_rank")),
             max_positions=first("max_position_embeddings"),
-            weights_gb=round(weights_bytes / 2**30, 1) if weights_bytes else None,
+            weights_gb=round(weights_bytes / 2**30, 3) if weights_bytes else None,
         )
 
     def describe(self) -> str:
         kind = f"MoE, {self.experts} experts" if self.moe else "dense"
-        size = f"{self.weights_gb:g} GB" if self.weights_gb else "size unknown"
+        size = f"{self.weights_gb:.4g} GB" if self.weights_gb is not None else "size unknown"
         extra = f", {self.nextn_layers} NEXTN/MTP layer(s)" if self.nextn_layers else ""
         return f"{self.architecture}: {kind}, {self.layers} layers, {self.attention_heads} heads, {size}{extra}"
 
