@@ -61,13 +61,20 @@ def _literal(key: str, text: str, indent: int) -> list[str]:
     return [f"{' ' * indent}{key}: |2", *(pad + line for line in text.removesuffix("\n").split("\n"))]
 
 
-def _command_text(command: LaunchCommand) -> str:
+# On a CPU host that is also the tuner's machine, the server and the load generator share the
+# cores: the server runs at a lower priority, its session too (with the kernel's autogroups CPU
+# time is shared between sessions first, so `nice` alone still starved the client's event loop:
+# search_spaces/vllm-cpu-tiny.yaml measured it), or every level reads measurement-bound.
+_NICED = "sh -c '{ echo 10 > /proc/self/autogroup; } 2>/dev/null; exec nice -n 10 \"$0\" \"$@\"'"
+
+
+def _command_text(command: LaunchCommand, niced: bool) -> str:
     import shlex
 
     words = list(command.recognised.program)
     if command.model is not None and command.model_flag is None and command.engine == "vllm":
         words.append(command.model)  # `vllm serve MODEL`: kept where the user gave it
-    return shlex.join(words)
+    return f"{_NICED} {shlex.join(words)}" if niced else shlex.join(words)
 
 
 def _flag_value(value: str | tuple[str, ...] | None) -> Any:
@@ -120,7 +127,14 @@ def _server(s: SpaceText) -> list[str]:
     cmd = s.command
     flags = [f for f in cmd.flags if f.name not in s.plan.searched_flags() and f.name not in ("--host", "--port")]
     port = cmd.value("--port")
-    lines = ["server:", f"  command: {_flow(_command_text(cmd))}   # your command's program"]
+    niced = not s.facts.gpus and not s.emulated and (
+        s.host == "local" or (isinstance(s.host, dict) and s.host.get("address") == "local"))
+    lines = ["server:"]
+    if niced:
+        lines += _comment_block([
+            "A CPU host shared with the load generator: the server runs niced (and its session), so",
+            "the client keeps up and the levels measure the server; your command is otherwise unchanged."], "  ")
+    lines.append(f"  command: {_flow(_command_text(cmd, niced))}   # your command's program")
     if cmd.model is not None and not (cmd.engine == "vllm" and cmd.model_flag is None):
         lines.append(f"  model_path: {_flow(cmd.model)}   # the model your command serves (kept fixed)")
     bind = cmd.value("--host")
