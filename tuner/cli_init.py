@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tuner.cli import app
-from tuner.cli_options import EmulateOpt, HostOpt, KeyOpt
+from tuner.cli_options import AcceptKeyOpt, EmulateOpt, HostOpt, KeyOpt, KnownHostsOpt
 
 __all__ = ["init"]
 
@@ -23,6 +23,8 @@ def init(
     out: Annotated[Optional[Path], typer.Option("--out", help="where to write the space (default: <model>.yaml)")] = None,
     host: HostOpt = None,
     ssh_key: KeyOpt = None,
+    known_hosts: KnownHostsOpt = None,
+    accept_new_host_key: AcceptKeyOpt = False,
     emulate: EmulateOpt = False,
     levels: Annotated[Optional[str], typer.Option(
         "--levels", help="concurrency levels, e.g. 64,256,1024 (default: your command's cap and 4x it)")] = None,
@@ -38,7 +40,8 @@ def init(
     words = list(ctx.args)
     if not words:
         raise ConfigError("tuner init: no command; fix: tuner init -- <the command that starts your server>")
-    result = init_space(words, InitOptions(out=out, host=host, ssh_key=ssh_key, emulate=emulate, levels=levels,
+    result = init_space(words, InitOptions(out=out, host=host, ssh_key=ssh_key, known_hosts=known_hosts,
+                                           accept_new_host_key=accept_new_host_key, emulate=emulate, levels=levels,
                                            input_len=input_len, output_len=output_len, dataset=dataset,
                                            force=force))
     console = Console(stderr=True, soft_wrap=True, highlight=False)

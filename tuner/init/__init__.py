@@ -20,7 +20,7 @@ from tuner.engines import load_profile
 from tuner.errors import ConfigError, TunerError
 from tuner.host import Host, HostSpec, LocalHost, open_host
 from tuner.init._command import LaunchCommand, Recognised, read_flags, recognise
-from tuner.init._host import HostFacts, Note, read_host
+from tuner.init._host import HostFacts, Note, assumed_host, read_host
 from tuner.init._levers import KNOWN_PATCHES, choose_levers
 from tuner.init._plan import Plan
 from tuner.init._render import DEFAULT_PORTS, SpaceText, Workload, render_space
@@ -36,6 +36,8 @@ class InitOptions:
     out: Path | None = None
     host: str | None = None  # [user@]address[:port] or local
     ssh_key: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
     emulate: bool = False
     levels: str | None = None
     input_len: int = 256
@@ -68,10 +70,14 @@ def _host_fields(options: InitOptions) -> tuple[HostSpec, dict[str, object] | st
     fields = parse_host_option(options.host)
     if options.ssh_key:
         fields["key_path"] = os.path.expanduser(options.ssh_key)
-    spec = HostSpec(**fields)  # type: ignore[arg-type]
-    written: dict[str, object] = {k: v for k, v in fields.items() if k != "key_path"}
+    if options.known_hosts:
+        fields["known_hosts"] = os.path.expanduser(options.known_hosts)
+    spec = HostSpec(**fields, accept_new_host_key=options.accept_new_host_key)  # type: ignore[arg-type]
+    written: dict[str, object] = {k: v for k, v in fields.items() if k not in ("key_path", "known_hosts")}
     if options.ssh_key:
         written["key"] = options.ssh_key
+    if options.known_hosts:
+        written["known_hosts"] = options.known_hosts
     return spec, written
 
 
@@ -87,7 +93,34 @@ def _refuse_unknown(command: LaunchCommand, facts: HostFacts) -> None:
             + f"; fix: {hint}")
 
 
-def _port(host: Host, recognised: Recognised, facts: HostFacts) -> int:
+def _reached(host: Host) -> str | None:
+    """None when the host answers; else why not (an SSH failure, a refused key)."""
+    try:
+        result = host.run("echo ok", timeout=30.0)
+    except TunerError as error:
+        return str(error)
+    return None if result.ok and result.stdout.strip() == "ok" else f"`echo ok` gave {result.summary()}"
+
+
+_PARALLEL_FLAGS = {"--tp-size": "tp", "--tensor-parallel-size": "tp", "--pp-size": "pp",
+                   "--pipeline-parallel-size": "pp", "--dp-size": "dp", "--data-parallel-size": "dp"}
+
+
+def _command_gpus(recognised: Recognised) -> int:
+    """The GPUs the command's own parallel sizes use: tp x pp x dp (dp inside tp with SGLang's
+    DP attention)."""
+    command = read_flags(recognised, {})
+    sizes = {"tp": 1, "pp": 1, "dp": 1}
+    for flag, name in _PARALLEL_FLAGS.items():
+        value = command.value(flag)
+        if isinstance(value, str) and value.isdigit():
+            sizes[name] = int(value)
+    if command.has("--enable-dp-attention"):
+        sizes["dp"] = 1
+    return sizes["tp"] * sizes["pp"] * sizes["dp"]
+
+
+def _port(host: Host | None, recognised: Recognised, facts: HostFacts) -> int:
     """The server's port: the command's, else the engine's default, else (in use on the host)
     the next free one above it, with a note."""
     given = next((w.partition("=")[2] or (recognised.rest[i + 1] if i + 1 < len(recognised.rest) else "")
@@ -95,7 +128,7 @@ def _port(host: Host, recognised: Recognised, facts: HostFacts) -> int:
     if given and given.isdigit():
         return int(given)
     default = DEFAULT_PORTS[recognised.engine]
-    for port in range(default, default + 50):
+    for port in range(default, default + 50) if host is not None else ():
         try:
             if host.port_free(port):
                 if port != default:
@@ -146,10 +179,15 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
         where = host.name if spec.is_local else options.host or spec.address
         journal = f"{os.path.expanduser(spec.run_root) if spec.is_local else spec.run_root}/patch-journal"
     try:
-        facts = read_host(host, recognised, profile, probe_model, env=env, where=where,
-                          patches=KNOWN_PATCHES.get(recognised.engine, []), journal_dir=journal,
-                          model_root=model_root, python=python)
-        port = _port(host, recognised, facts)
+        reached = _reached(host)
+        if reached is None:
+            facts = read_host(host, recognised, profile, probe_model, env=env, where=where,
+                              patches=KNOWN_PATCHES.get(recognised.engine, []), journal_dir=journal,
+                              model_root=model_root, python=python)
+            port = _port(host, recognised, facts)
+        else:
+            facts = assumed_host(recognised, where, reached, _command_gpus(recognised))
+            port = _port(None, recognised, facts)
     finally:
         host.close()
     if options.emulate:  # the space keeps the user's own program; the emulator replaces it anyway

@@ -23,7 +23,7 @@ from tuner.init._help import EngineFlags, parse_help
 from tuner.patches import PatchManager, PatchSpec
 from tuner.telemetry import parse_gpu_csv
 
-__all__ = ["Gpu", "HostFacts", "ModelFacts", "Note", "read_host"]
+__all__ = ["Gpu", "HostFacts", "ModelFacts", "Note", "assumed_host", "read_host"]
 
 _GPU_QUERY = "--query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits"
 # Run with the host's Python: the model's config.json (the path, else the Hugging Face cache of a
@@ -137,8 +137,9 @@ class HostFacts:
 
     @property
     def gpu_memory_gb(self) -> float | None:
-        # GiB, as the weights' size below: the units of the space's ``fit:`` rule
-        return round(min(g.memory_mib for g in self.gpus) / 1024, 1) if self.gpus else None
+        # GiB, as the weights' size below: the units of the space's ``fit:`` rule (None: unknown)
+        memory = min((g.memory_mib for g in self.gpus or []), default=0.0)
+        return round(memory / 1024, 1) if memory else None
 
     @property
     def compute_cap(self) -> float | None:
@@ -259,3 +260,25 @@ def read_host(host: Host, recognised: Recognised, profile: EngineProfile, model:
     facts = _model(host, python, model, model_root, env, notes)
     states = _patch_states(host, python, env, patches, journal_dir) if patches and version else {}
     return HostFacts(where, python, version, flags, gpus, facts, states, notes)
+
+
+def assumed_host(recognised: Recognised, where: str, reason: str, gpus: int) -> HostFacts:
+    """The host ``init`` could not reach, assumed: SGLang 0.5.9's flags as recorded from its
+    wheel (the emulator's table), ``gpus`` GPUs of unknown kind, the model not read.
+
+    Raises:
+        TunerError: an engine other than SGLang, whose flags ``tuner`` has no record of.
+    """
+    if recognised.engine != "sglang":
+        raise TunerError(f"tuner init: {reason}; the {recognised.engine} flags cannot be read "
+                         "(tuner records SGLang's only); fix: make the host reachable (`ssh` to it), or "
+                         "run tuner init on the GPU host with --host local")
+    from tuner.emulator.cli_args import build_parser
+    from tuner.emulator.sglang_flags import SGLANG_VERSION
+
+    notes = [Note(f"{where} could not be reached ({reason})",
+                  f"SGLang {SGLANG_VERSION}'s flags as recorded from its wheel; {gpus} GPU(s) of unknown "
+                  "memory and kind (your command's parallel sizes); the model not read: run tuner init "
+                  "again once the host answers")]
+    flags = parse_help(build_parser().format_help())
+    return HostFacts(where, "python3", None, flags, [Gpu("unknown GPU", 0.0, None)] * gpus, None, {}, notes)

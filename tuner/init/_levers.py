@@ -127,7 +127,7 @@ def _sglang(lv: _Levers) -> None:
                                                     "low": 0.3, "high": 1.5, "step": 0.1},
                       "how much of the KV pool the scheduler keeps for running requests' outputs "
                       "(SGLang's tuning guide: lower it when the pool is under-used); unset = 1.0"))
-    attention = ["flashinfer", "triton"]
+    attention = ["flashinfer", "triton"]  # on every CUDA GPU
     if 9.0 <= lv.cap < 10.0:
         attention.append("fa3")  # FlashAttention 3 is Hopper-only
     if lv.model and lv.model.mla and 10.0 <= lv.cap < 11.0:
@@ -135,7 +135,7 @@ def _sglang(lv: _Levers) -> None:
     if lv.gpus:
         plan.add(lv.param("attention_backend", {"kind": "categorical", "flag": "--attention-backend",
                                                 "choices": lv.choices("--attention-backend", attention)},
-                          f"attention kernels that run on compute capability {lv.cap:g} "
+                          f"attention kernels that run on compute capability {_capability(lv)} "
                           "(fa3 only on Hopper); unset = SGLang's choice"))
         if lv.cap >= 8.9:
             plan.add(lv.param("kv_cache_dtype", {"kind": "categorical", "flag": "--kv-cache-dtype",
@@ -148,6 +148,15 @@ def _sglang(lv: _Levers) -> None:
     _sglang_parallel(lv)
     _sglang_moe(lv)
     _sglang_speculative(lv)
+
+
+def _capability(lv: _Levers) -> str:
+    return f"{lv.cap:g}" if lv.cap else "unknown (the portable kernels only)"
+
+
+def _memory(lv: _Levers) -> str:
+    memory = lv.facts.gpu_memory_gb
+    return f"{memory:g} GB" if memory else "memory unknown"
 
 
 def _sglang_parallel(lv: _Levers) -> None:
@@ -163,7 +172,7 @@ def _sglang_parallel(lv: _Levers) -> None:
         weights = f"{lv.model.weights_gb:g} GB of weights" if lv.model and lv.model.weights_gb else "weights of unknown size"
         plan.add(lv.param("tp_size", {"kind": "categorical", "flag": "--tp-size", "choices": sizes},
                           f"tensor parallel sizes that divide the {lv.gpus} GPUs and hold {weights} "
-                          f"({lv.facts.gpu_memory_gb:g} GB a GPU); unset = 1"))
+                          f"({_memory(lv)} a GPU); unset = 1"))
     if lv.model and lv.model.mla and lv.model.moe:
         plan.add(lv.param("dp_attention", {"kind": "store_true", "flag": "--enable-dp-attention"},
                           "attention data-parallel inside the TP group (MLA models): each request's "
@@ -195,7 +204,7 @@ def _sglang_moe(lv: _Levers) -> None:
         backends.append("flashinfer_trtllm")
     moe = lv.param("moe_runner_backend", {"kind": "categorical", "flag": "--moe-runner-backend",
                                           "choices": lv.choices("--moe-runner-backend", backends)},
-                   f"MoE kernels for {lv.model.experts} experts on compute capability {lv.cap:g} "
+                   f"MoE kernels for {lv.model.experts} experts on compute capability {_capability(lv)} "
                    "(flashinfer_trtllm: Blackwell); unset = auto")
     plan.add(moe)
     gate = lv.facts.patches.get("autotune_gate")
@@ -352,7 +361,7 @@ def _transformers(lv: _Levers) -> None:
 
 def _fit(lv: _Levers) -> None:
     model = lv.model
-    if lv.command.engine != "sglang" or lv.gpus < 2 or not (model and model.weights_gb):
+    if lv.command.engine != "sglang" or lv.gpus < 2 or not (model and model.weights_gb and lv.facts.gpu_memory_gb):
         return
     lv.plan.fit = {"weights_gb": model.weights_gb, "gpu_memory_gb": lv.facts.gpu_memory_gb, "gpus": lv.gpus,
                    **({"attention_heads": model.attention_heads} if model.attention_heads else {})}

@@ -91,8 +91,10 @@ def _flag_value(value: str | tuple[str, ...] | None) -> Any:
 
 def _header(s: SpaceText) -> list[str]:
     facts, model = s.facts, s.facts.model
-    gpus = (f"{facts.gpu_count} x {facts.gpus[0].name} ({facts.gpu_memory_gb:g} GiB, compute capability "
-            f"{facts.compute_cap:g})" if facts.gpus else "no GPUs (nvidia-smi not found or unreadable)")
+    memory = f"{facts.gpu_memory_gb:g} GiB" if facts.gpu_memory_gb else "memory unknown"
+    capability = f"{facts.compute_cap:g}" if facts.compute_cap else "unknown"
+    gpus = (f"{facts.gpu_count} x {facts.gpus[0].name} ({memory}, compute capability {capability})"
+            if facts.gpus else "no GPUs (nvidia-smi not found or unreadable)")
     lines = [
         f"Written by `tuner init` from the command you run today{' (on the EMULATED GLM-5 host)' if s.emulated else ''}:",
         f"  {s.original}",
