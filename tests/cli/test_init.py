@@ -194,3 +194,24 @@ def test_transformers_serve_against_its_recorded_help(tmp_path: Path, recorded_t
     assert done.returncode == 2
     assert "--cb-blok-size is not a flag of the installed transformers" in done.stderr
     assert "fix: did you mean --cb-block-size?" in done.stderr
+
+
+def test_secrets_in_the_command_are_never_written(tmp_path: Path) -> None:
+    command = ("HF_TOKEN=hf_private python3 -m sglang.launch_server --model-path /models/GLM-5-NVFP4 "
+               "--api-key sk-private --tp-size 8")
+    done = tuner("init", "--emulate", "--out", "s.yaml", "--", *shlex.split(command), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.yaml").read_text()
+    assert "private" not in text + done.stdout + done.stderr
+    space = load_space(tmp_path / "s.yaml")
+    assert space.model.server.flags["--api-key"] == "${SGLANG_API_KEY}"
+    assert space.model.server.env["HF_TOKEN"] == "${HF_TOKEN}"
+
+
+def test_a_switch_and_its_no_form_stay_with_the_search(tmp_path: Path, recorded_transformers) -> None:
+    command = "transformers serve /m --no-continuous-batching --no-compile"
+    done = tuner("init", "--out", "t.yaml", "--", *shlex.split(command), cwd=tmp_path, env=recorded_transformers)
+    assert done.returncode == 0, done.stderr
+    space = load_space(tmp_path / "t.yaml")
+    assert "--no-compile" not in space.model.server.flags and "--no-continuous-batching" not in space.model.server.flags
+    assert space.baseline["continuous_batching"] is False and space.baseline["compile"] is False

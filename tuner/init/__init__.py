@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -205,9 +206,28 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
     text = render_space(SpaceText(
         name=name, command=command, facts=facts, plan=plan,
         workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
-        host=host_section, emulated=options.emulate, original=" ".join(words), port=port))
+        host=host_section, emulated=options.emulate, original=_shown(words, profile.secret_flags), port=port,
+        secret_flags=tuple(profile.secret_flags)))
     _write_checked(out, text)
     return InitResult(out, command, facts, plan, facts.notes)
+
+
+def _shown(words: list[str], secret_flags: list[str]) -> str:
+    """The command for the file's header, a secret's value (a flag the profile lists, or a
+    ``NAME=value`` whose name says secret) shown as ``***``."""
+    from tuner.space import is_secret_name
+
+    shown, hide_next = [], False
+    for word in words:
+        name, eq, _ = word.partition("=")
+        if hide_next:
+            shown.append("***")
+        elif eq and (name in secret_flags or (not name.startswith("-") and is_secret_name(name))):
+            shown.append(f"{name}=***")
+        else:
+            shown.append(word)
+        hide_next = not hide_next and not eq and word in secret_flags
+    return shlex.join(shown)
 
 
 def _write_checked(out: Path, text: str) -> None:

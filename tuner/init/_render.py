@@ -12,6 +12,7 @@ import yaml
 from tuner.init._command import LaunchCommand
 from tuner.init._host import HostFacts
 from tuner.init._plan import INACTIVE, Plan
+from tuner.space import is_secret_name
 
 __all__ = ["DEFAULT_PORTS", "SpaceText", "Workload", "render_space"]
 
@@ -43,6 +44,7 @@ class SpaceText:
     emulated: bool
     original: str  # the command as the user gave it, for the header
     port: int  # the command's --port, else the engine's default (or a free one near it)
+    secret_flags: tuple[str, ...] = ()  # the engine profile's (their values are never written)
 
 
 def _flow(value: Any) -> str:
@@ -127,7 +129,10 @@ def _header(s: SpaceText) -> list[str]:
 
 def _server(s: SpaceText) -> list[str]:
     cmd = s.command
-    flags = [f for f in cmd.flags if f.name not in s.plan.searched_flags() and f.name not in ("--host", "--port")]
+    searched = s.plan.searched_flags()
+    # a searched switch's other half (`--no-compile` beside a searched `--compile`) is the search's too
+    flags = [f for f in cmd.flags if f.name not in searched and f.name.replace("--no-", "--", 1) not in searched
+             and f.name not in ("--host", "--port")]
     port = cmd.value("--port")
     niced = not s.facts.gpus and not s.emulated and (
         s.host == "local" or (isinstance(s.host, dict) and s.host.get("address") == "local"))
@@ -147,11 +152,21 @@ def _server(s: SpaceText) -> list[str]:
     lines.append(f"  port: {s.port}   # {source}")
     if flags:
         lines.append("  flags:                          # your command's other flags: the same in every configuration")
-        lines += [f"    {f.name}: {_flow(_flag_value(f.value))}" for f in flags]
+        for f in flags:
+            if f.name in s.secret_flags and f.value is not None:
+                variable = f"{cmd.engine}_{f.name.strip('-')}".upper().replace("-", "_")
+                lines.append(f"    {f.name}: ${{{variable}}}   # a secret: export {variable}=... "
+                             "(your command's value is not written here)")
+            else:
+                lines.append(f"    {f.name}: {_flow(_flag_value(f.value))}")
     env = cmd.recognised.env
     if env:
         lines.append("  env:                            # the environment your command sets")
-        lines += [f"    {name}: {_flow(value)}" for name, value in env.items()]
+        for name, value in env.items():
+            if is_secret_name(name):  # HF_TOKEN=...: read from tuner's environment, never written
+                lines.append(f"    {name}: ${{{name}}}   # a secret: export {name}=... before tuner optimize")
+            else:
+                lines.append(f"    {name}: {_flow(value)}")
     return lines
 
 
