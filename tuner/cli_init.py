@@ -5,7 +5,7 @@ command the user runs today (``tuner/init``). Registered on the app by one impor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,17 +20,17 @@ __all__ = ["init"]
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def init(
     ctx: typer.Context,
-    out: Annotated[Optional[Path], typer.Option("--out", help="where to write the space (default: <model>.yaml)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="where to write the space (default: <model>.yaml)")] = None,
     host: HostOpt = None,
     ssh_key: KeyOpt = None,
     known_hosts: KnownHostsOpt = None,
     accept_new_host_key: AcceptKeyOpt = False,
     emulate: EmulateOpt = False,
-    levels: Annotated[Optional[str], typer.Option(
+    levels: Annotated[str | None, typer.Option(
         "--levels", help="concurrency levels, e.g. 64,256,1024 (default: your command's cap and 4x it)")] = None,
     input_len: Annotated[int, typer.Option("--input-len", min=1, help="prompt tokens per request")] = 256,
     output_len: Annotated[int, typer.Option("--output-len", min=1, help="output tokens per request")] = 256,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="your traffic (see README)")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="your traffic (see README)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
 ) -> None:
     """Write a search space from the command you run today: tuner init -- COMMAND..."""

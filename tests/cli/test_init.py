@@ -29,7 +29,7 @@ GLM5 = ("python3 -m sglang.launch_server --model-path /models/GLM-5-NVFP4 --quan
 def tuner(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, text=True, capture_output=True,
                           timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, check=False)
 
 
 def pairs(argv: list[str]) -> Counter[tuple[str, str | None]]:
@@ -125,8 +125,8 @@ def test_a_flag_the_engine_does_not_know_is_refused_with_the_closest(tmp_path: P
     done = tuner("init", "--emulate", "--", *shlex.split(command), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "tuner: error: tuner init: the command: --max-runing-requests is not a flag of the installed "
-        "sglang 0.5.9 on the emulated GLM-5 host; fix: did you mean --max-running-requests?"]
+        ("tuner: error: tuner init: the command: --max-runing-requests is not a flag of the installed "
+        "sglang 0.5.9 on the emulated GLM-5 host; fix: did you mean --max-running-requests?")]
     assert not list(tmp_path.glob("*.yaml"))
 
 

@@ -36,8 +36,7 @@ def test_environment_words_before_the_program_are_kept() -> None:
 
 
 def test_flags_read_with_the_engines_own_flag_list() -> None:
-    recognised = recognise("python -m sglang.launch_server --model /m --trust-remote-code --tp-size=8 "
-                           "--cuda-graph-bs 1 2 4 --chunked-prefill-size -1 --disable-cuda-graph".split())
+    recognised = recognise(["python", "-m", "sglang.launch_server", "--model", "/m", "--trust-remote-code", "--tp-size=8", "--cuda-graph-bs", "1", "2", "4", "--chunked-prefill-size", "-1", "--disable-cuda-graph"])
     command = read_flags(recognised, {"--trust-remote-code": False, "--disable-cuda-graph": False})
     assert (command.model, command.model_flag) == ("/m", "--model")
     assert command.flags == (CommandFlag("--trust-remote-code"), CommandFlag("--tp-size", "8"),
@@ -49,7 +48,7 @@ def test_a_switch_is_not_given_the_next_word() -> None:
     """`transformers serve --continuous-batching MODEL` would read MODEL as the flag's value
     without the help's word that --continuous-batching takes none."""
     flags = parse_help((FIXTURES / "transformers" / "serve-help.txt").read_text())
-    command = read_flags(recognise("transformers serve /m --compile --cb-block-size 64".split()),
+    command = read_flags(recognise(["transformers", "serve", "/m", "--compile", "--cb-block-size", "64"]),
                          flags.takes_value())
     assert command.flags == (CommandFlag("--compile"), CommandFlag("--cb-block-size", "64"))
 
@@ -64,4 +63,4 @@ def test_an_unknown_command_is_refused_with_the_forms_understood(words: str) -> 
 
 def test_a_stray_word_is_refused() -> None:
     with pytest.raises(ConfigError, match="follows no flag"):
-        read_flags(recognise("sglang serve /m --model-path /m".split()), {})
+        read_flags(recognise(["sglang", "serve", "/m", "--model-path", "/m"]), {})

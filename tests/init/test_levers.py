@@ -23,8 +23,8 @@ H100 = Gpu("NVIDIA H100 80GB HBM3", 81559.0, 9.0)
 
 
 def _model(**changes: object) -> ModelFacts:
-    fields = dict(path="/m", architecture="X", experts=None, nextn_layers=0, layers=32,
-                  attention_heads=32, mla=False, max_positions=8192, weights_gb=16.0)
+    fields = {"path": "/m", "architecture": "X", "experts": None, "nextn_layers": 0, "layers": 32,
+              "attention_heads": 32, "mla": False, "max_positions": 8192, "weights_gb": 16.0}
     fields.update(changes)
     return ModelFacts(**fields)  # type: ignore[arg-type]
 

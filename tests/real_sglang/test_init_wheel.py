@@ -32,7 +32,7 @@ COMMANDS = {
 def test_every_rendered_flag_parses_with_the_real_parser(name: str, tmp_path: Path, real_sglang: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "tuner", "init", "--emulate", "--out", f"{name}.yaml", "--",
                            *shlex.split(COMMANDS[name])], cwd=tmp_path, text=True, capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     space = load_space(tmp_path / f"{name}.yaml")
     parser = server_args_parser(real_sglang)

@@ -25,7 +25,7 @@ from tuner.init._host import HostFacts, Note, assumed_host, read_host
 from tuner.init._levers import KNOWN_PATCHES, choose_levers
 from tuner.init._plan import Plan
 from tuner.init._render import DEFAULT_PORTS, SpaceText, Workload, render_space
-from tuner.init._workload import choose_levels
+from tuner.init._workload import choose_levels, parse_levels
 
 __all__ = ["InitOptions", "InitResult", "init_space"]
 
@@ -141,72 +141,91 @@ def _port(host: Host | None, recognised: Recognised, facts: HostFacts) -> int:
     return default
 
 
+@dataclass
+class _Reading:
+    """Where the host is read: the host, the environment and Python to read it with, and what
+    the written space says of it."""
+
+    host: Host
+    recognised: Recognised  # the program to ask for --help (the emulated host's own python3)
+    env: dict[str, str]
+    where: str
+    journal: str
+    section: dict[str, object] | str  # the space's host: section
+    model_root: Path | None = None
+    python: str | None = None
+
+
+def _open(options: InitOptions, recognised: Recognised, out: Path) -> _Reading:
+    env = dict(recognised.env)
+    if not options.emulate:
+        spec, section = _host_fields(options)
+        where = "local" if spec.is_local else options.host or spec.address
+        run_root = os.path.expanduser(spec.run_root) if spec.is_local else spec.run_root
+        return _Reading(open_host(spec), recognised, env, where, f"{run_root}/patch-journal", section)
+    if recognised.engine != "sglang":
+        raise ConfigError(f"tuner init: --emulate: the emulated host runs SGLang only, not "
+                          f"{recognised.engine}; fix: drop --emulate, or give an SGLang command")
+    from tuner.emulator.host_root import prepare_host_root
+    from tuner.init._emulated import lay_out_model
+
+    root = (Path("studies") / f"{out.stem}-emulated.host").resolve()  # where optimize --emulate runs it
+    env.update(prepare_host_root(root))
+    lay_out_model(root)
+    # the emulated host's python3 runs its stand-in sglang, whatever Python the command names
+    program = replace(recognised, program=("python3", "-m", "sglang.launch_server"))
+    return _Reading(LocalHost(str(root / "runs")), program, env, "the emulated GLM-5 host",
+                    str(root / "runs" / "patch-journal"), "local", root, "python3")
+
+
+def _read(reading: _Reading, recognised: Recognised, model: str | None) -> tuple[HostFacts, int]:
+    """The host's facts and the server's port; an unreachable host is assumed (and said)."""
+    try:
+        reached = _reached(reading.host)
+        if reached is not None:
+            facts = assumed_host(recognised, reading.where, reached, _command_gpus(recognised))
+            return facts, _port(None, recognised, facts)
+        facts = read_host(reading.host, reading.recognised, load_profile(recognised.engine), model,
+                          env=reading.env, where=reading.where, patches=KNOWN_PATCHES.get(recognised.engine, []),
+                          journal_dir=reading.journal, model_root=reading.model_root, python=reading.python)
+        return facts, _port(reading.host, recognised, facts)
+    finally:
+        reading.host.close()
+
+
 def init_space(words: list[str], options: InitOptions) -> InitResult:
     """Read the command and the host, write the space to ``options.out`` (or ``<model>.yaml``).
 
     Raises:
         ConfigError: the command is not one tuner knows, names a flag the engine does not
-            take, or the output exists (exit 2).
+            take, an option is wrong, or the output exists (exit 2).
         TunerError: the engine's ``--help`` could not be run on the host (exit 1).
     """
     recognised = recognise(words)
     profile = load_profile(recognised.engine)
-    probe_model = read_flags(recognised, {}).model  # the model, before the flag list is read
-    out = options.out or Path(f"{_name(probe_model, recognised.engine)}.yaml")
+    model = read_flags(recognised, {}).model  # the model, before the flag list is read
+    out = options.out or Path(f"{_name(model, recognised.engine)}.yaml")
     if out.exists() and not options.force:
         raise ConfigError(f"tuner init: --out {out}: the file exists; fix: give another --out, or --force to replace it")
-    env = dict(recognised.env)
-    model_root = None
-    python = None
-    host_section: dict[str, object] | str
-    if options.emulate:
-        if recognised.engine != "sglang":
-            raise ConfigError(f"tuner init: --emulate: the emulated host runs SGLang only, not "
-                              f"{recognised.engine}; fix: drop --emulate, or give an SGLang command")
-        from tuner.emulator.host_root import prepare_host_root
-        from tuner.init._emulated import lay_out_model
-
-        root = (Path("studies") / f"{out.stem}-emulated.host").resolve()
-        env.update(prepare_host_root(root))
-        lay_out_model(root)
-        host: Host = LocalHost(str(root / "runs"))
-        # the emulated host's python3 runs its stand-in sglang, whatever Python the command names
-        recognised = replace(recognised, program=("python3", "-m", "sglang.launch_server"))
-        model_root, python, where, host_section = root, "python3", "the emulated GLM-5 host", "local"
-        journal = str(root / "runs" / "patch-journal")
-    else:
-        spec, host_section = _host_fields(options)
-        host = open_host(spec)
-        where = host.name if spec.is_local else options.host or spec.address
-        journal = f"{os.path.expanduser(spec.run_root) if spec.is_local else spec.run_root}/patch-journal"
-    try:
-        reached = _reached(host)
-        if reached is None:
-            facts = read_host(host, recognised, profile, probe_model, env=env, where=where,
-                              patches=KNOWN_PATCHES.get(recognised.engine, []), journal_dir=journal,
-                              model_root=model_root, python=python)
-            port = _port(host, recognised, facts)
-        else:
-            facts = assumed_host(recognised, where, reached, _command_gpus(recognised))
-            port = _port(None, recognised, facts)
-    finally:
-        host.close()
-    if options.emulate:  # the space keeps the user's own program; the emulator replaces it anyway
-        recognised = recognise(words)
+    if options.levels:
+        parse_levels(options.levels)  # bad input stops before the host is read
+    if options.dataset and not Path(options.dataset).is_file():
+        raise ConfigError(f"tuner init: --dataset {options.dataset}: no such file; fix: give your traffic's file")
+    reading = _open(options, recognised, out)
+    facts, port = _read(reading, recognised, model)
     command = read_flags(recognised, facts.flags.takes_value())
     _refuse_unknown(command, facts)
-    if not options.emulate and isinstance(host_section, dict) and facts.python != "python3":
-        host_section["python"] = facts.python
-    elif not options.emulate and facts.python != "python3":
-        host_section = {"address": "local", "python": facts.python}
+    section = reading.section
+    if not options.emulate and facts.python != "python3":  # a venv's or a console script's Python
+        section = {**section, "python": facts.python} if isinstance(section, dict) else {
+            "address": "local", "python": facts.python}
     levels, levels_why = choose_levels(command, options.levels)
     plan = choose_levers(command, facts, levels)
     dataset = str(Path(options.dataset).resolve()) if options.dataset else None
-    name = out.stem
     text = render_space(SpaceText(
-        name=name, command=command, facts=facts, plan=plan,
+        name=out.stem, command=command, facts=facts, plan=plan,
         workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
-        host=host_section, emulated=options.emulate, original=_shown(words, profile.secret_flags), port=port,
+        host=section, emulated=options.emulate, original=_shown(words, profile.secret_flags), port=port,
         secret_flags=tuple(profile.secret_flags)))
     _write_checked(out, text)
     return InitResult(out, command, facts, plan, facts.notes)

@@ -22,7 +22,7 @@ from tuner.errors import ConfigError
 
 __all__ = ["CommandFlag", "LaunchCommand", "Recognised", "read_flags", "recognise"]
 
-_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE]-?\d+)?$")
 _WHERE = "tuner init: the command"
 _FORMS = ("python -m sglang.launch_server ..., sglang serve ..., vllm serve MODEL ..., "

@@ -76,7 +76,7 @@ def parse_help(text: str) -> EngineFlags:
         for name in match.groups():
             found[name] = FlagInfo(False)
     # an argparse option line with no metavar (`  --trust-remote-code  ...`) is a switch
-    for match in re.finditer(r"^\s{2}(--[A-Za-z0-9][\w-]*)(?:, -[\w-]+)?(?=\s{2,}|\n|$)", text, re.M):
+    for match in re.finditer(r"^\s{2}(--[A-Za-z0-9][\w-]*)(?:, -[\w-]+)?(?=\s{2,}|\n|$)", text, re.MULTILINE):
         if found.get(match.group(1), FlagInfo(None)).takes_value is None:
             found[match.group(1)] = FlagInfo(False)
     for match in re.finditer(r"\[(--[A-Za-z0-9][\w-]*)\]", text):  # usage: [--switch]

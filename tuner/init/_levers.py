@@ -101,7 +101,7 @@ class _Levers:
 
 
 def _sglang(lv: _Levers) -> None:
-    plan, cmd = lv.plan, lv.command
+    plan = lv.plan
     plan.add(lv.cap_param("max_running_requests", "--max-running-requests", "chosen by SGLang from the KV pool"))
     if lv.gpus:
         plan.add(lv.param("mem_fraction_static", {"kind": "float", "flag": "--mem-fraction-static", "low": 0.80,
@@ -365,8 +365,8 @@ def _fit(lv: _Levers) -> None:
         return
     lv.plan.fit = {"weights_gb": model.weights_gb, "gpu_memory_gb": lv.facts.gpu_memory_gb, "gpus": lv.gpus,
                    **({"attention_heads": model.attention_heads} if model.attention_heads else {})}
-    lv.plan.fit_why = (f"read from the host: the weights' size on disk, nvidia-smi's memory.total and "
-                       f"count, config.json's num_attention_heads")
+    lv.plan.fit_why = ("read from the host: the weights' size on disk, nvidia-smi's memory.total and "
+                       "count, config.json's num_attention_heads")
 
 
 def _settle(plan: Plan, command: LaunchCommand) -> None:

@@ -102,8 +102,8 @@ def _header(s: SpaceText) -> list[str]:
         f"  {s.original}",
         "",
         f"Read from {facts.where}:",
-        f"  engine: {s.command.engine} {facts.engine_version or '(version not read)'} "
-        f"({len(facts.flags.flags)} flags in its --help), Python {facts.python}",
+        (f"  engine: {s.command.engine} {facts.engine_version or '(version not read)'} "
+        f"({len(facts.flags.flags)} flags in its --help), Python {facts.python}"),
         f"  GPUs: {gpus}",
         f"  model: {model.describe() if model else '(config.json not read)'}",
     ]
@@ -262,8 +262,8 @@ def render_space(s: SpaceText) -> str:
     sections = [_server(s), _timeouts(s), _patches(s), _parameters(s), _constraints(s), _fit(s), _baseline(s),
                 _workload(s),
                 ["objective:", "  metric: output_throughput       # output tokens/s at the best clean level",
-                 "  max_failed_fraction: 0.01", "  prune_margin: 0.10              # stop a configuration 10% below "
-                 "the baseline at every level so far"],
+                 "  max_failed_fraction: 0.01",
+                 "  prune_margin: 0.10              # stop a configuration 10% below the baseline at every level so far"],
                 ["probe:                            # greedy outputs that must match the baseline's",
                  f"  prompts: {_PROBE}", "  max_tokens: 16", "  min_matching_prompts: 2"]]
     for section in sections:
