@@ -1,6 +1,6 @@
 """``tuner init [--host H] [--out FILE] [--emulate] -- COMMAND...``: a search space from the
-command the user runs today (``tuner/init``). Registered on the app by one import in
-``tuner/cli.py``."""
+command the user runs today (``tuner/init``). ``tuner/cli.py`` registers it with
+``app.command("init", context_settings=INIT_SETTINGS)(init)``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tuner.cli import app
 from tuner.cli_options import AcceptKeyOpt, EmulateOpt, HostOpt, KeyOpt, KnownHostsOpt
 
-__all__ = ["init"]
+__all__ = ["INIT_SETTINGS", "init"]
+
+# The words after `--` are the user's command, passed through as they are.
+INIT_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def init(
     ctx: typer.Context,
     out: Annotated[Path | None, typer.Option("--out", help="where to write the space (default: <model>.yaml)")] = None,
