@@ -14,7 +14,7 @@ from tests.real_engine.conftest import VLLM_PYTHON, run_tuner
 from tuner.space import load_space
 from tuner.study.storage import load_existing_study, resolve_storage
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]  # two vLLM starts on 2 shared cores
 
 
 def _free_port() -> int:
@@ -38,7 +38,7 @@ def test_a_space_written_from_a_vllm_command_runs_a_short_study(tiny_model: Path
         == set(space.parameters)  # a CPU host: no GPU memory, CUDA-graph or parallel levers
     assert "--enforce-eager" in space.render(space.baseline).argv and space.baseline["max_num_seqs"] == 2
 
-    run_tuner("optimize", "tiny.yaml", "--trials", "2", "--seed", "3", cwd=tmp_path, timeout=900)
+    run_tuner("optimize", "tiny.yaml", "--trials", "2", "--seed", "3", cwd=tmp_path, timeout=1200)
     url, _ = resolve_storage(str(tmp_path / "studies" / "tiny.db"))
     study = load_existing_study(url, space.name)
     assert space.config_from_params(study.trials[0].params) == space.baseline
