@@ -143,10 +143,21 @@ def test_what_could_not_be_read_is_said_in_the_file_and_on_the_terminal(tmp_path
     assert space.model.workload.levels == [32, 128]
 
 
+def test_your_traffic_and_lengths_make_the_workload(tmp_path: Path) -> None:
+    (tmp_path / "traffic.jsonl").write_text('{"prompt": "hello there", "output_len": 16}\n')
+    done = tuner("init", "--emulate", "--out", "d.yaml", "--dataset", "traffic.jsonl", "--input-len", "128",
+                 "--output-len", "64", "--levels", "8,32", "--", *shlex.split(GLM5), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    workload = load_space(tmp_path / "d.yaml").model.workload
+    assert (workload.levels, workload.input_len, workload.output_len) == ([8, 32], 128, 64)
+    assert str(workload.dataset.path if hasattr(workload.dataset, "path") else workload.dataset).endswith("traffic.jsonl")
+
+
 def test_refusals_are_one_line_and_exit_2(tmp_path: Path) -> None:
     for args in (["init", "--", "python3", "-m", "http.server"], ["init"],
                  ["init", "--emulate", "--", "vllm", "serve", "/m"],
-                 ["init", "--emulate", "--levels", "64,16", "--", *shlex.split(GLM5)]):
+                 ["init", "--emulate", "--levels", "64,16", "--", *shlex.split(GLM5)],
+                 ["init", "--emulate", "--dataset", "missing.jsonl", "--", *shlex.split(GLM5)]):
         done = tuner(*args, cwd=tmp_path)
         assert done.returncode == 2, (args, done.stderr)
         lines = done.stderr.strip().splitlines()
