@@ -228,3 +228,13 @@ def test_a_switch_and_its_no_form_stay_with_the_search(tmp_path: Path, recorded_
     space = load_space(tmp_path / "t.yaml")
     assert "--no-compile" not in space.model.server.flags and "--no-continuous-batching" not in space.model.server.flags
     assert space.baseline["continuous_batching"] is False and space.baseline["compile"] is False
+
+
+def test_sglang_serve_is_read_as_launch_server(tmp_path: Path) -> None:
+    command = "sglang serve --model-path /models/GLM-5-NVFP4 --tp-size 8 --max-running-requests 128"
+    done = tuner("init", "--emulate", "--out", "serve.yaml", "--", *shlex.split(command), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    space = load_space(tmp_path / "serve.yaml")
+    assert space.command == "sglang serve" and space.baseline["max_running_requests"] == 128
+    dry = tuner("optimize", "serve.yaml", "--emulate", "--dry-run", "--trials", "2", cwd=tmp_path)
+    assert dry.returncode == 0 and "baseline: sglang serve --model-path /models/GLM-5-NVFP4" in dry.stdout, dry.stderr
