@@ -246,9 +246,11 @@ def dashboard(
 
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
 from tuner.cli_best import AtOpt, best, best_trial_at  # noqa: E402
+from tuner.cli_init import INIT_SETTINGS, init  # noqa: E402
 from tuner.cli_report import report, trials  # noqa: E402
 
 app.command("bench")(bench)
+app.command("init", context_settings=INIT_SETTINGS)(init)
 app.command("best")(best)
 app.command("report")(report)
 app.command("trials")(trials)
