@@ -11,12 +11,18 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
+from tuner.loadgen import APIS, ARRIVALS
+from tuner.study.strategies import STRATEGIES
+
 __all__ = [
     "AcceptKeyOpt",
+    "Api",
+    "Arrival",
     "ClientWorkersOpt",
     "EmulateOpt",
     "HostOpt",
@@ -24,14 +30,28 @@ __all__ = [
     "KeyOpt",
     "KnownHostsOpt",
     "PortOpt",
+    "SAMPLER_NAMES",
+    "SamplerName",
     "SpaceArg",
+    "StrategyName",
     "StorageOpt",
     "StudyOpt",
     "storage_and_name",
     "with_host_options",
 ]
 
-SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
+# The choices an option takes, as enums: ``--help`` lists them and the parser refuses others.
+StrategyName = Enum("StrategyName", {name: name for name in STRATEGIES}, type=str)  # type: ignore[misc]
+# Optuna's samplers by short name (tuner.study.strategies.SAMPLERS, which imports Optuna: named
+# here for a fast --help; tests/cli/test_conventions.py checks that the two agree).
+SAMPLER_NAMES = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+SamplerName = Enum(  # type: ignore[misc]
+    "SamplerName", {name: name for name in dict.fromkeys((*STRATEGIES, *SAMPLER_NAMES))}, type=str)
+Api = Enum("Api", {name: name for name in APIS}, type=str)  # type: ignore[misc]
+Arrival = Enum("Arrival", {name: name for name in ARRIVALS}, type=str)  # type: ignore[misc]
+
+SpaceArg = Annotated[Path, typer.Argument(
+    metavar="SPACE", show_default=False, help="search-space YAML, e.g. search_spaces/glm5.yaml")]
 StorageOpt = Annotated[
     str | None,
     typer.Option(

@@ -22,6 +22,7 @@ from tuner.loadgen._datasets import (
 )
 from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._open_loop import ARRIVALS
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
     ServerAnswered,
@@ -38,6 +39,7 @@ from tuner.loadgen._spec import APIS, LevelSpec
 __all__ = [
     "ServerAnswered",
     "APIS",
+    "ARRIVALS",
     "Dialect",
     "FilePool",
     "RandomLengths",
