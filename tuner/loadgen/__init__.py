@@ -12,6 +12,7 @@ output into the same metrics.
 
 from __future__ import annotations
 
+from tuner.loadgen._aggregate import percentile_name
 from tuner.loadgen._apis import Dialect
 from tuner.loadgen._datasets import (
     FilePool,
@@ -59,6 +60,7 @@ __all__ = [
     "fetch_time_scale_async",
     "load_sharegpt",
     "make_prompts",
+    "percentile_name",
     "run_level",
     "run_levels",
 ]
