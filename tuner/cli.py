@@ -105,14 +105,14 @@ def optimize(
     from tuner.study.loop import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
     from tuner.study.strategies import Strategy
+    from tuner.cli_flags import check_flags_known
 
     strategy = strategy.value if strategy is not None else None
     sampler = sampler.value if sampler is not None else None
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
-    from tuner.study.trial import request_source
-
-    requests = request_source(space.workload_for(emulate), space.path)  # a bad dataset: exit 2 here
+    requests = _requests(space, emulate)  # a bad dataset: exit 2 here
+    check_flags_known(space)  # a flag the engine's recorded list lacks: exit 2, --dry-run too
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.loop import print_dry_run
@@ -133,6 +133,19 @@ def optimize(
     finally:
         target.close()
     Console().print(f"study {name} in {url}; see it with: optuna-dashboard {url}")
+
+
+def _requests(space, emulate: bool):  # noqa: ANN001, ANN202 (SearchSpace, RequestSource)
+    """The workload's request source; a dataset file that cannot be read names
+    ``workload.dataset`` and its line in the space."""
+    from tuner.study.trial import request_source
+
+    try:
+        return request_source(space.workload_for(emulate), space.path)
+    except ConfigError as error:
+        line = space.document.line_of(("workload", "dataset", "path"))
+        where = f"{space.path}:{line}" if line else str(space.path)
+        raise ConfigError(f"{where}: workload.dataset.path: {error}") from None
 
 
 @app.command()

@@ -102,7 +102,20 @@ def storage_and_name(
     url, note = resolve_storage(storage or default_storage_url(space.path, emulate))
     if note:
         print(f"tuner: {note}", file=sys.stderr)
+    if url.startswith("postgresql"):
+        _require_postgres_driver(url)
     return url, study_name or space.name
+
+
+def _require_postgres_driver(url: str) -> None:
+    """A PostgreSQL URL needs psycopg2, an optional extra: said before any study or host work."""
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg2") is None:
+        from tuner.errors import ConfigError
+
+        raise ConfigError(f"--storage {url}: PostgreSQL needs psycopg2, not installed here; "
+                          "fix: pip install -e '.[postgres]'")
 
 
 @dataclass(frozen=True)
