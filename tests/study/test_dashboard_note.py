@@ -29,6 +29,7 @@ def test_every_trial_has_a_note_and_the_axes_name_the_objective(emulated_study, 
         detail = dashboard.study(run.name)
         assert detail["objective_names"] == ["output_throughput (tok/s)"]
         assert "winner: trial" in detail["note"]["body"]
+        assert "`max_running_requests__set`" in detail["note"]["body"]  # the helper, explained
         notes = {t["number"]: t["note"]["body"] for t in detail["trials"]}
         for trial in trials:
             note = notes[trial.number]

@@ -21,6 +21,7 @@ from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
 from tuner.study.loop._confirm import Confirmation
+from tuner.space import SET_SUFFIX
 from tuner.study.record import (
     STATED_NOISE,
     TOKENS_PER_JOULE,
@@ -206,8 +207,10 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         for line in load_summary(study, space):
             console.print(line, highlight=False)
         winner = winner_lines(study, progress.value_text(1.0).split(" ", 1)[1])
-        if winner:
-            save_study_note(study, winner)  # the winner and its re-measures, in the dashboard
+        if winner:  # the winner and its re-measures, in the dashboard; what NAME__set means
+            helpers = {name.removesuffix(SET_SUFFIX) for trial in study.get_trials(deepcopy=False)
+                       for name in trial.params if name.endswith(SET_SUFFIX)}
+            save_study_note(study, winner, sorted(helpers))
         return summary
     finally:
         progress.close()

@@ -20,7 +20,7 @@ from tuner.study.record._keys import COMMAND_LINE, LEVELS
 from tuner.study.record._level import Level, read_levels
 
 __all__ = ["Change", "changes_from", "metric_names", "name_metrics", "save_study_note",
-           "save_trial_note", "trial_note", "write_trial_note"]
+           "save_trial_note", "study_note", "trial_note", "write_trial_note"]
 
 # The objective's figure as the dashboard's axes name it.
 _METRIC_NAMES = {
@@ -164,8 +164,20 @@ def write_trial_note(
     ))
 
 
-def save_study_note(study: optuna.Study, lines: Sequence[str]) -> None:
-    """Write the study's note in optuna-dashboard: the winner, re-measures included."""
+def study_note(winner: Sequence[str], optional: Sequence[str] = ()) -> str:
+    """The study's note: the winner's lines (re-measures included) and what each helper
+    parameter ``NAME__set`` of an optional setting means."""
+    text = "## Winner\n\n" + "\n".join(f"- {line.strip()}" for line in winner) + "\n"
+    if optional:
+        text += ("\n## Parameters named `NAME__set`\n\nEach chooses whether the setting NAME is given "
+                 "at all: true puts NAME's flag on the command line with the value in NAME, false leaves "
+                 "it to the engine's default (NAME is then not sampled). The sampler needs it; the "
+                 "plots show it beside NAME: " + ", ".join(f"`{name}__set`" for name in optional) + ".\n")
+    return text
+
+
+def save_study_note(study: optuna.Study, winner: Sequence[str], optional: Sequence[str] = ()) -> None:
+    """Write the study's note in optuna-dashboard (:func:`study_note`)."""
     from optuna_dashboard import save_note
 
-    save_note(study, "## Winner\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n")
+    save_note(study, study_note(winner, optional))
