@@ -8,7 +8,7 @@ Errors are one line on stderr, ``tuner: error: <where>: <what>; fix: <how>``, an
 was measured before is still printed. ``--save-result FILE`` keeps the run with what produced it
 (:mod:`tuner.cli_bench_result`); the options and JSON keys of ``vllm bench serve`` are accepted
 where they mean the same (``--max-concurrency``, ``--random-input-len``, ``--backend``,
-``--dataset-path``, ``--num-warmups``, ``--result-filename``, ``--percentile-metrics``,
+``--dataset-path``, ``--num-warmups``, ``--result-dir``/``--result-filename``, ``--percentile-metrics``,
 ``--metric-percentiles``, ``--disable-tqdm``).
 
 An OpenAI server's model is named by ``--model``, else by ``GET /v1/models``; one that names none
@@ -181,9 +181,14 @@ def bench(
     json_output: Annotated[bool, typer.Option(
         "--json", help="print one JSON document instead of a table")] = False,
     save: Annotated[Path | None, typer.Option(
-        "--save-result", "--result-filename", metavar="FILE",
+        "--save-result", metavar="FILE",
         help="also write the run to FILE as JSON: date, URL, model, API, lengths, dataset, "
         "seed, tuner version and every level")] = None,
+    result_filename: Annotated[str | None, typer.Option(
+        "--result-filename", metavar="NAME",
+        help="as in vllm bench serve: write the run to NAME in --result-dir")] = None,
+    result_dir: Annotated[Path, typer.Option(
+        "--result-dir", metavar="DIR", help="the folder of --result-filename")] = Path("."),
     percentile_metrics: Annotated[str, typer.Option(
         "--percentile-metrics", help="latencies whose percentiles are reported: ttft, tpot, "
         "itl, e2el")] = "ttft,tpot,itl",
@@ -202,6 +207,11 @@ def bench(
     headers = auth_headers(_api_key(api_key))
     api_name, arrival_name = api.value, arrival.value
     try:
+        if save is not None and result_filename is not None:
+            raise ConfigError("--save-result with --result-filename: both name the result file; "
+                              "fix: give one of them")
+        if result_filename is not None:
+            save = result_dir / result_filename
         _check_url(url)
         if not time_limit > 0:
             raise ConfigError(f"--time-limit {time_limit:g}: not above 0 seconds; fix: give the "

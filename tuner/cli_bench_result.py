@@ -93,6 +93,9 @@ def _level(level: LevelMetrics, kinds: tuple[str, ...]) -> dict[str, Any]:
     document.update({key: value for key, value in percentiles.items()
                      if key.split("_")[1] in kinds})
     document.update({vllm: document[ours] for vllm, ours in VLLM_KEYS.items()})
+    # vllm bench serve names the end-to-end latency e2el (``p99_e2el_ms``)
+    document.update({key.replace("_e2e_ms", "_e2el_ms"): value for key, value in list(document.items())
+                     if key.endswith("_e2e_ms")})
     return document
 
 

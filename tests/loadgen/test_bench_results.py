@@ -41,10 +41,11 @@ def test_every_api_measures_the_emulated_host(server: Emulator, api: str) -> Non
 def test_a_saved_run_records_what_produced_it_under_vllm_bench_serve_names(
     server: Emulator, tmp_path: Path
 ) -> None:
-    saved = tmp_path / "runs" / "glm5.json"
+    saved = tmp_path / "runs" / "glm5.json"  # vllm bench serve's --result-dir and --result-filename
     done = tuner_bench(server.base_url, "--max-concurrency", "2,4", "--num-prompts", "8",
                        "--random-input-len", "16", "--random-output-len", "8", "--backend", "openai",
-                       "--num-warmups", "0", "--seed", "7", "--result-filename", str(saved),
+                       "--num-warmups", "0", "--seed", "7", "--result-dir", str(saved.parent),
+                       "--result-filename", saved.name,
                        "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,95,99.9")
     assert done.returncode == 0, done.stderr
     document = json.loads(saved.read_text())
@@ -58,6 +59,7 @@ def test_a_saved_run_records_what_produced_it_under_vllm_bench_serve_names(
         assert (level["num_prompts"], level["total_output_tokens"]) == (8, 64)
         assert level["p50_ttft_ms"] <= level["p95_ttft_ms"] <= level["p99.9_ttft_ms"]
         assert level["p95_e2e_ms"] >= level["p95_ttft_ms"] and "p95_tpot_ms" not in level
+        assert level["p95_e2el_ms"] == level["p95_e2e_ms"] and level["median_e2el_ms"] == level["median_e2e_ms"]
     assert "TTFT p95" in done.stdout and "e2e p99.9" in done.stdout and "TPOT" not in done.stdout
     assert f"saved the run to {saved}" in done.stderr
 
@@ -83,3 +85,11 @@ def test_asked_percentiles_agree_with_the_fixed_ones(server: Emulator) -> None:
     assert metrics.percentiles["p90_ttft_ms"] == pytest.approx(metrics.p90_ttft_ms)
     assert metrics.percentiles["p99_itl_ms"] == pytest.approx(metrics.p99_itl_ms)
     assert "percentiles" in metrics.to_dict()
+
+
+def test_save_result_names_its_file(server: Emulator, tmp_path: Path) -> None:
+    saved = tmp_path / "run.json"
+    done = tuner_bench(server.base_url, *SMALL, "--save-result", str(saved), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (level,) = json.loads(saved.read_text())["levels"]
+    assert level["completed"] == 8 and level["p99_ttft_ms"] > 0
