@@ -55,6 +55,7 @@ from tuner.loadgen import (
 __all__ = ["bench", "parse_concurrency"]
 
 TABLE_WIDTH = 170
+DEFAULT_API, DEFAULT_ARRIVAL = Api("sglang"), Arrival("poisson")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # --api-key '${NAME}'
 
 
@@ -157,7 +158,7 @@ def bench(
         "--input-len", "--random-input-len", min=1, help="prompt tokens per request")] = 256,
     output_len: Annotated[int, typer.Option(
         "--output-len", "--random-output-len", min=1, help="output tokens per request")] = 256,
-    api: Annotated[Api, typer.Option("--api", "--backend", help="request format")] = Api("sglang"),
+    api: Annotated[Api, typer.Option("--api", "--backend", help="request format")] = DEFAULT_API,
     model: Annotated[str | None, typer.Option(
         "--model", help="the model's name in OpenAI requests (default: the first of GET "
         "/v1/models); transformers serve takes the path it was started with")] = None,
@@ -169,7 +170,7 @@ def bench(
         "--request-rate",
         help="requests/s (open loop, capped by the concurrency); default: closed loop")] = None,
     arrival: Annotated[Arrival, typer.Option(
-        "--arrival", help="arrivals at a request rate")] = Arrival("poisson"),
+        "--arrival", help="arrivals at a request rate")] = DEFAULT_ARRIVAL,
     warmup: Annotated[int, typer.Option(
         "--warmup", "--num-warmups", min=0, help="warm-up requests before each level")] = 1,
     time_limit: Annotated[float, typer.Option(

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,9 +25,9 @@ from tuner.loadgen import LevelMetrics, LevelSpec
 
 __all__ = [
     "LATENCY_METRICS",
+    "VLLM_KEYS",
     "LevelProgress",
     "RunFacts",
-    "VLLM_KEYS",
     "parse_metric_percentiles",
     "parse_percentile_metrics",
     "result_document",
@@ -148,7 +148,7 @@ class LevelProgress:
         self._tasks: dict[int, Any] = {}
         self._started: dict[int, float] = {}
 
-    def __enter__(self) -> LevelProgress:
+    def __enter__(self) -> Self:
         self._bar.start()
         return self
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
+
 __all__ = ["did_you_mean", "error_line", "is_usage_error", "usage_line"]
 
 PREFIX = "tuner: error: "
@@ -25,11 +26,6 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``"did you mean --x?"`` for the closest names in ``known``, or ``""``."""
     close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.75)
     return f"did you mean {' or '.join(close)}?" if close else ""
-
-
-def _help_hint(ctx: click.Context | None) -> str:
-    path = ctx.command_path if ctx is not None else "tuner"
-    return f"see `{path} -h`"
 
 
 def _choices(param: object) -> tuple[str, ...]:

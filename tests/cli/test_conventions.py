@@ -23,7 +23,7 @@ COMMANDS = ["optimize", "export", "doctor", "enqueue", "validate", "dashboard", 
 
 def tuner(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tuner", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"})
+                          timeout=60, check=False, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"})
 
 
 def help_of(*args: str) -> str:

@@ -68,7 +68,7 @@ def test_a_level_shows_its_progress_while_it_runs(server: Emulator) -> None:
     seen: list[tuple[int, int, int]] = []
     spec = LevelSpec(concurrency=2, num_requests=16, input_len=16, output_len=32, time_limit_s=120)
 
-    def progress(level: LevelSpec, log) -> None:  # noqa: ANN001 (tuner.loadgen RequestLog)
+    def progress(level: LevelSpec, log: object) -> None:  # log: the level's RequestLog
         seen.append((level.concurrency, log.size - log.status.count(0), sum(log.output_tokens)))
 
     (metrics,) = run_levels(server.base_url, [spec], on_progress=progress)

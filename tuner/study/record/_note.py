@@ -80,8 +80,8 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 
 def _level_table(levels: Sequence[Level]) -> list[str]:
-    rows = ["| level | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 (ms) | output tok/J | "
-            "done / failed | stopped |",
+    rows = [("| level | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 (ms) | output tok/J | "
+            "done / failed | stopped |"),
             "|---|---:|---:|---:|---:|---:|---|"]
     for level in levels:
         at = (f"{level.request_rate:g} req/s" if level.request_rate is not None
