@@ -263,6 +263,7 @@ def bench(
     console = Console(stderr=True)
 
     def report(level: LevelMetrics) -> None:
+        progress.level_done(level)
         if not json_output:
             rate = (f", {level.achieved_request_rate:,.2f} req/s sent of {level.request_rate:g} asked"
                     if level.achieved_request_rate is not None else "")

@@ -147,6 +147,7 @@ class LevelProgress:
         )
         self._tasks: dict[int, Any] = {}
         self._started: dict[int, float] = {}
+        self._current: int | None = None
 
     def __enter__(self) -> Self:
         self._bar.start()
@@ -156,7 +157,7 @@ class LevelProgress:
         self._bar.stop()
 
     def update(self, spec: LevelSpec, log: Any) -> None:
-        key = spec.first_request
+        key = self._current = spec.first_request
         if key not in self._tasks:
             self._tasks[key] = self._bar.add_task("", total=log.size, level=spec.concurrency, speed="-")
             self._started[key] = time.perf_counter()
@@ -164,3 +165,10 @@ class LevelProgress:
         seconds = max(time.perf_counter() - self._started[key], 1e-9)
         speed = self._rate(sum(log.output_tokens) / seconds)
         self._bar.update(self._tasks[key], completed=done, speed=f"{speed:,.0f}")
+
+    def level_done(self, level: LevelMetrics) -> None:
+        """Show the level's end: its requests finished and its measured output tokens/s."""
+        if self._current is not None:
+            self._bar.update(self._tasks[self._current], completed=level.completed + level.failed,
+                             speed=f"{level.output_throughput:,.0f}")
+            self._current = None
