@@ -1,7 +1,8 @@
 """The ``tuner`` command line (typer). Exit codes: 0 success, 2 bad input, 1 a failure while running.
 
 Each command is a thin layer: it validates its input once, then calls the module that does the
-work. Errors are one line on stderr.
+work. Errors are one line on stderr, ``tuner: error: <where>: <what>; fix: <how>``: the tuner's
+own and click's alike (:mod:`tuner.cli_errors`).
 """
 
 from __future__ import annotations
