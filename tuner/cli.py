@@ -1,7 +1,8 @@
 """The ``tuner`` command line (typer). Exit codes: 0 success, 2 bad input, 1 a failure while running.
 
 Each command is a thin layer: it validates its input once, then calls the module that does the
-work. Errors are one line on stderr.
+work. Errors are one line on stderr, ``tuner: error: <where>: <what>; fix: <how>``: the tuner's
+own and click's alike (:mod:`tuner.cli_errors`).
 """
 
 from __future__ import annotations
@@ -13,26 +14,51 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from tuner import __version__
+from tuner.cli_errors import error_line, is_usage_error, usage_line
 from tuner.errors import ConfigError, TunerError
 from tuner.interrupts import stop_cleanly
-from tuner.study.strategies import DEFAULT_STRATEGY, STRATEGIES
+from tuner.study.strategies import DEFAULT_STRATEGY
 
 __all__ = ["app", "main"]
 
+# One help style for every command: typer's panels, the text as written (no rich markup, so
+# ``[user@]`` stays), ``-h`` as well as ``--help``; ``--install-completion`` for the shell.
 app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
     help="Bayesian launch-configuration optimizer for LLM inference servers (SGLang, vLLM).",
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tuner {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="print the version and exit")] = False,
+) -> None:
+    """Bayesian launch-configuration optimizer for LLM inference servers (SGLang, vLLM)."""
+    if ctx.invoked_subcommand is None:  # bare `tuner`: the help, and success
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 from tuner.cli_options import (  # noqa: E402
     ClientWorkersOpt,
     EmulateOpt,
     HostOptions,
     PortOpt,
+    SamplerName,
     SpaceArg,
     StorageOpt,
+    StrategyName,
     StudyOpt,
     storage_and_name,
     with_host_options,
@@ -56,11 +82,10 @@ def optimize(
     trials: Annotated[int, typer.Option("--trials", min=1, help="configurations to run on the host")] = 40,
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
-    strategy: Annotated[Optional[str], typer.Option(
-        "--strategy", help="how the next configuration is chosen: " + ", ".join(STRATEGIES)
-        + f" (default {DEFAULT_STRATEGY})")] = None,
-    sampler: Annotated[Optional[str], typer.Option(
-        "--sampler", help="older option: a strategy above, or an Optuna sampler alone: gp, cmaes, qmc, nsga2, bruteforce")] = None,
+    strategy: Annotated[Optional[StrategyName], typer.Option(
+        "--strategy", help=f"how the next configuration is chosen (default {DEFAULT_STRATEGY})")] = None,
+    sampler: Annotated[Optional[SamplerName], typer.Option(
+        "--sampler", help="older option: a strategy, or an Optuna sampler alone")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="sampler seed")] = None,
     emulate: EmulateOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")] = False,
@@ -80,12 +105,14 @@ def optimize(
     from tuner.study.loop import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
     from tuner.study.strategies import Strategy
+    from tuner.cli_flags import check_flags_known
 
+    strategy = strategy.value if strategy is not None else None
+    sampler = sampler.value if sampler is not None else None
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
-    from tuner.study.trial import request_source
-
-    requests = request_source(space.workload_for(emulate), space.path)  # a bad dataset: exit 2 here
+    requests = _requests(space, emulate)  # a bad dataset: exit 2 here
+    check_flags_known(space)  # a flag the engine's recorded list lacks: exit 2, --dry-run too
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.loop import print_dry_run
@@ -108,6 +135,19 @@ def optimize(
     Console().print(f"study {name} in {url}; see it with: optuna-dashboard {url}")
 
 
+def _requests(space, emulate: bool):  # noqa: ANN001, ANN202 (SearchSpace, RequestSource)
+    """The workload's request source; a dataset file that cannot be read names
+    ``workload.dataset`` and its line in the space."""
+    from tuner.study.trial import request_source
+
+    try:
+        return request_source(space.workload_for(emulate), space.path)
+    except ConfigError as error:
+        line = space.document.line_of(("workload", "dataset", "path"))
+        where = f"{space.path}:{line}" if line else str(space.path)
+        raise ConfigError(f"{where}: workload.dataset.path: {error}") from None
+
+
 @app.command()
 def export(
     space_path: SpaceArg,
@@ -119,7 +159,7 @@ def export(
     at: AtOpt = None,
     port: PortOpt = None,
 ) -> None:
-    """Write a runnable bash script for the best stable trial (``--at C``: the best at that level)."""
+    """Write a runnable bash script for the best stable trial (--at C: the best at that level)."""
     from tuner.export import write_launch_script
     from tuner.study.storage import load_existing_study
 
@@ -279,18 +319,19 @@ def main() -> None:
 def _run_app() -> int:
     """Run the command: its exit code (130 after Ctrl-C); errors end the process with theirs."""
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="tuner")
     except TunerError as error:
-        print(f"tuner: error: {error}", file=sys.stderr)
+        print(error_line(str(error)), file=sys.stderr)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         return 130
     except Exception as error:
-        # typer's click exceptions (usage errors: exit 2) carry their own message and code.
-        if hasattr(error, "format_message") and hasattr(error, "exit_code"):
-            print(f"tuner: error: {error.format_message()}", file=sys.stderr)
-            sys.exit(error.exit_code)
-        raise
+        if type(error).__name__ == "Abort":  # click's Ctrl-C at a prompt
+            return 130
+        if not is_usage_error(error):
+            raise
+        print(usage_line(error), file=sys.stderr)  # a mistake in the command line: exit 2
+        sys.exit(error.exit_code)  # type: ignore[attr-defined]
     return code if isinstance(code, int) else 0
 
 

@@ -80,7 +80,7 @@ def best(
     at: AtOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Show the best stable trial (``--at C``: the best at that concurrency level)."""
+    """Show the best stable trial (--at C: the best at that concurrency level)."""
     from tuner.space import load_space
     from tuner.study.record import EMULATED, best_stable, study_noise, winner_lines
     from tuner.study.storage import load_existing_study

@@ -11,15 +11,21 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
+
+from tuner.loadgen import APIS, ARRIVALS
+from tuner.study.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from tuner.space import SearchSpace
 
 __all__ = [
     "AcceptKeyOpt",
+    "Api",
+    "Arrival",
     "ClientWorkersOpt",
     "EmulateOpt",
     "HostOpt",
@@ -27,14 +33,28 @@ __all__ = [
     "KeyOpt",
     "KnownHostsOpt",
     "PortOpt",
+    "SAMPLER_NAMES",
+    "SamplerName",
     "SpaceArg",
+    "StrategyName",
     "StorageOpt",
     "StudyOpt",
     "storage_and_name",
     "with_host_options",
 ]
 
-SpaceArg = Annotated[Path, typer.Argument(help="search-space YAML, e.g. search_spaces/glm5.yaml")]
+# The choices an option takes, as enums: ``--help`` lists them and the parser refuses others.
+StrategyName = Enum("StrategyName", {name: name for name in STRATEGIES}, type=str)  # type: ignore[misc]
+# Optuna's samplers by short name (tuner.study.strategies.SAMPLERS, which imports Optuna: named
+# here for a fast --help; tests/cli/test_conventions.py checks that the two agree).
+SAMPLER_NAMES = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
+SamplerName = Enum(  # type: ignore[misc]
+    "SamplerName", {name: name for name in dict.fromkeys((*STRATEGIES, *SAMPLER_NAMES))}, type=str)
+Api = Enum("Api", {name: name for name in APIS}, type=str)  # type: ignore[misc]
+Arrival = Enum("Arrival", {name: name for name in ARRIVALS}, type=str)  # type: ignore[misc]
+
+SpaceArg = Annotated[Path, typer.Argument(
+    metavar="SPACE", show_default=False, help="search-space YAML, e.g. search_spaces/glm5.yaml")]
 StorageOpt = Annotated[
     str | None,
     typer.Option(
@@ -92,7 +112,20 @@ def storage_and_name(
     url, note = resolve_storage(storage or default_storage_url(space.path, emulate))
     if note:
         print(f"tuner: {note}", file=sys.stderr)
+    if url.startswith("postgresql"):
+        _require_postgres_driver(url)
     return StudyLocation(url, study_name or space.name)
+
+
+def _require_postgres_driver(url: str) -> None:
+    """A PostgreSQL URL needs psycopg2, an optional extra: said before any study or host work."""
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg2") is None:
+        from tuner.errors import ConfigError
+
+        raise ConfigError(f"--storage {url}: PostgreSQL needs psycopg2, not installed here; "
+                          "fix: pip install -e '.[postgres]'")
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def test_tuner_bench_with_an_unset_variable_is_a_one_line_error(server: Emulator
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: --api-key: ${TUNER_TEST_UNSET_KEY} is not set in the environment; fix: export "
+        "tuner: error: --api-key: ${TUNER_TEST_UNSET_KEY} is not set in the environment; fix: export "
         "TUNER_TEST_UNSET_KEY=... (the server's --api-key) before running tuner bench")
 
 

@@ -45,7 +45,7 @@ def test_bench_asks_for_the_model_name_when_the_server_lists_none(models: str) -
         assert server.stats()["records"] == []  # not one request sent without a name
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert len(lines) == 1 and lines[0].startswith("tuner: error: ")
     what = "500 without data[0].id" if models == "error" else "an empty model list"
     assert f"/v1/models answered {what}" in lines[0]
     assert "tuner bench --model NAME" in lines[0] and "workload.model" in lines[0]

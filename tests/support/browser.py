@@ -224,17 +224,34 @@ def inspect_page(
         stop_chromium(process, workdir)
 
 
+def _address(page: Path | str) -> str:
+    """A file as its ``file://`` URI; a URL (a dashboard on 127.0.0.1) as it is."""
+    return page if isinstance(page, str) else page.resolve().as_uri()
+
+
+def dump_dom(page: Path | str, workdir: Path, budget_ms: int = 8000) -> str:
+    """``chromium --headless --dump-dom``: the page's DOM once its scripts ran (``budget_ms`` of
+    virtual time), as text."""
+    (workdir / "home").mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        chromium_command(workdir, f"--virtual-time-budget={budget_ms}", "--dump-dom", _address(page)),
+        capture_output=True, text=True, timeout=120, start_new_session=True,
+        env={**os.environ, "HOME": str(workdir / "home")},
+    )
+    return done.stdout
+
+
 def screenshot(
-    path: Path, out: Path, workdir: Path, width: int = 1400, height: int = 2400
+    path: Path | str, out: Path, workdir: Path, width: int = 1400, height: int = 2400
 ) -> Path:
-    """``chromium --headless --screenshot`` of ``path`` at ``width`` x ``height``."""
+    """``chromium --headless --screenshot`` of ``path`` (a file or a URL) at ``width`` x ``height``."""
     process = start_chromium(
         workdir,
         f"--screenshot={out.resolve()}",
         f"--window-size={width},{height}",
         "--hide-scrollbars",
         "--virtual-time-budget=8000",
-        path.resolve().as_uri(),
+        _address(path),
     )
     try:
         process.wait(timeout=120)

@@ -185,11 +185,16 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
-def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str) -> bytes:
-    """The SSE line of the final ``choices: []`` chunk that ``include_usage`` asks for."""
+def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str,
+                clock: tuple[float, float] | None = None) -> bytes:
+    """The SSE line of the final ``choices: []`` chunk that ``include_usage`` asks for, with
+    the virtual ``clock`` as every other event has it (a client reading the emulator's clock
+    refuses an event without one)."""
     kind = "chat.completion.chunk" if request.api == "chat" else "text_completion"
-    chunk = {"id": rid, "object": kind, "created": int(time.time()), "model": model,
-             "choices": [], "usage": _usage(request, count)}
+    chunk: dict[str, Any] = {"id": rid, "object": kind, "created": int(time.time()),
+                             "model": model, "choices": [], "usage": _usage(request, count)}
+    if clock is not None:
+        chunk["emulator_clock"] = [round(clock[0], 7), round(clock[1], 7)]
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 

@@ -275,8 +275,9 @@ class EmulatedServer:
                 if done:
                     break
             if request.include_usage and request.api != "generate":
-                await response.write(api.usage_chunk(request, rid, stream.generated,
-                                                     self.model_name))
+                await response.write(api.usage_chunk(
+                    request, rid, stream.generated, self.model_name,
+                    clock=(stream.arrived, stream.stamp(stream.generated))))
             await response.write(b"data: [DONE]\n\n")
         except _DISCONNECTED:
             pass  # the client went away; its request is dropped below

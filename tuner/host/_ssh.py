@@ -180,9 +180,11 @@ class SshHost(Host):
         self._sftp_lock = threading.Lock()
         self._connection: fabric.Connection | None = None
         if spec.ssh_config and not Path(spec.ssh_config).expanduser().is_file():
-            raise ConfigError(f"host.ssh_config: {spec.ssh_config} does not exist: fix the path")
+            raise ConfigError(f"host.ssh_config: {spec.ssh_config} does not exist; "
+                              "fix: give an existing ssh config file")
         if spec.key_path and not Path(spec.key_path).expanduser().is_file():
-            raise ConfigError(f"host.key_path: {spec.key_path} does not exist: fix the path")
+            raise ConfigError(f"host.key (or --ssh-key): {spec.key_path} does not exist; fix: give "
+                              "the path of an existing private key")
         if spec.ssh_config:
             self._config = fabric.Config(runtime_ssh_path=str(Path(spec.ssh_config).expanduser()))
         else:

@@ -12,6 +12,7 @@ output into the same metrics.
 
 from __future__ import annotations
 
+from tuner.loadgen._aggregate import percentile_name
 from tuner.loadgen._apis import Dialect
 from tuner.loadgen._datasets import (
     FilePool,
@@ -22,6 +23,7 @@ from tuner.loadgen._datasets import (
 )
 from tuner.loadgen._level import run_level, run_levels
 from tuner.loadgen._metrics import LevelMetrics
+from tuner.loadgen._open_loop import ARRIVALS
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
     ServerAnswered,
@@ -38,6 +40,7 @@ from tuner.loadgen._spec import APIS, LevelSpec
 __all__ = [
     "ServerAnswered",
     "APIS",
+    "ARRIVALS",
     "Dialect",
     "FilePool",
     "RandomLengths",
@@ -57,6 +60,7 @@ __all__ = [
     "fetch_time_scale_async",
     "load_sharegpt",
     "make_prompts",
+    "percentile_name",
     "run_level",
     "run_levels",
 ]

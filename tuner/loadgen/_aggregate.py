@@ -20,7 +20,7 @@ from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._stream import COMPLETED, FAILED, RequestLog
 from tuner.timescale import TimeScale
 
-__all__ = ["aggregate"]
+__all__ = ["aggregate", "percentile_name"]
 
 
 def _token_steps(counts: list[int | None], total: int) -> np.ndarray:
@@ -65,6 +65,24 @@ def _stats(values_s: np.ndarray, scale: TimeScale, prefix: str) -> dict[str, Any
     return {name: scale.duration(value) * 1000.0 for name, value in zip(names, figures)}
 
 
+def percentile_name(percentile: float, kind: str) -> str:
+    """``p95_ttft_ms``, ``p99.9_itl_ms``: the key of a latency percentile (vllm bench serve's)."""
+    shown = int(percentile) if float(percentile).is_integer() else percentile
+    return f"p{shown}_{kind}_ms"
+
+
+def _percentiles(
+    samples: dict[str, np.ndarray], asked: Sequence[float], scale: TimeScale
+) -> dict[str, float | None]:
+    """The asked percentiles of each latency kind, in host milliseconds."""
+    return {
+        percentile_name(q, kind): (scale.duration(float(np.percentile(values, q))) * 1000.0
+                                   if values.size else None)
+        for kind, values in samples.items()
+        for q in asked
+    }
+
+
 def aggregate(
     log: RequestLog,
     *,
@@ -74,8 +92,10 @@ def aggregate(
     scale: TimeScale,
     stop_reason: str | None,
     errors: Sequence[str],
+    percentiles: Sequence[float] = (),
 ) -> LevelMetrics:
-    """The metrics of a level that started at ``started`` and lasted ``duration`` server s."""
+    """The metrics of a level that started at ``started`` and lasted ``duration`` server s
+    (``percentiles``: more latency percentiles, 0-100, in :attr:`LevelMetrics.percentiles`)."""
     done = log.indices(COMPLETED)
     ttfts, e2es, tpots, itl_parts, time_parts, token_parts = [], [], [], [], [], []
     for i in done:
@@ -110,6 +130,8 @@ def aggregate(
         best_window = scale.rate(float(per_bin.max()) / width)
 
     empty = np.empty(0)
+    samples = {"ttft": np.asarray(ttfts), "tpot": np.asarray(tpots),
+               "itl": np.concatenate(itl_parts) if itl_parts else empty, "e2e": np.asarray(e2es)}
     return LevelMetrics(
         concurrency=concurrency,
         num_requests=log.size,
@@ -121,14 +143,13 @@ def aggregate(
         output_throughput=scale.rate(output_tokens / seconds),
         total_throughput=scale.rate((input_tokens + output_tokens) / seconds),
         request_throughput=scale.rate(len(done) / seconds),
-        **_stats(np.asarray(ttfts), scale, "ttft"),
-        **_stats(np.asarray(tpots), scale, "tpot"),
-        **_stats(np.concatenate(itl_parts) if itl_parts else empty, scale, "itl"),
-        **_stats(np.asarray(e2es), scale, "e2e"),
+        **{key: value for kind, values in samples.items()
+           for key, value in _stats(values, scale, kind).items()},
         max_output_tokens_per_s=best_window,
         stop_reason=stop_reason,
         emulated=scale.emulated,
         time_scale=scale.factor,
         errors=tuple(errors),
         short_replies=short,
+        percentiles=_percentiles(samples, percentiles, scale),
     )

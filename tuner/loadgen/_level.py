@@ -16,6 +16,7 @@ Then every request in flight is cancelled and the session closed: no socket is l
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 
 from tuner.loadgen._apis import Dialect, as_dialect
@@ -23,6 +24,7 @@ from tuner.loadgen._level_figures import empty_metrics, level_metrics
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._share import StopCheck, measure_share
 from tuner.loadgen._spec import LevelSpec
+from tuner.loadgen._stream import RequestLog
 from tuner.loadgen._workers import run_level_in_processes
 from tuner.timescale import TimeScale
 
@@ -38,6 +40,7 @@ async def run_level(
     time_scale: TimeScale | None = None,
     client_workers: int = 1,
     headers: dict[str, str] | None = None,
+    progress: Callable[[RequestLog], None] | None = None,
 ) -> LevelMetrics:
     """Run one level against the server at ``base_url`` and measure it.
 
@@ -54,6 +57,8 @@ async def run_level(
         client_workers: client processes that share the level's slots (1: this process);
             their requests are merged into one level's figures.
         headers: sent with every request (the server's API key: :func:`auth_headers`).
+        progress: shown the level's request log about every 100 ms while it runs (one client
+            process only: with several, nothing is shown until the level ends).
 
     Returns:
         The level's metrics in host time. A server that does not answer gives metrics with
@@ -67,7 +72,7 @@ async def run_level(
             base_url, spec, api, time_scale, stop_check, client_workers, headers
         )
     result = await measure_share(base_url, spec, api, time_scale, None, stop_check,
-                                 headers=headers)
+                                 headers=headers, progress=progress)
     if isinstance(result, str):
         return empty_metrics(spec, time_scale or TimeScale(), result)
     return level_metrics(spec, result.scale, result, result.health)
@@ -83,9 +88,11 @@ def run_levels(
     time_scale: TimeScale | None = None,
     client_workers: int = 1,
     headers: dict[str, str] | None = None,
+    on_progress: Callable[[LevelSpec, RequestLog], None] | None = None,
 ) -> list[LevelMetrics]:
     """Run levels one after another (synchronously), stopping after a level that was
-    stopped (``stop_reason`` set) or whose ``on_level`` callback returned False."""
+    stopped (``stop_reason`` set) or whose ``on_level`` callback returned False.
+    ``on_progress(spec, log)``: each level's requests so far, while it runs."""
 
     async def _run() -> list[LevelMetrics]:
         measured: list[LevelMetrics] = []
@@ -98,6 +105,7 @@ def run_levels(
                 time_scale=time_scale,
                 client_workers=client_workers,
                 headers=headers,
+                progress=functools.partial(on_progress, spec) if on_progress else None,
             )
             measured.append(metrics)
             verdict = on_level(metrics) if on_level is not None else None

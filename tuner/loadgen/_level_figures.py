@@ -42,6 +42,7 @@ def level_metrics(
         scale=scale,
         stop_reason=result.stop_reason,
         errors=result.errors,
+        percentiles=spec.percentiles,
     )
     metrics = with_rates(metrics, spec, result.log, scale, result.estimated)
     metrics = replace(metrics, repeated_prompts=result.repeated_prompts)

@@ -9,7 +9,7 @@ bench_serving does not report that percentile) is None.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = ["LATENCY_KINDS", "LATENCY_STATS", "LevelMetrics"]
@@ -79,6 +79,8 @@ class LevelMetrics:
     # that takes no ignore_eos). Their tokens count as they came, never as the length asked.
     short_replies: int = 0
     repeated_prompts: int = 0
+    # The latency percentiles a LevelSpec asked for beyond the four above (``p95_ttft_ms``).
+    percentiles: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def failed_fraction(self) -> float:
@@ -97,6 +99,8 @@ class LevelMetrics:
         """A JSON-able dict with one self-explaining key per field (``errors`` as a list)."""
         document = asdict(self)
         document["errors"] = list(self.errors)
+        if not self.percentiles:  # only asked for by tuner bench: studies store none
+            del document["percentiles"]
         return document
 
     @classmethod

@@ -63,7 +63,7 @@ def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
 def _unreachable(url: str, exc: BaseException) -> TunerError:
     """The one-line error of a request without an answer: NoAnswerInTime when it timed out."""
     kind = NoAnswerInTime if isinstance(exc, TimeoutError) else TunerError
-    return kind(f"{url} does not answer ({describe_error(exc)}): start the server or fix the URL")
+    return kind(f"{url}: does not answer ({describe_error(exc)}); fix: start the server or fix the URL")
 
 
 async def _get_json(

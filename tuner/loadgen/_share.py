@@ -125,6 +125,7 @@ async def measure_share(
     gate: Callable[[], Awaitable[None]] | None = None,
     level_id: str | None = None,
     headers: dict[str, str] | None = None,
+    progress: Callable[[RequestLog], None] | None = None,
 ) -> ShareResult | str:
     """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
@@ -138,7 +139,8 @@ async def measure_share(
     its virtual clock waits for the requests an ideal client would send at once; an open-loop
     level is declared ``<level_id> open``, so that its requests arrive at their own times on a
     running virtual clock (no burst gathered, no refill waited for). ``headers`` go with every
-    request (the server's API key: :func:`tuner.loadgen.auth_headers`).
+    request (the server's API key: :func:`tuner.loadgen.auth_headers`). ``progress`` is called
+    with the level's request log while it runs (about every 100 ms, in a worker thread).
     """
     dialect = as_dialect(api)
     fmt = api_format(dialect)
@@ -205,6 +207,7 @@ async def measure_share(
         arrivals = arrival_times(spec, started, scale)
         if arrivals is not None:
             arrivals = [arrivals[i] for i in indices]
+        check = stop_check if progress is None else _reporting(stop_check, phase.log, progress)
         ended = await run_phase(
             session,
             url,
@@ -214,7 +217,7 @@ async def measure_share(
             lengths,
             deadline,
             arrivals,
-            stop_check,
+            check,
             time_limit_s=spec.time_limit_s,
             stamped=bool(stamped),
             headers=headers,
@@ -232,6 +235,18 @@ async def measure_share(
     )
     return ShareResult(phase.log, started, ended, phase.stop_reason, phase.errors, health, scale,
                        estimated, picked.repeated)
+
+
+def _reporting(
+    stop_check: StopCheck | None, log: RequestLog, progress: Callable[[RequestLog], None]
+) -> StopCheck:
+    """``stop_check`` that also shows ``log`` to ``progress`` each time it is polled."""
+
+    def check() -> str | None:
+        progress(log)
+        return stop_check() if stop_check is not None else None
+
+    return check
 
 
 async def _quiet_server_info(session: aiohttp.ClientSession, base: str) -> dict | None:

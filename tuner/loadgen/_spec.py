@@ -59,6 +59,9 @@ class LevelSpec:
     max_error_fraction: float = 0.05
     arrival: str = "poisson"
     first_request: int = 0
+    # Percentiles (0-100) of each latency beyond mean/median/p90/p99, as ``tuner bench
+    # --metric-percentiles`` asks: LevelMetrics.percentiles holds them as ``p95_ttft_ms``.
+    percentiles: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         positive_ints = {

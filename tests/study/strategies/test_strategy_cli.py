@@ -50,7 +50,8 @@ def test_unknown_strategy_is_refused_before_any_host_time(tmp_path) -> None:
 
 def test_unknown_sampler_and_both_options_are_refused(tmp_path) -> None:
     line = _refused(_run(tmp_path, "optimize", str(GLM5), "--emulate", "--sampler", "annealing"), tmp_path)
-    assert line.startswith("tuner: error: --sampler annealing: unknown; fix: use one of tpe, random, gp")
+    assert line.startswith("tuner: error: --sampler annealing: unknown; fix: use one of guided, tpe, random, ")
+    assert line.endswith("gp, cmaes, qmc, nsga2, bruteforce")  # the strategies, then Optuna's samplers
     line = _refused(_run(tmp_path, "optimize", str(GLM5), "--emulate", "--sampler", "tpe", "--strategy", "random"),
                     tmp_path)
     assert line == "tuner: error: --sampler tpe with --strategy random: give one; fix: drop --sampler"

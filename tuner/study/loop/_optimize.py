@@ -40,6 +40,7 @@ from tuner.study.record import (
     scrubbing,
     store,
     write_outcome,
+    write_trial_note,
 )
 from tuner.study.trial import (
     FeasibilityCheck,
@@ -304,6 +305,11 @@ def _run_launch(
     result = run_outcome(lambda: runner.run(trial, config, launch))
     write_outcome(study, trial, result)
     value = result.values[0] if result.state == TrialState.COMPLETE and result.values else None
+    write_trial_note(  # what the line above said, in the dashboard's trial view
+        trial, baseline=progress.baseline, config=dict(config), is_baseline=is_baseline,
+        chosen_by=chosen_by, state=result.state.name,
+        value=progress.value_text(value) if value is not None else None, reason=result.message,
+        emulated=progress.scale.emulated)
     progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started)
     return result.state
 

@@ -8,6 +8,7 @@ converted by their time scale and say "emulated").
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -16,6 +17,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from tuner.study.record import changes_from
 from tuner.timescale import TimeScale
 
 if TYPE_CHECKING:
@@ -52,6 +54,9 @@ class ProgressView:
         self.goodput = False  # objective.metric goodput: values are req/s, levels are rates
         self.tokens_per_joule = False  # objective.metric tokens_per_joule: values are tok/J
         self._energy: float | None = None  # the next level's tokens per joule
+        # The space's baseline: a trial's line shows what differs from it (the whole
+        # configuration is in `tuner trials`, the dashboard and the trial's note).
+        self.baseline: Mapping[str, Any] = {}
 
     # -- the loop's events --------------------------------------------------------------------
 
@@ -72,10 +77,23 @@ class ProgressView:
         self.trial_number = number
         self.chosen_by = chosen_by
         label = "baseline" if is_baseline else "trial"
-        flags = " ".join(f"{k}={v}" for k, v in dict(config).items())
+        flags = self.changes_text(config, is_baseline)
         why = f" [dim]chosen by {escape(chosen_by)}[/]" if chosen_by and not is_baseline else ""
         self._print(f"[cyan]{label} {number}[/] ({index}/{self.total}): {flags}{why}")
         self.phase("starting")
+
+    def changes_text(self, config: Any, is_baseline: bool) -> str:
+        """``name=value (baseline old)`` for each setting that differs from the baseline."""
+        if is_baseline:
+            return "the space's baseline"
+        changes = changes_from(self.baseline, dict(config))
+        if not changes:
+            return "the baseline's configuration"
+        return escape(", ".join(change.text() for change in changes))
+
+    def value_text(self, value: float) -> str:
+        """The objective's figure with its unit, as the trial's line writes it."""
+        return self._value(value)
 
     def phase(self, text: str) -> None:
         self.status = text

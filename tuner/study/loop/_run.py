@@ -21,7 +21,15 @@ from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
 from tuner.study.loop._confirm import Confirmation
-from tuner.study.record import STATED_NOISE, TOKENS_PER_JOULE, load_summary
+from tuner.space import SET_SUFFIX
+from tuner.study.record import (
+    STATED_NOISE,
+    TOKENS_PER_JOULE,
+    load_summary,
+    name_metrics,
+    save_study_note,
+    winner_lines,
+)
 from tuner.study.trial import (
     GATE_EXPLORE,
     BaselinePruner,
@@ -154,10 +162,12 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
     if requests is not None:
         console.print(f"traffic: {requests.describe()}", highlight=False)
     study = open_study(space, target, options, strategy)
+    name_metrics(study, space.objective)  # the dashboard's axes name the objective
     target.emulator_seed = options.seed  # a seeded emulated study draws the same noise again
     claim = claim_host(target, options.study_name, console)  # HostBusy: nothing touched
     patches = patch_manager(space, target)
     progress = ProgressView(console, target.time_scale)
+    progress.baseline = dict(space.baseline)
     progress.goodput = space.objective.metric == "goodput"
     progress.tokens_per_joule = space.objective.metric == TOKENS_PER_JOULE
     try:
@@ -199,6 +209,11 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
             console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)
         for line in load_summary(study, space):
             console.print(line, highlight=False)
+        winner = winner_lines(study, progress.value_text(1.0).split(" ", 1)[1])
+        if winner:  # the winner and its re-measures, in the dashboard; what NAME__set means
+            helpers = {name.removesuffix(SET_SUFFIX) for trial in study.get_trials(deepcopy=False)
+                       for name in trial.params if name.endswith(SET_SUFFIX)}
+            save_study_note(study, winner, sorted(helpers))
         return summary
     finally:
         progress.close()

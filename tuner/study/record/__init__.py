@@ -8,6 +8,13 @@ beyond it (`_winner`), the best at each load (`_per_load`), energy per token (`_
 
 from __future__ import annotations
 
+from tuner.study.record._note import (
+    changes_from,
+    metric_names,
+    name_metrics,
+    save_study_note,
+    write_trial_note,
+)
 from tuner.study.record._keys import (
     CONFIG,
     CONFIG_KEY,
@@ -114,6 +121,11 @@ from tuner.study.record._energy import (
 )
 
 __all__ = [
+    "changes_from",
+    "metric_names",
+    "name_metrics",
+    "save_study_note",
+    "write_trial_note",
     "CONFIG",
     "CONFIG_KEY",
     "IS_BASELINE",

@@ -77,13 +77,19 @@ class Target:
 
 
 def parse_host_option(value: str) -> dict[str, object]:
-    """``--host [user@]address[:port]`` (or ``local``) as HostSpec fields."""
+    """``--host [user@]address[:port]`` (or ``local``) as HostSpec fields; an IPv6 address is
+    written in brackets (``me@[::1]:22``), as ssh and URLs write it."""
     if value == "local":
         return {"address": "local"}
     user, _, rest = value.rpartition("@")
-    address, _, port = rest.partition(":")
+    if rest.startswith("["):
+        address, bracket, port = rest[1:].partition("]")
+        port = port.removeprefix(":") if bracket and (not port or port.startswith(":")) else "x"
+    else:
+        address, _, port = rest.partition(":")
     if not address or (port and not port.isdigit()):
-        raise ConfigError(f"--host {value}: expected [user@]address[:port] or local")
+        raise ConfigError(f"--host {value}: not [user@]address[:port] or local; fix: write e.g. "
+                          "root@gpu-host:22, or an IPv6 address in brackets: root@[::1]:22")
     fields: dict[str, object] = {"address": address}
     if user:
         fields["user"] = user
