@@ -130,6 +130,7 @@ def _port(host: Host | None, recognised: Recognised, facts: HostFacts) -> int:
         return int(given)
     default = DEFAULT_PORTS[recognised.engine]
     for port in range(default, default + 50) if host is not None else ():
+        assert host is not None
         try:
             if host.port_free(port):
                 if port != default:

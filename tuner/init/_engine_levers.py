@@ -52,8 +52,8 @@ def vllm_levers(lv: LeverContext) -> None:
     if lv.model and lv.model.nextn_layers:
         plan.left_out.append("--speculative-config (MTP): write it by hand with json_key: parameters "
                              "(search_spaces/vllm-cpu-speculative.yaml shows how)")
-    limit = cmd.value("--max-model-len")
-    limit = int(limit) if isinstance(limit, str) and limit.isdigit() else (lv.model.max_positions if lv.model else None)
+    given = cmd.value("--max-model-len")
+    limit = int(given) if isinstance(given, str) and given.isdigit() else (lv.model.max_positions if lv.model else None)
     batched = next((p for p in plan.params if p.name == "max_num_batched_tokens"), None)
     if limit and batched and plan.has("chunked_prefill"):
         small = [c for c in batched.spec["choices"] if c < limit]

@@ -75,6 +75,8 @@ def _number(text: str) -> int | float | str:
 def baseline_value(command: LaunchCommand, spec: dict[str, Any]) -> Any:
     """The value the user's command gives the parameter ``spec`` describes (None: unset)."""
     kind, flag = spec["kind"], spec.get("flag")
+    if flag is None:  # an env-only parameter: the command cannot set it
+        return None
     if kind == "bool":
         return command.has(flag) != bool(spec.get("when_false"))
     if kind == "store_true":
