@@ -10,10 +10,11 @@ measurements and a killed tuner loses no completed level.
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,10 +45,14 @@ from tuner.study.record import (
     RUN_DIR,
     SERVER_LOG_MTIME,
     STABLE,
+    BOUND_LEVELS,
     TELEMETRY,
     store,
     store_level_figures,
     store_observations,
+    level_figures,
+    read_levels,
+    trial_figure,
 )
 from tuner.study.trial._goodput import measure_goodput
 from tuner.study.trial._pruner import (
@@ -71,34 +76,21 @@ CLASSIFY_WAIT_S = 2.0
 
 
 def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[float] | None, bool]:
-    """The objective values and whether every level ran clean.
+    """The objective values and whether every level ran clean: the study's one rule
+    (:func:`tuner.study.record.trial_figure`) on the trial's levels.
 
-    The first value is the best ``objective.metric`` (output tokens/s) over clean levels that
-    meet the SLOs; in multi-objective mode the second is ``objective.minimize`` (a latency) at
-    that same level. A level is clean when it ran to its end with at most
-    ``max_failed_fraction`` failed requests. A ``measurement_bound`` level (the client measured
-    itself) is stored but never ranked.
+    The first value is the best ``objective.metric`` (output tokens/s) over every clean level
+    that meets the SLOs, a level the client under-drove counting as the lower bound it is; in
+    multi-objective mode the second is ``objective.minimize`` (a latency) at that same level.
     """
-    best: dict[str, Any] | None = None
-    stable = bool(levels)
-    for level in levels:
-        failed = level["failed"] / max(1, level["completed"] + level["failed"])
-        clean = level.get("stop_reason") is None and failed <= objective.max_failed_fraction
-        stable = stable and clean
-        if not clean or level.get("measurement_bound"):
-            continue
-        if objective.slo.unmet(level):  # p99 TTFT, median or p99 TPOT
-            continue
-        if level.get(objective.metric) is None:  # tokens_per_joule of a level without power
-            continue
-        if best is None or level[objective.metric] > best[objective.metric]:
-            best = level
-    if best is None:
-        return None, stable
-    values = [float(best[objective.metric])]
+    figure = trial_figure(levels, objective.metric, objective.max_failed_fraction,
+                          objective.slo, objective.minimize)
+    if figure.value is None:
+        return None, figure.stable
+    values = [figure.value]
     if objective.minimize:
-        values.append(float(best[objective.minimize]))
-    return values, stable
+        values.append(float(figure.latency))
+    return values, figure.stable
 
 
 @dataclass
@@ -259,6 +251,7 @@ class TrialRunner:
             )
             asked += spec.num_requests
             metrics, gpu = self._run_level(session, spec)
+            metrics, gpu, asked = self._drive_harder(session, spec, levels, metrics, gpu, asked)
             level = metrics.to_dict()
             if gpu is not None:
                 telemetry[str(concurrency)] = gpu
@@ -276,7 +269,7 @@ class TrialRunner:
                 # The client often notices first; the server's own log says why (OOM, crash).
                 raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
             figure = level.get(self.space.objective.metric)
-            if figure is not None and metrics.rankable(self.space.objective.max_failed_fraction) and self._should_prune(
+            if figure is not None and metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
                 trial, levels, figure, concurrency
             ):
                 raise optuna.TrialPruned(
@@ -286,6 +279,10 @@ class TrialRunner:
                 )
         value, stable = objective_value(levels, self.space.objective)
         store(trial, STABLE, stable)
+        objective = self.space.objective
+        bound = trial_figure(levels, objective.metric, objective.max_failed_fraction).bound_levels
+        if bound:  # the trial is marked: these figures are lower bounds
+            store(trial, BOUND_LEVELS, list(bound))
         peak = max(levels, key=lambda lv: lv.get(self.space.objective.metric) or 0.0)
         if "gpu" in peak and under_utilised(peak["gpu"]):
             store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
@@ -300,10 +297,44 @@ class TrialRunner:
             )
         return value
 
-    def _run_level(self, session: ServerSession, spec: LevelSpec) -> tuple[LevelMetrics, dict[str, Any] | None]:
+    def _drive_harder(
+        self, session: ServerSession, spec: LevelSpec, levels: list[dict[str, Any]],
+        metrics: LevelMetrics, gpu: dict[str, Any] | None, asked: int,
+    ) -> tuple[LevelMetrics, dict[str, Any] | None, int]:
+        """A level the client under-drove, run again with twice the client processes (up to this
+        machine's cores) until its shortfall moves its figure by under
+        :data:`tuner.study.record.EXACT_WITHIN`; the better-driven result, and the requests asked.
+
+        Each re-run takes fresh places of the trial's request stream (no prompt the server's
+        prefix cache has seen). A re-run that is still a bound and reads less than the run
+        before it does not replace it: a bound never sinks a figure."""
+        objective = self.space.objective
+        workers = max(1, self.target.client_workers)
+        cores = os.cpu_count() or 1
+        while workers < cores and metrics.stop_reason is None and metrics.measurement_bound:
+            judged = level_figures(read_levels([*levels, metrics.to_dict()]), objective.metric,
+                                   objective.max_failed_fraction).get(spec.concurrency)
+            if judged is None or not judged.bound:
+                break
+            workers = min(cores, 2 * workers)
+            self.on_phase(f"level {spec.concurrency}: the client under-drove it "
+                          f"({judged.in_flight or 0:.0f} of {spec.concurrency} in flight); "
+                          f"again with {workers} client processes")
+            again = replace(spec, first_request=asked)
+            asked += again.num_requests
+            more, more_gpu = self._run_level(session, again, workers=workers)
+            kept = level_figures(read_levels([*levels, more.to_dict()]), objective.metric,
+                                 objective.max_failed_fraction).get(spec.concurrency)
+            if more.stop_reason is None and (kept is None or not kept.bound
+                                             or kept.value >= judged.value):
+                metrics, gpu = more, more_gpu
+        return metrics, gpu, asked
+
+    def _run_level(self, session: ServerSession, spec: LevelSpec,
+                   workers: int | None = None) -> tuple[LevelMetrics, dict[str, Any] | None]:
         """One level against the running server, with GPU telemetry (of the server's own GPUs) and
         the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
-        one method)."""
+        one method); ``workers``: client processes (default: the target's ``--client-workers``)."""
         gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
         # every 250 ms of the host's time: an emulated level runs K times faster
         interval_ms = max(10, round(1000 * self.target.time_scale.to_server(SAMPLE_MS / 1000)))
@@ -317,7 +348,7 @@ class TrialRunner:
                     api=self._api(),
                     stop_check=session.stop_reason,
                     time_scale=self.target.time_scale,
-                    client_workers=self.target.client_workers,
+                    client_workers=workers or self.target.client_workers,
                     headers=session.client_headers,
                 )
             )
