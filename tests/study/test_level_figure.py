@@ -3,10 +3,12 @@ level the client under-drove as a lower bound, judged by how much its shortfall 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tuner.space._workload import Objective, Slo
-from tuner.study.record import EXACT_WITHIN, level_figures, trial_figure
+from tuner.study.record import EXACT_WITHIN, figures_by_level, trial_figure
 from tuner.study.record._figure import as_level, shortfall_effect
 from tuner.study.trial import objective_value
 from tuner.study.trial._pruner import below_baseline, clean_values, _has_bound
@@ -38,19 +40,25 @@ def test_a_bound_lifts_a_figure_but_never_sinks_it() -> None:
 
 
 def test_whether_a_level_counts_is_judged_by_how_much_its_shortfall_moves_it() -> None:
-    # 6% fewer in flight near saturation (throughput +5% from 256 to 512): it moves the figure
-    # by 0.4%, under EXACT_WITHIN: measured, not a bound
-    flat = level_figures([as_level(level(256, 3800.0)), as_level(level(512, 3990.0, "late", 481.0))],
-                         "output_throughput", 0.01)
-    assert flat[512].effect == pytest.approx((512 / 481) ** (0.0704) - 1, rel=0.05)
+    # 6% fewer in flight near saturation (throughput +5.6% from 128 to 256): it moves the
+    # figure by 0.5%, under EXACT_WITHIN: measured, not a bound
+    flat = figures_by_level([as_level(level(128, 3600.0)), as_level(level(256, 3800.0)),
+                          as_level(level(512, 3990.0, "late", 481.0))], "output_throughput", 0.01)
+    slope = math.log(3800 / 3600) / math.log(2)
+    assert flat[512].effect == pytest.approx((512 / 481) ** slope - 1)
     assert flat[512].effect < EXACT_WITHIN and not flat[512].bound
     # the same shortfall where throughput still doubles with concurrency: 6.4%, a bound
-    steep = level_figures([as_level(level(256, 2000.0)), as_level(level(512, 4000.0, "late", 481.0))],
-                          "output_throughput", 0.01)
+    steep = figures_by_level([as_level(level(128, 1000.0)), as_level(level(256, 2000.0)),
+                           as_level(level(512, 4000.0, "late", 481.0))], "output_throughput", 0.01)
     assert steep[512].effect == pytest.approx(512 / 481 - 1) and steep[512].bound
     # a level stored before the client counted its requests in flight: a bound of unknown degree
-    old = level_figures([as_level(level(512, 4000.0, "the client lagged"))], "output_throughput", 0.01)
+    old = figures_by_level([as_level(level(512, 4000.0, "the client lagged"))], "output_throughput", 0.01)
     assert old[512].effect is None and old[512].bound
+    # a flagged figure below the level beneath it does not set its own slope (it is what is in
+    # doubt): one level measured cleanly beside it is no slope, so it is judged as proportional
+    fell = figures_by_level([as_level(level(256, 2950.0)), as_level(level(512, 2000.0, "late", 300.0))],
+                         "output_throughput", 0.01)
+    assert fell[512].effect == pytest.approx(512 / 300 - 1) and fell[512].bound
     assert shortfall_effect(512, 512.0, 1.0) == 0.0
 
 

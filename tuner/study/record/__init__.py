@@ -81,7 +81,7 @@ from tuner.study.record._outcome import (
     write_dead_worker,
 )
 from tuner.study.record._level import Level, read_levels, clean_levels
-from tuner.study.record._figure import EXACT_WITHIN, LevelFigure, TrialFigure, level_figures, trial_figure
+from tuner.study.record._figure import EXACT_WITHIN, LevelFigure, TrialFigure, figures_by_level, trial_figure
 from tuner.study.record._record import TrialRecord, read_record
 from tuner.study.record._view import StudyView, read_view
 from tuner.study.record._results import (
@@ -188,7 +188,7 @@ __all__ = [
     "EXACT_WITHIN",
     "LevelFigure",
     "TrialFigure",
-    "level_figures",
+    "figures_by_level",
     "trial_figure",
     "TrialRecord",
     "read_record",

@@ -9,8 +9,8 @@ Every trial of a study is ranked by the same rule, so no two are compared on dif
   but never sink it; a trial is never ranked on a lower level because a higher one was flagged.
 - **A degree, not a verdict.** A level the client flagged (``measurement_bound``) is judged by
   how much its shortfall moves its figure: the server saw ``in_flight`` requests on average
-  where ``c`` were asked, and the trial's own throughput-vs-concurrency slope between this
-  level and its neighbour (``e = d ln T / d ln c``, in [0, 1]) says that driving it fully would
+  where ``c`` were asked, and the trial's own throughput-vs-concurrency slope from its two
+  nearest levels measured without a shortfall (``e = d ln T / d ln c``, in [0, 1]) says that driving it fully would
   have read ``(c / in_flight) ** e - 1`` more. Within :data:`EXACT_WITHIN` (1%, half the 2% a
   real restart differs by) the level counts as measured; beyond it, as a bound.
 - **A bound's latencies are not exact.** A study with SLOs or a latency to minimise leaves a
@@ -30,7 +30,7 @@ from typing import Any
 
 from tuner.study.record._level import Level
 
-__all__ = ["EXACT_WITHIN", "LevelFigure", "TrialFigure", "as_level", "level_figures", "shortfall_effect",
+__all__ = ["EXACT_WITHIN", "LevelFigure", "TrialFigure", "as_level", "figures_by_level", "shortfall_effect",
            "trial_figure"]
 
 EXACT_WITHIN = 0.01
@@ -100,19 +100,22 @@ def shortfall_effect(concurrency: int, in_flight: float | None, slope: float) ->
     return (concurrency / seen) ** min(1.0, max(0.0, slope)) - 1.0
 
 
-def _slope(concurrency: int, figures: Mapping[int, float]) -> float:
-    """The elasticity of the figure with concurrency at ``concurrency``: from the nearest level
-    below (else above) measured; 1 (proportional, the most a shortfall can move it) alone."""
-    lower = [c for c in figures if c < concurrency and figures[c] > 0]
-    upper = [c for c in figures if c > concurrency and figures[c] > 0]
-    other = max(lower) if lower else (min(upper) if upper else None)
-    mine = figures.get(concurrency, 0.0)
-    if other is None or mine <= 0:
+def _slope(concurrency: int, exact: Mapping[int, float]) -> float:
+    """The elasticity of the figure with concurrency near ``concurrency``, from the two nearest
+    levels measured without a shortfall below it (else above it): a flagged level's own figure
+    is what is in doubt, so it never sets its slope. On a curve that flattens as it rises,
+    the slope below is the steeper one: the judgement errs towards a bound. 1 (proportional,
+    the most a shortfall can move a figure) without two such levels."""
+    below = sorted(c for c in exact if c < concurrency and exact[c] > 0)[-2:]
+    above = sorted(c for c in exact if c > concurrency and exact[c] > 0)[:2]
+    pair = below if len(below) == 2 else above if len(above) == 2 else None
+    if pair is None:
         return 1.0
-    return min(1.0, max(0.0, math.log(mine / figures[other]) / math.log(concurrency / other)))
+    low, high = pair
+    return min(1.0, max(0.0, math.log(exact[high] / exact[low]) / math.log(high / low)))
 
 
-def level_figures(levels: Sequence[Level], metric: str, max_failed_fraction: float) -> dict[int, LevelFigure]:
+def figures_by_level(levels: Sequence[Level], metric: str, max_failed_fraction: float) -> dict[int, LevelFigure]:
     """Each clean level's :class:`LevelFigure` (a goodput study's rate levels: the highest rate
     that met the SLO stands for its concurrency, as :func:`clean_levels` reads it)."""
     raw: dict[int, tuple[float, Level]] = {}
@@ -127,14 +130,14 @@ def level_figures(levels: Sequence[Level], metric: str, max_failed_fraction: flo
         c = int(level.concurrency)
         if c not in raw or float(figure) > raw[c][0]:
             raw[c] = (float(figure), level)
-    values = {c: v for c, (v, _) in raw.items()}
+    exact = {c: v for c, (v, level) in raw.items() if not level.measurement_bound}
     out: dict[int, LevelFigure] = {}
     for c, (value, level) in raw.items():
         if not level.measurement_bound:
             out[c] = LevelFigure(c, value, False, 0.0, level.in_flight, level)
             continue
         in_flight = _in_flight(level)
-        effect = shortfall_effect(c, in_flight, _slope(c, values))
+        effect = shortfall_effect(c, in_flight, _slope(c, exact))
         bound = effect is None or effect > EXACT_WITHIN
         out[c] = LevelFigure(c, value, bound, effect, in_flight, level)
     return out
@@ -158,7 +161,7 @@ def trial_figure(
     """
     typed = tuple(as_level(level) for level in levels)
     stable = bool(typed) and all(_clean(level, max_failed_fraction) for level in typed)
-    figures = level_figures(typed, metric, max_failed_fraction)
+    figures = figures_by_level(typed, metric, max_failed_fraction)
     judges_latency = minimize is not None or (slo is not None and not slo.empty)
     counted: dict[int, LevelFigure] = {}
     for c, figure in figures.items():

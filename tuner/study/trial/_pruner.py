@@ -25,7 +25,7 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.record import IS_BASELINE, LEVELS, level_figures
+from tuner.study.record import IS_BASELINE, LEVELS, figures_by_level
 from tuner.study.record._figure import as_level
 
 __all__ = [
@@ -75,14 +75,14 @@ def below_baseline(
 
 def clean_values(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
     """``{concurrency: metric}`` of the levels that ran to their end with few failed requests
-    (the study's one rule, :func:`tuner.study.record.level_figures`; a bound's figure as read)."""
-    figures = level_figures([as_level(level) for level in levels], metric, max_failed_fraction)
+    (the study's one rule, :func:`tuner.study.record.figures_by_level`; a bound's figure as read)."""
+    figures = figures_by_level([as_level(level) for level in levels], metric, max_failed_fraction)
     return {c: figure.value for c, figure in figures.items()}
 
 
 def _has_bound(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> bool:
     """Whether a level's figure is only a lower bound (the client under-drove the server)."""
-    figures = level_figures([as_level(level) for level in levels], metric, max_failed_fraction)
+    figures = figures_by_level([as_level(level) for level in levels], metric, max_failed_fraction)
     return any(figure.bound for figure in figures.values())
 
 

@@ -50,7 +50,7 @@ from tuner.study.record import (
     store,
     store_level_figures,
     store_observations,
-    level_figures,
+    figures_by_level,
     read_levels,
     trial_figure,
 )
@@ -312,7 +312,7 @@ class TrialRunner:
         workers = max(1, self.target.client_workers)
         cores = os.cpu_count() or 1
         while workers < cores and metrics.stop_reason is None and metrics.measurement_bound:
-            judged = level_figures(read_levels([*levels, metrics.to_dict()]), objective.metric,
+            judged = figures_by_level(read_levels([*levels, metrics.to_dict()]), objective.metric,
                                    objective.max_failed_fraction).get(spec.concurrency)
             if judged is None or not judged.bound:
                 break
@@ -323,7 +323,7 @@ class TrialRunner:
             again = replace(spec, first_request=asked)
             asked += again.num_requests
             more, more_gpu = self._run_level(session, again, workers=workers)
-            kept = level_figures(read_levels([*levels, more.to_dict()]), objective.metric,
+            kept = figures_by_level(read_levels([*levels, more.to_dict()]), objective.metric,
                                  objective.max_failed_fraction).get(spec.concurrency)
             if more.stop_reason is None and (kept is None or not kept.bound
                                              or kept.value >= judged.value):
