@@ -30,6 +30,7 @@ from tuner.loadgen._server import (
     complete_async,
     complete_many,
     fetch_model_name,
+    fetch_emulated_startup_s,
     fetch_time_scale,
     fetch_time_scale_async,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "complete_async",
     "complete_many",
     "fetch_model_name",
+    "fetch_emulated_startup_s",
     "fetch_time_scale",
     "fetch_time_scale_async",
     "load_sharegpt",

@@ -22,6 +22,7 @@ from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.loop._confirm import Confirmation
 from tuner.study.record import (
+    HOST_SECONDS,
     CHOSEN_BY,
     COMMAND_LINE,
     CONFIG,
@@ -300,7 +301,8 @@ def _run_launch(
     result = run_outcome(lambda: runner.run(trial, config, launch))
     write_outcome(study, trial, result)
     value = result.values[0] if result.state == TrialState.COMPLETE else None
-    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started)
+    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started,
+                            host_seconds=trial.user_attrs.get(HOST_SECONDS))
     return result.state
 
 

@@ -98,9 +98,13 @@ class ProgressView:
         )
 
     def trial_finished(
-        self, number: int, state: str, value: float | None, reason: str | None, seconds: float
+        self, number: int, state: str, value: float | None, reason: str | None, seconds: float,
+        host_seconds: float | None = None,
     ) -> None:
-        self.host_seconds += self.scale.duration(seconds)
+        """``seconds``: the trial's wall time; ``host_seconds``: its host time as the trial runner
+        stored it (an emulated trial: the start-up and levels the emulator stood for, plus the
+        tuner's own work at its real duration), else ``seconds`` on the time scale."""
+        self.host_seconds += host_seconds if host_seconds is not None else self.scale.duration(seconds)
         if value is not None and (self.best is None or value > self.best):
             self.best = value
         colour = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}[state]

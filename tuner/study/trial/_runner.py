@@ -14,7 +14,7 @@ import os
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +23,7 @@ import optuna
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.handover import server_gpus
 from tuner.lifecycle import ServerSession
-from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_level
+from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, fetch_emulated_startup_s, run_level
 from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
@@ -63,7 +63,7 @@ from tuner.study.trial._target import Target
 from tuner.study.trial._traffic import request_dialect
 from tuner.telemetry import SAMPLE_MS, GpuSampler, under_utilised
 
-__all__ = ["TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
+__all__ = ["TrialRunner", "host_seconds", "objective_value", "MIN_WALL_TIMEOUT_S"]
 
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
@@ -93,6 +93,19 @@ def objective_value(levels: list[dict[str, Any]], objective: Any) -> tuple[list[
     return values, figure.stable
 
 
+def host_seconds(wall_s: float, emulated_s: float, scale: Any) -> float:
+    """A trial's host time: on a real host its wall time; on an emulated one, what the emulator
+    stood for (``emulated_s`` host seconds: its start-up, its levels, which took
+    ``emulated_s / K`` of the wall time) plus the rest of the wall time, the tuner's own work
+    (starting processes, probing, warming up, storing), at its real duration. A start the
+    emulator did not report (it failed) counts at ``K`` times its wall time, as it ran."""
+    if not scale.emulated:
+        return wall_s
+    if emulated_s <= 0:
+        return scale.duration(wall_s)
+    return emulated_s + max(0.0, wall_s - scale.to_server(emulated_s))
+
+
 @dataclass
 class TrialRunner:
     """Runs trials of one study on one target.
@@ -119,6 +132,7 @@ class TrialRunner:
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
     on_energy: Callable[[float | None], None] = lambda tokens_per_joule: None  # before on_level
     requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
+    _emulated_s: float = field(default=0.0, init=False, repr=False)  # see host_seconds
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         """Run one trial; see the module docstring for outcomes."""
@@ -142,6 +156,7 @@ class TrialRunner:
             api_key=launch.api_key,
         )
         started = time.monotonic()
+        self._emulated_s = 0.0  # host seconds the emulator stood for: its start-up, its levels
         try:
             self.on_phase("patching")
             self.patches.set_active(set(launch.patches))
@@ -153,13 +168,17 @@ class TrialRunner:
                     max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)),
                     poll_s=EMULATED_READY_POLL_S if scale.emulated else None,
                 )
-                store(trial, READY_S, round(scale.duration(ready_s), 2))
+                startup_s = (fetch_emulated_startup_s(session.base_url, headers=session.client_headers)
+                             if scale.emulated else None)
+                if startup_s is not None:
+                    self._emulated_s += startup_s
+                store(trial, READY_S, round(startup_s if startup_s is not None else scale.duration(ready_s), 2))
                 self._probe(trial, session)
                 if self.space.objective.metric == "goodput":
                     return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
-            store(trial, HOST_SECONDS, round(scale.duration(time.monotonic() - started), 1))
+            store(trial, HOST_SECONDS, round(host_seconds(time.monotonic() - started, self._emulated_s, scale), 1))
             if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
                 store(trial, HANDOVER_WAIT_S, round(session.handover_wait_s, 1))
             store(trial, LOG_EXCERPT, session.log_excerpt())
@@ -252,6 +271,7 @@ class TrialRunner:
             asked += spec.num_requests
             metrics, gpu = self._run_level(session, spec)
             metrics, gpu, asked = self._drive_harder(session, spec, levels, metrics, gpu, asked)
+            self._emulated_s += metrics.duration_s if metrics.emulated else 0.0
             level = metrics.to_dict()
             if gpu is not None:
                 telemetry[str(concurrency)] = gpu
