@@ -21,6 +21,7 @@ from tuner.loadgen._datasets import (
     load_file_pool,
 )
 from tuner.loadgen._level import run_level, run_levels
+from tuner.loadgen._capacity import ClientCapacity, client_capacity, measure_client
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
@@ -38,6 +39,9 @@ from tuner.loadgen._spec import APIS, LevelSpec
 
 __all__ = [
     "ServerAnswered",
+    "ClientCapacity",
+    "client_capacity",
+    "measure_client",
     "APIS",
     "Dialect",
     "FilePool",

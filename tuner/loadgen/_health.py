@@ -115,10 +115,9 @@ def late_share(log: RequestLog, concurrency: int, started: float, duration: floa
     return late / (concurrency * duration)
 
 
-def in_flight(log: RequestLog, started: float, duration: float, read_lag_s: float = 0.0) -> float:
-    """The requests in flight on the server, averaged over ``[started, started + duration]``:
-    each request counts from its send to its last event read, less ``read_lag_s`` (how late
-    this process read its events: the server had finished that much earlier)."""
+def in_flight(log: RequestLog, started: float, duration: float) -> float:
+    """The requests in flight, averaged over ``[started, started + duration]``: each request
+    counts from its send to its last event read."""
     if duration <= 0:
         return 0.0
     ended = started + duration
@@ -126,7 +125,7 @@ def in_flight(log: RequestLog, started: float, duration: float, read_lag_s: floa
     for i in range(len(log.start)):
         if log.status[i] == NOT_RUN or log.end[i] <= log.start[i]:  # never sent, or no end
             continue
-        start, end = max(started, log.start[i]), min(ended, log.end[i] - read_lag_s)
+        start, end = max(started, log.start[i]), min(ended, log.end[i])
         busy += max(0.0, end - start)
     return busy / duration
 

@@ -52,6 +52,11 @@ def preflight_checks(space: Any, target: Target, patches: PatchManager) -> list[
         doctor.check_host_claim(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
+    if not target.emulated:  # the emulator's figures are on its own clock, not the client's
+        workload = space.workload
+        checks.append(doctor.check_client_capacity(host, target.run_root, target.python,
+                                                   list(workload.levels), workload.output_len,
+                                                   target.client_workers))
     return checks
 
 
