@@ -38,7 +38,7 @@ from tuner.loadgen import ClientCapacity, client_capacity  # noqa: E402
 
 def _one(host, root: str, options: argparse.Namespace) -> ClientCapacity:  # noqa: ANN001
     return client_capacity(host, root, sys.executable, [options.concurrency], options.output_len,
-                           workers=options.workers, requests=options.requests)[0]
+                           workers=options.workers, requests=options.requests, scale_up=False)[0]
 
 
 def _verdict(capacity: ClientCapacity) -> str:

@@ -74,11 +74,13 @@ def measure_client(url: str, concurrency: int, output_len: int, *, workers: int 
 
 
 def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int], output_len: int,
-                    *, workers: int = 1, requests: int | None = None) -> list[ClientCapacity]:
+                    *, workers: int = 1, requests: int | None = None,
+                    scale_up: bool = True) -> list[ClientCapacity]:
     """The client's capacity at each of ``levels`` against the sink started on ``host`` (its
     loopback; reached through the SSH forward when the host is remote), with ``workers``
-    processes, and at the top level again with this machine's cores when one process fell
-    behind there.
+    processes, and (``scale_up``) at the top level again with this machine's cores when the
+    client fell behind there, as a study's level would be run again (a scaled-up run that
+    fails is left out: the figures with ``workers`` processes stand).
 
     Raises:
         TunerError: the sink did not start or the levels failed.
@@ -98,9 +100,12 @@ def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int]
                  for c in sorted(levels)]
         cores = os.cpu_count() or 1
         top = found[-1]
-        if top.bound and cores > workers:
-            found.append(measure_client(url, top.concurrency, output_len, workers=cores,
-                                        requests=requests, via=via))
+        if scale_up and top.bound and cores > workers:
+            try:
+                found.append(measure_client(url, top.concurrency, output_len, workers=cores,
+                                            requests=requests, via=via))
+            except TunerError:
+                pass
         return found
     finally:
         host.stop_server(handle, grace_s=5.0, port=port, wait_gpu_s=0.0, port_wait_s=5.0)
