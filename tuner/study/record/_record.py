@@ -135,8 +135,9 @@ class TrialRecord:
         return spread_of(self.value, repeats, noise, at_level, concurrency)
 
     def _at_own_level(self, repeats: Mapping[str, Any] | None) -> tuple[int | None, list[RunFigure] | None]:
-        """Each run's figure at the level of its value (None: re-runs stored without levels,
-        or a value no level of its own gives, as a goodput rate search's)."""
+        """Each run's figure at the level of its value (None: re-runs stored without levels, a
+        run that did not measure that level clean, or a value no level of its own gives, as a
+        goodput rate search's: each run's value then)."""
         if self.value is None or not repeats or not repeats.get("levels"):
             return None, None
         own = figures_by_level(self.levels, self.metric, self.max_failed_fraction)
@@ -148,6 +149,8 @@ class TrialRecord:
             figure = figures_by_level(levels, self.metric, self.max_failed_fraction).get(at)
             if figure is not None:
                 runs.append(figure)
+        if len(runs) != len(repeats.get("values") or ()):  # a run without that level: each value
+            return None, None
         return at, [RunFigure(f.value, f.bound) for f in runs]
 
     @property
