@@ -87,7 +87,10 @@ class ProgressView:
         per_joule = f", {energy:.2f} tok/J{emulated}" if energy is not None else ""
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
         bound = getattr(metrics, "measurement_bound", None)
-        stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
+        seen = getattr(metrics, "in_flight", None)
+        seen = f", {seen:,.0f} of {metrics.concurrency} in flight" if seen is not None else ""
+        stop += (f"\n      [yellow]client-bound{seen} (a lower bound where that moves the figure over "
+                 f"1%): {bound}[/]" if bound else "")
         repeated = getattr(metrics, "repeated_prompts", 0)
         again = f", {repeated} prompts repeated" if repeated else ""
         self._print(
