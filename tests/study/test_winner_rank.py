@@ -189,3 +189,12 @@ def test_a_lead_is_clear_beyond_two_standard_errors_of_the_difference() -> None:
     # three runs each: 3.3%
     assert lead_is_clear(Spread(1034.0, 20.0, 3), Spread(1000.0, 20.0, 3))
     assert not lead_is_clear(Spread(1030.0, 20.0, 3), Spread(1000.0, 20.0, 3))
+
+
+def test_the_exported_figure_of_a_re_measured_winner_is_the_mean_of_its_runs() -> None:
+    from tuner.export import _measured_line
+
+    study = _study([1050.0, 1000.0], {0: [1050.0, 990.0, 1000.0]})
+    winner = records(study)[0]
+    assert _measured_line(winner, emulated=True) == "# measured: 1,013 output tok/s (mean of 3 runs) emulated"
+    assert _measured_line(records(study)[1], emulated=False) == "# measured: 1,000 output tok/s (best clean level)"
