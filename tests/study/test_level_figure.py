@@ -76,3 +76,15 @@ def test_a_bound_level_never_prunes_a_trial() -> None:
     values = clean_values(levels, "output_throughput", 0.01)
     assert below_baseline(values, baseline, 0.1)  # as figures alone it would be pruned
     assert _has_bound(levels, "output_throughput", 0.01)
+
+
+def test_emulated_host_time_is_the_emulated_parts_plus_the_tuners_own_time() -> None:
+    from tuner.study.trial import host_seconds
+    from tuner.timescale import TimeScale
+
+    k400 = TimeScale(400.0)
+    # 330 host seconds of start-up and levels took 0.825 s of the 3 s wall: the other 2.175 s
+    # were the tuner's own (processes, probe, warm-up), counted as they ran, not x400
+    assert host_seconds(3.0, 330.0, k400) == pytest.approx(330.0 + 3.0 - 330.0 / 400)
+    assert host_seconds(3.0, 0.0, k400) == pytest.approx(1200.0)  # nothing reported: as it ran, x K
+    assert host_seconds(3.0, 330.0, TimeScale()) == 3.0  # a real host: its wall time

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tuner.study.trial._runner import (
     TrialRunner,
+    host_seconds,
     objective_value,
     MIN_WALL_TIMEOUT_S,
 )
