@@ -24,7 +24,7 @@ def test_the_client_capacity_of_a_local_host_is_measured_on_loopback(tmp_path: P
         assert capacity.via == "loopback" and capacity.output_len == 16
         assert capacity.tokens_per_s > 100  # output tokens the client took in, a second
         assert capacity.in_flight is not None and 0 < capacity.in_flight <= capacity.concurrency
-    assert host.port_free(39170)  # the sink was stopped
+    assert all(host.port_free(p) for p in range(29170, 29175))  # the sink was stopped
 
 
 @pytest.mark.sshd
@@ -34,8 +34,9 @@ def test_doctor_reports_the_capacity_through_the_ssh_forward(tmp_path: Path, ssh
         root = host.secure_run_root()
         check = check_client_capacity(host, root, sys.executable, [8, 64], 16)
         assert check.ok, check.detail
-        assert check.detail.startswith("through the SSH forward, output_len 16: c=8: ")
-        assert "c=64: " in check.detail and "counted as a lower bound" in check.detail
+        assert check.detail.startswith("through the SSH forward, output_len 16: c=64: ")
+        assert "Levels 8, 64 are measured as long as" in check.detail
+        assert "counted as a lower bound" in check.detail
         assert host._forwards  # the client went through the tuner's own LocalForward
     finally:
         host.close()

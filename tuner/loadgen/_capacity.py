@@ -28,7 +28,9 @@ from tuner.loadgen._spec import LevelSpec
 
 __all__ = ["ClientCapacity", "client_capacity", "measure_client"]
 
-SINK_PORTS = range(39170, 39230)  # where the sink listens on the host (the first free one)
+# Where the sink listens on the host: the first port it can bind, below Linux's ephemeral range
+# (32768-60999), where a client's own outgoing connections would take the port first.
+SINK_PORTS = range(29170, 29230)
 READY_S = 15.0
 
 
@@ -87,15 +89,9 @@ def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int]
     """
     script = f"{run_root.rstrip('/')}/client-sink.py"
     host.write_file(script, SOURCE.encode(), mode=0o600)
-    port = next((p for p in SINK_PORTS if host.port_free(p)), None)
-    if port is None:
-        raise TunerError(f"no free port for the client's capacity check in {SINK_PORTS.start}-{SINK_PORTS.stop - 1}")
-    handle = host.start_server([python, script, "--port", str(port)], env={},
-                               run_dir=f"{run_root.rstrip('/')}/client-sink", port=port)
+    handle, port, url = _start_sink(host, python, script, f"{run_root.rstrip('/')}/client-sink")
     try:
-        url = host.client_url(port, "127.0.0.1")
         via = "loopback" if url.endswith(f"127.0.0.1:{port}") else "the SSH forward"
-        _wait_healthy(url)
         found = [measure_client(url, c, output_len, workers=workers, requests=requests, via=via)
                  for c in sorted(levels)]
         cores = os.cpu_count() or 1
@@ -111,15 +107,36 @@ def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int]
         host.stop_server(handle, grace_s=5.0, port=port, wait_gpu_s=0.0, port_wait_s=5.0)
 
 
-def _wait_healthy(url: str) -> None:
-    deadline = time.monotonic() + READY_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2.0) as answer:
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TunerError(f"the client's capacity check: the sink at {url} did not answer in {READY_S:.0f} s")
-        time.sleep(0.1)
+def _start_sink(host: Any, python: str, script: str, run_dir: str) -> tuple[Any, int, str]:
+    """The sink started on the first port of :data:`SINK_PORTS` it binds: its handle, port and
+    the client's URL for it.
+
+    Raises:
+        TunerError: no port bound, or it did not answer in :data:`READY_S`.
+    """
+    for port in SINK_PORTS:
+        if not host.port_free(port):
+            continue
+        handle = host.start_server([python, script, "--port", str(port)], env={}, run_dir=run_dir,
+                                   port=port)
+        url = host.client_url(port, "127.0.0.1")
+        deadline = time.monotonic() + READY_S
+        while host.is_running(handle):
+            if _healthy(url):
+                return handle, port, url
+            if time.monotonic() > deadline:
+                host.stop_server(handle, grace_s=5.0, port=port, wait_gpu_s=0.0, port_wait_s=5.0)
+                raise TunerError(f"the client's capacity check: the sink at {url} did not answer "
+                                 f"in {READY_S:.0f} s")
+            time.sleep(0.1)
+        host.stop_server(handle, grace_s=1.0, port=port, wait_gpu_s=0.0, port_wait_s=1.0)
+    raise TunerError(f"the client's capacity check: no port in {SINK_PORTS.start}-{SINK_PORTS.stop - 1} "
+                     "could be bound on the host")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2.0) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
