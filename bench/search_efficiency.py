@@ -217,7 +217,7 @@ class ModelRunner(TrialRunner):
             batch = (self._outcome.per_level.get(spec.concurrency) or {}).get("running_req_max")
             latencies = self._outcome.client.get(spec.concurrency) or client_latencies(spec.concurrency, tps, batch, out)
             short, bound = self._client_shortfall(spec, tps, workers or 1), {}
-            if workers:  # a re-run with more client processes (its host time is counted)
+            if workers:  # a re-run with more client processes (the runner counts it: client_runs)
                 bound["client_health"] = {"workers": workers}
             if short:  # the client fell behind: fewer requests in flight, a lower figure, flagged
                 tps *= 1.0 - short
@@ -351,7 +351,7 @@ def _host_seconds(trial: optuna.trial.FrozenTrial, landscape: Landscape | None) 
     levels = read_levels(trial.user_attrs.get(LEVELS))
     out = [int(lv.output_tokens or 0) // max(1, int(lv.completed or 1)) for lv in levels]
     return startup_seconds(dict(config)) + sum(
-        (1 + rerun_levels(lv.client_health))
+        (1 + rerun_levels(lv.client_runs))
         * level_seconds(int(lv.num_requests), n, lv.output_throughput if lv.stop_reason is None else None)
         for lv, n in zip(levels, out))
 

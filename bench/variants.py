@@ -127,7 +127,6 @@ class ClientLimit:
         return rng.uniform(0.03, 0.15)
 
 
-def rerun_levels(client_health: dict[str, Any] | None) -> int:
-    """How many times a level was run again with more client processes (doubling from one)."""
-    workers = int((client_health or {}).get("workers") or 1)
-    return max(0, workers.bit_length() - 1)
+def rerun_levels(client_runs: int | None) -> int:
+    """How many times a level was run again with more client processes (``client_runs`` - 1)."""
+    return max(0, int(client_runs or 1) - 1)

@@ -74,6 +74,9 @@ class LevelMetrics:
     # A closed-loop level: the requests the server saw in flight, averaged over the level's span
     # (``concurrency`` when the client kept every slot busy; fewer when it sent or read late).
     in_flight: float | None = None
+    # How many times the level ran: more than 1 when the client fell behind and ran it again with
+    # more client processes (the figures are the best-driven run's; every run cost host time).
+    client_runs: int = 1
     # Open-loop levels: the request rate asked (per host second) and the one the client achieved.
     request_rate: float | None = None
     achieved_request_rate: float | None = None

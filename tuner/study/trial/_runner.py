@@ -345,9 +345,11 @@ class TrialRunner:
             more, more_gpu = self._run_level(session, again, workers=workers)
             kept = figures_by_level(read_levels([*levels, more.to_dict()]), objective.metric,
                                  objective.max_failed_fraction).get(spec.concurrency)
+            runs = metrics.client_runs + 1
             if more.stop_reason is None and (kept is None or not kept.bound
                                              or kept.value >= judged.value):
                 metrics, gpu = more, more_gpu
+            metrics = replace(metrics, client_runs=runs)
         return metrics, gpu, asked
 
     def _run_level(self, session: ServerSession, spec: LevelSpec,
