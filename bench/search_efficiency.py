@@ -221,8 +221,8 @@ class ModelRunner(TrialRunner):
                 bound["client_health"] = {"workers": workers}
             if short:  # the client fell behind: fewer requests in flight, a lower figure, flagged
                 tps *= 1.0 - short
-                bound = dict(measurement_bound=f"the client sent {short:.0%} of the slot time late (model host)",
-                             in_flight=spec.concurrency * (1.0 - short))
+                bound = {"measurement_bound": f"the client sent {short:.0%} of the slot time late (model host)",
+                         "in_flight": spec.concurrency * (1.0 - short)}
             return LevelMetrics(
                 concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
                 duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,

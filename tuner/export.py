@@ -27,9 +27,9 @@ from tuner.study.record import (
     TIME_SCALE,
     VALIDATION,
     TrialRecord,
-    trial_figure,
     best_stable,
     records,
+    trial_figure,
 )
 
 __all__ = ["render_launch_script", "write_launch_script"]

@@ -13,6 +13,7 @@ output into the same metrics.
 from __future__ import annotations
 
 from tuner.loadgen._apis import Dialect
+from tuner.loadgen._capacity import ClientCapacity, client_capacity, measure_client
 from tuner.loadgen._datasets import (
     FilePool,
     RandomLengths,
@@ -21,7 +22,6 @@ from tuner.loadgen._datasets import (
     load_file_pool,
 )
 from tuner.loadgen._level import run_level, run_levels
-from tuner.loadgen._capacity import ClientCapacity, client_capacity, measure_client
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, ids_to_words, load_sharegpt, make_prompts
 from tuner.loadgen._server import (
@@ -30,8 +30,8 @@ from tuner.loadgen._server import (
     complete,
     complete_async,
     complete_many,
-    fetch_model_name,
     fetch_emulated_startup_s,
+    fetch_model_name,
     fetch_time_scale,
     fetch_time_scale_async,
 )

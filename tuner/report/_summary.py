@@ -6,7 +6,15 @@ import html
 from collections.abc import Sequence
 
 from tuner.report._view import changes_from
-from tuner.study.record import HOST, VALIDATION, Level, StudyView, TrialRecord, figures_by_level, trial_figure
+from tuner.study.record import (
+    HOST,
+    VALIDATION,
+    Level,
+    StudyView,
+    TrialRecord,
+    figures_by_level,
+    trial_figure,
+)
 
 __all__ = ["measurement_bound_html", "peak_level", "summary_html", "top_trials_html"]
 

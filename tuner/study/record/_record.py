@@ -15,6 +15,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.signals import Source
+from tuner.study.record._figure import figures_by_level, trial_figure
 from tuner.study.record._keys import (
     CHOSEN_BY,
     COMMAND_LINE,
@@ -34,7 +35,6 @@ from tuner.study.record._keys import (
 )
 from tuner.study.record._level import Level, clean_levels, read_levels
 from tuner.study.record._outcome import Outcome, outcome_of
-from tuner.study.record._figure import figures_by_level, trial_figure
 from tuner.study.record._spread import RunFigure, Spread, rank_of, spread_of
 from tuner.study.record._write import observation_sources
 from tuner.study.strategies._legacy_moves import read_move
