@@ -61,7 +61,7 @@ from landscapes import (  # noqa: E402
     ReplayLandscape,
 )
 
-from variants import SIGNALS, Signals, client_latencies, level_seconds, sampled, startup_seconds, visible  # noqa: E402
+from variants import SIGNALS, ClientLimit, Signals, client_latencies, rerun_levels, level_seconds, sampled, startup_seconds, visible  # noqa: E402
 
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
@@ -110,6 +110,7 @@ class _ModelTarget:
     local: bool = True
     time_scale: TimeScale = field(default_factory=TimeScale)
     profile: Any = None
+    client_workers: int = 1  # one client process; a level it under-drove runs again with more
 
     def server_command(self, trial_number: int, run: int = 0) -> str:
         """The same command for every run: the landscape draws its own noise (``noise_run``)."""
@@ -197,6 +198,8 @@ class ModelRunner(TrialRunner):
         self.signals = signals
         self._levels: dict[int, float] = {}
         self._outcome = Outcome((), None)
+        self._limit: ClientLimit | None = None  # the client-limited variant's client (drawn once)
+        self._draws = 0
 
     def run(self, trial: optuna.Trial, config: Any, launch: Any) -> list[float]:
         outcome = self.landscape.measured(Config(config), random.Random(f"{self._noise}:{trial.number}"))
@@ -207,23 +210,40 @@ class ModelRunner(TrialRunner):
         session = _ModelSession(outcome.failure, list(launch.argv), _ModelObserver(outcome, self.signals))
         return self._measure(trial, session, self.space.workload_for(True))
 
-    def _run_level(self, session: Any, spec: Any) -> tuple[LevelMetrics, None]:
+    def _run_level(self, session: Any, spec: Any, workers: int | None = None) -> tuple[LevelMetrics, None]:
         n, out = spec.num_requests, spec.output_len
         if spec.concurrency in self._levels:
             tps = self._levels[spec.concurrency]
             batch = (self._outcome.per_level.get(spec.concurrency) or {}).get("running_req_max")
             latencies = self._outcome.client.get(spec.concurrency) or client_latencies(spec.concurrency, tps, batch, out)
+            short, bound = self._client_shortfall(spec, tps, workers or 1), {}
+            if workers:  # a re-run with more client processes (the runner counts it: client_runs)
+                bound["client_health"] = {"workers": workers}
+            if short:  # the client fell behind: fewer requests in flight, a lower figure, flagged
+                tps *= 1.0 - short
+                bound = {"measurement_bound": f"the client sent {short:.0%} of the slot time late (model host)",
+                         "in_flight": spec.concurrency * (1.0 - short)}
             return LevelMetrics(
                 concurrency=spec.concurrency, num_requests=n, completed=n, failed=0,
                 duration_s=n * out / tps, input_tokens=n * spec.input_len, output_tokens=n * out,
                 output_throughput=tps, total_throughput=tps * (spec.input_len + out) / out,
-                request_throughput=tps / out, **latencies,
+                request_throughput=tps / out, **latencies, **bound,
             ), None
         return LevelMetrics(
             concurrency=spec.concurrency, num_requests=n, completed=0, failed=n, duration_s=1.0,
             input_tokens=0, output_tokens=0, output_throughput=0.0, total_throughput=0.0,
             request_throughput=0.0, stop_reason="the server died (model host)",
         ), None
+
+
+    def _client_shortfall(self, spec: Any, tps: float, workers: int) -> float:
+        """The ``client-limited`` variant's shortfall at this level (0 in the others)."""
+        if self.signals is not Signals.CLIENT_LIMITED:
+            return 0.0
+        if self._limit is None:
+            self._limit = ClientLimit.drawn(self.seed, self.landscape.outcome(self.space.baseline).value or 1.0)
+        self._draws += 1
+        return self._limit.shortfall(tps, workers, random.Random(f"{self._noise}:client:{self._draws}"))
 
 
 # -- strategies ---------------------------------------------------------------------------------
@@ -331,7 +351,8 @@ def _host_seconds(trial: optuna.trial.FrozenTrial, landscape: Landscape | None) 
     levels = read_levels(trial.user_attrs.get(LEVELS))
     out = [int(lv.output_tokens or 0) // max(1, int(lv.completed or 1)) for lv in levels]
     return startup_seconds(dict(config)) + sum(
-        level_seconds(int(lv.num_requests), n, lv.output_throughput if lv.stop_reason is None else None)
+        (1 + rerun_levels(lv.client_runs))
+        * level_seconds(int(lv.num_requests), n, lv.output_throughput if lv.stop_reason is None else None)
         for lv, n in zip(levels, out))
 
 

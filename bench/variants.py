@@ -9,7 +9,14 @@ Signal variants (``--signals``), each applied to every family of :mod:`landscape
   only the client's levels;
 - ``startup``: the start-up lines only (the KV pool, the captured graphs), no decode lines;
 - ``metrics``: what SGLang's ``/metrics`` gauges give (``num_running_reqs``, ``num_queue_reqs``,
-  ``token_usage``), sampled; no start-up lines, no CUDA-graph flag per batch.
+  ``token_usage``), sampled; no start-up lines, no CUDA-graph flag per batch;
+- ``client-limited``: every signal of ``full``, read by a client that cannot always drive the
+  server (issue 39): each seed draws the client's rate (1-2x the baseline's noise-free figure,
+  with one client process), what each further process adds (0-100% of the first's: its cores
+  may be the server's too) and a probability (0.3-0.8); a level above that rate is flagged
+  ``measurement_bound`` with that probability, its figure lower by a drawn 3-15% and as many
+  fewer requests in flight (:class:`ClientLimit`). The trial runner runs such a level again
+  with more client processes; each re-run costs the host a level's time (:func:`rerun_levels`).
 
 The client always measures its levels: :func:`client_latencies` gives the median time to first
 token and time per output token a client would read, *modelled* from the level's running batch
@@ -25,10 +32,12 @@ row's own measured ``host_seconds`` stands when it has one.
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["Signals", "SIGNALS", "visible", "client_latencies", "startup_seconds", "level_seconds"]
+__all__ = ["rerun_levels", "ClientLimit", "Signals", "SIGNALS", "visible", "client_latencies", "startup_seconds", "level_seconds"]
 
 
 class Signals(str, Enum):
@@ -38,6 +47,7 @@ class Signals(str, Enum):
     NONE = "none"
     STARTUP = "startup"
     METRICS = "metrics"
+    CLIENT_LIMITED = "client-limited"
 
 
 SIGNALS = tuple(s.value for s in Signals)
@@ -48,6 +58,7 @@ _VISIBLE: dict[Signals, frozenset[str] | None] = {
     Signals.NONE: frozenset(),
     Signals.STARTUP: frozenset(_STARTUP_SERIES),
     Signals.METRICS: frozenset(("running_req", "queue_req", "token_usage")),
+    Signals.CLIENT_LIMITED: None,  # everything: only the client is limited
 }
 _METRICS_SAMPLES = 5  # /metrics scraped five times a level, where the log gives 20 decode lines
 
@@ -92,3 +103,30 @@ def startup_seconds(config: dict[str, Any]) -> float:
 def level_seconds(num_requests: int, output_len: int, tps: float | None) -> float:
     """One level's host seconds: its requests' output at its throughput (a failed level: a minute)."""
     return num_requests * output_len / tps if tps else FAILED_LEVEL_S
+
+
+@dataclass(frozen=True)
+class ClientLimit:
+    """A client that falls behind above ``rate`` output tok/s per process (``client-limited``)."""
+
+    rate: float
+    probability: float
+    gain: float  # what each further client process adds, as a share of the first's rate
+
+    @classmethod
+    def drawn(cls, seed: int, baseline_value: float) -> ClientLimit:
+        rng = random.Random(f"client-limit:{seed}")
+        return cls(rate=rng.uniform(1.0, 2.0) * baseline_value, probability=rng.uniform(0.3, 0.8),
+                   gain=rng.uniform(0.0, 1.0))
+
+    def shortfall(self, tps: float, workers: int, rng: random.Random) -> float:
+        """How much lower the client reads a level of ``tps`` with ``workers`` processes (0: it
+        drove the level)."""
+        if tps <= self.rate * (1.0 + self.gain * (max(1, workers) - 1)) or rng.random() >= self.probability:
+            return 0.0
+        return rng.uniform(0.03, 0.15)
+
+
+def rerun_levels(client_runs: int | None) -> int:
+    """How many times a level was run again with more client processes (``client_runs`` - 1)."""
+    return max(0, int(client_runs or 1) - 1)

@@ -278,7 +278,8 @@ def bench(
                 highlight=False,
             )
             if level.measurement_bound:
-                console.print(f"  measurement-bound: {level.measurement_bound}", highlight=False)
+                seen = f" ({level.in_flight:,.0f} of {level.concurrency} in flight)" if level.in_flight is not None else ""
+                console.print(f"  measurement-bound{seen}: {level.measurement_bound}", highlight=False)
 
     with LevelProgress(console, console.is_terminal and not no_progress, scale.rate) as progress:
         measured = run_levels(
@@ -302,5 +303,12 @@ def bench(
         if not console_out.is_terminal:
             console_out = Console(width=TABLE_WIDTH)  # not a terminal: do not cut columns
         console_out.print(_table(url, measured, kinds, percentiles))
+        from tuner.study.record import trial_figure  # the study's one rule, as it ranks a trial
+
+        figure = trial_figure([level.to_dict() for level in measured])
+        if figure.value is not None:
+            console_out.print(f"figure (as a study ranks it): {figure.value:,.1f} output tok/s at "
+                              f"c={figure.concurrency}" + (", a lower bound: the client fell behind"
+                                                           if figure.bound else ""))
     if error:
         raise _fail(f"{error}; fix: see the server's log, or lower the concurrency", 1)

@@ -22,6 +22,7 @@ from tuner.telemetry import parse_gpu_csv
 
 __all__ = [
     "Check",
+    "check_client_capacity",
     "check_disk",
     "check_engine_version",
     "check_flags_known",
@@ -437,6 +438,35 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
                 )
             )
     return checks
+
+
+def check_client_capacity(host: Host, run_root: str, python: str, levels: Sequence[int],
+                          output_len: int, workers: int = 1) -> Check:
+    """The client's own capacity at the study's top level and output length (the client's
+    busiest level; one request a stream), against a server that streams as fast as it can on
+    the host's loopback (:func:`tuner.loadgen.client_capacity`; through the SSH forward when the
+    host is remote): the rate above which a level measures the client, said before any host
+    time is spent. It fails only when the check cannot run."""
+    from tuner.loadgen import client_capacity  # the load generator: only this check needs it
+
+    top = max(levels)
+    try:
+        found = client_capacity(host, run_root, python, [top], output_len, workers=workers,
+                                requests=top)
+    except TunerError as error:
+        return Check("client capacity", False, str(error),
+                     "check that the host's Python runs and a port in 29170-29229 is free on it")
+    best = max(found, key=lambda c: c.tokens_per_s)
+    drives = [c for c in levels if c <= top]
+    return Check(
+        "client capacity",
+        True,
+        f"through {best.via}, output_len {output_len}: " + "; ".join(c.text() for c in found)
+        + f". Levels {', '.join(map(str, sorted(drives)))} are measured as long as their server "
+        f"serves under {best.tokens_per_s:,.0f} output tok/s; above it a level measures the client: "
+        "it is run again with more client processes (up to this machine's cores), then counted "
+        "as a lower bound",
+    )
 
 
 def format_checks(checks: Sequence[Check]) -> str:

@@ -29,6 +29,7 @@ from tuner.study.record import (
     TrialRecord,
     best_stable,
     records,
+    trial_figure,
 )
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
         f"# Launch script exported by tuner on {dt.date.today().isoformat()}{label}",
         f"# study: {study.study_name}  trial: {record.number}  engine version: "
         f"{record.user_attrs.get(ENGINE_VERSION, 'unknown')}",
-        f"# measured: {record.value:,.0f} output tok/s (best clean level){' emulated' if emulated else ''}",
+        _measured_line(record, emulated),
     ]
     for level in record.levels:
         lines.append(
@@ -99,6 +100,8 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
     spread = record.spread()
     if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.loop._confirm)
         lines.append(f"# re-measured: {spread.text('output tok/s')}")
+    if record.bound_levels:
+        lines.append(f"# lower bounds (the client fell behind): c={', '.join(map(str, record.bound_levels))}")
     validation = record.user_attrs.get(VALIDATION)
     if validation:
         lines.append(
@@ -108,6 +111,18 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
     for name, digest in sorted((record.user_attrs.get(PATCH_CHECKSUMS) or {}).items()):
         lines.append(f"# patch {name}: {digest}")
     return lines
+
+
+def _measured_line(record: TrialRecord, emulated: bool) -> str:
+    """The figure the script stands for: the mean of its runs when it was re-measured, else its
+    one run's best clean level (the study's rule: a lower bound says so)."""
+    spread = record.spread()
+    label = " emulated" if emulated else ""
+    if spread is not None and spread.runs > 1:
+        return f"# measured: {spread.mean:,.0f} output tok/s (mean of {spread.runs} runs){label}"
+    figure = trial_figure(record.levels, record.metric, record.max_failed_fraction)
+    bound = ", a lower bound: the client fell behind there" if figure.bound else ""
+    return f"# measured: {record.value:,.0f} output tok/s (best clean level){bound}{label}"
 
 
 def render_launch_script(

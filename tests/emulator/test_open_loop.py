@@ -16,7 +16,7 @@ import pytest
 from tests.support.emulator import BASE_ARGV, Emulator
 from tuner.loadgen import LevelSpec, run_level
 from tuner.loadgen._level_figures import level_metrics
-from tuner.loadgen._share import measure_share
+from tuner.loadgen._share import ShareNotStarted, measure_share
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -60,7 +60,7 @@ def test_an_emulator_that_reads_its_requests_late_does_not_move_the_rate_sent(tm
         finally:
             resume.cancel()
             os.kill(pid, signal.SIGCONT)
-    assert not isinstance(result, str), result
+    assert not isinstance(result, ShareNotStarted), result
     metrics = level_metrics(spec, result.scale, result, result.health)
     assert metrics.clean() and metrics.completed == 60
     stamps = sorted(result.log.start)

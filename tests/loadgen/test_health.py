@@ -83,7 +83,7 @@ def test_verdict_reads_the_signals_of_the_clock_that_timed_the_level() -> None:
     assert "behind its schedule" in verdict(behind)
 
 
-def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
+def test_a_measurement_bound_level_counts_as_the_lower_bound_it_is() -> None:
     from tuner.space._workload import Objective
     from tuner.study.trial import objective_value
 
@@ -93,7 +93,8 @@ def test_a_measurement_bound_level_is_stored_but_not_ranked() -> None:
 
     levels = [level(64, 700.0), level(256, 1900.0), level(1024, 5000.0, "the client lagged")]
     values, stable = objective_value(levels, Objective())
-    assert values == [1900.0] and stable  # the 5,000 of the client-bound level is not ranked
+    # the server served at least 5,000 at 1,024: the trial is not ranked on its 1,900 at 256
+    assert values == [5000.0] and stable
 
 
 def _stopped_by_connect_timeouts(lag_p99_ms: float, clock: str):

@@ -45,6 +45,20 @@ def test_baseline_first_and_the_seeds_winner_completes(seeds_winner_twice) -> No
     assert "--moe-runner-backend flashinfer_cutlass" in trials[1].user_attrs["command_line"]
 
 
+
+def test_emulated_host_time_is_what_a_host_would_spend_plus_the_tuners_own_time(seeds_winner_twice) -> None:
+    # issue 39, 6: the emulated start-up and levels (host seconds) plus the tuner's own work at
+    # its real duration, not the whole wall time multiplied by the time scale (K=50 here)
+    run, _ = seeds_winner_twice
+    ran = [trial for trial in _trials(run.study()) if "ready_s" in trial.user_attrs]
+    assert ran
+    for trial in ran:
+        ua = trial.user_attrs
+        emulated = ua["ready_s"] + sum(level["duration_s"] for level in ua["levels"])
+        assert ua["ready_s"] > 150  # 83 shards, 2 minutes of KV and warm-up, graph capture
+        own = ua["host_seconds"] - emulated
+        assert 0 <= own < 60, (ua["host_seconds"], emulated)  # wall seconds, not x50
+
 def test_identical_configuration_is_reused_not_rerun(seeds_winner_twice) -> None:
     run, result = seeds_winner_twice
     trials = study_trials(run.study())

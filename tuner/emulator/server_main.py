@@ -162,7 +162,10 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    server = EmulatedServer(_server_info(args, settings, source, time_scale, seed),
+    plan = plan_startup(settings, rng)
+    info = _server_info(args, settings, source, time_scale, seed)
+    info["emulator"]["startup_s"] = round(plan.total_s, 1)  # host seconds: what a host would spend
+    server = EmulatedServer(info,
                             args["served_model_name"] or args["model_path"], rng,
                             stream_output=args["stream_output"],
                             stream_interval=args["stream_interval"],
@@ -185,7 +188,7 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
         if gpus is None and isinstance(settings, EngineSettings):  # a GPU that is not there
             settings = StartFailure("startup-crash", "load",
                                     "RuntimeError: CUDA error: invalid device ordinal")
-        failure = await run_startup(log, settings, source, plan_startup(settings, rng),
+        failure = await run_startup(log, settings, source, plan,
                                     time_scale, lambda mib: setattr(telemetry, "memory_mib", mib),
                                     gpus)
         if failure is not None or not isinstance(settings, EngineSettings):

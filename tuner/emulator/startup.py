@@ -54,6 +54,12 @@ class StartupPlan:
     graph_capture_s: float  # 0 without CUDA graphs
     torch_compile_s: float
 
+    @property
+    def total_s(self) -> float:
+        """The host seconds of a start-up that succeeds (``/server_info``: ``startup_s``)."""
+        return (STARTUP.shards * self.shard_seconds + self.kv_and_warmup_s + self.autotune_s
+                + self.graph_capture_s + self.torch_compile_s)
+
 
 def plan_startup(settings: EngineSettings | StartFailure, rng: random.Random) -> StartupPlan:
     """Draw this run's phase durations (the shard rate and the autotune time vary by run)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tuner.loadgen._aggregate import percentile_name
 from tuner.loadgen._apis import Dialect
+from tuner.loadgen._capacity import ClientCapacity, client_capacity, measure_client
 from tuner.loadgen._datasets import (
     FilePool,
     RandomLengths,
@@ -31,6 +32,7 @@ from tuner.loadgen._server import (
     complete,
     complete_async,
     complete_many,
+    fetch_emulated_startup_s,
     fetch_model_name,
     fetch_time_scale,
     fetch_time_scale_async,
@@ -39,6 +41,9 @@ from tuner.loadgen._spec import APIS, LevelSpec
 
 __all__ = [
     "ServerAnswered",
+    "ClientCapacity",
+    "client_capacity",
+    "measure_client",
     "APIS",
     "ARRIVALS",
     "Dialect",
@@ -56,6 +61,7 @@ __all__ = [
     "complete_async",
     "complete_many",
     "fetch_model_name",
+    "fetch_emulated_startup_s",
     "fetch_time_scale",
     "fetch_time_scale_async",
     "load_sharegpt",

@@ -26,9 +26,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-from tuner.loadgen._stream import COMPLETED, RequestLog
+from tuner.loadgen._stream import COMPLETED, NOT_RUN, RequestLog
 
-__all__ = ["ADVICE", "ClientHealth", "HealthWatch", "LoopLoad", "late_share", "merge_health", "verdict"]
+__all__ = [
+    "ADVICE", "ClientHealth", "HealthWatch", "LoopLoad", "in_flight", "late_share", "merge_health", "verdict",
+]
 
 SAMPLE_S = 0.02
 MAX_LOOP_LAG_P99_MS = 100.0
@@ -121,6 +123,21 @@ def late_share(log: RequestLog, concurrency: int, started: float, duration: floa
         elif log.status[previous] == COMPLETED:
             late += max(0.0, log.start[i] - log.end[previous])
     return late / (concurrency * duration)
+
+
+def in_flight(log: RequestLog, started: float, duration: float) -> float:
+    """The requests in flight, averaged over ``[started, started + duration]``: each request
+    counts from its send to its last event read."""
+    if duration <= 0:
+        return 0.0
+    ended = started + duration
+    busy = 0.0
+    for i in range(len(log.start)):
+        if log.status[i] == NOT_RUN or log.end[i] <= log.start[i]:  # never sent, or no end
+            continue
+        start, end = max(started, log.start[i]), min(ended, log.end[i])
+        busy += max(0.0, end - start)
+    return busy / duration
 
 
 def merge_health(parts: list[ClientHealth], late: float) -> ClientHealth:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from tuner.loadgen._apis import Dialect, as_dialect
 from tuner.loadgen._level_figures import empty_metrics, level_metrics
 from tuner.loadgen._metrics import LevelMetrics
-from tuner.loadgen._share import StopCheck, measure_share
+from tuner.loadgen._share import ShareNotStarted, StopCheck, measure_share
 from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import RequestLog
 from tuner.loadgen._workers import run_level_in_processes
@@ -73,8 +73,8 @@ async def run_level(
         )
     result = await measure_share(base_url, spec, api, time_scale, None, stop_check,
                                  headers=headers, progress=progress)
-    if isinstance(result, str):
-        return empty_metrics(spec, time_scale or TimeScale(), result)
+    if isinstance(result, ShareNotStarted):
+        return empty_metrics(spec, time_scale or TimeScale(), result.reason)
     return level_metrics(spec, result.scale, result, result.health)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tuner.loadgen._aggregate import aggregate
-from tuner.loadgen._health import ADVICE, ClientHealth, late_share, verdict
+from tuner.loadgen._health import ADVICE, ClientHealth, in_flight, late_share, verdict
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._open_loop import with_rates
 from tuner.loadgen._share import ShareResult
@@ -48,10 +48,14 @@ def level_metrics(
     metrics = replace(metrics, repeated_prompts=result.repeated_prompts)
     if health is None:
         return metrics
+    seen = None
     if spec.request_rate is None:  # a closed loop: a slot's idle time is the client's
-        late = late_share(result.log, spec.concurrency, result.started,
-                          result.ended - result.started)
+        span = result.ended - result.started
+        late = late_share(result.log, spec.concurrency, result.started, span)
         health = replace(health, late_share=late)
+        # A request counts from its send to its last event read (on an emulated server, its
+        # stamps): a loop that read late counts a little more than the server saw.
+        seen = round(min(float(spec.concurrency), in_flight(result.log, result.started, span)), 3)
     cause = verdict(health)
     if health.clock != "client" and any(CONNECT_TIMED_OUT in error for error in result.errors):
         # Connects that timed out while the client itself lagged: its own doing (a starved
@@ -64,4 +68,5 @@ def level_metrics(
         metrics,
         measurement_bound=f"{cause}: {ADVICE}" if cause else None,
         client_health=health.to_dict(),
+        in_flight=seen,
     )

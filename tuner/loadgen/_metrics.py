@@ -27,7 +27,9 @@ class LevelMetrics:
     ``stop_reason`` is None when the level ran to its end, else why it ended early.
     ``measurement_bound`` is None when the client measured the server; otherwise it says why
     the figures measured the client instead (its lag, its CPU, its late sends, the emulator
-    behind its schedule) and what to do: such a level's figures are kept but not ranked.
+    behind its schedule) and what to do; ``in_flight`` says how far it under-drove the server
+    (the study then ranks the level's figure as a lower bound, or as measured when the
+    shortfall moves it by under 1%: :mod:`tuner.study.record._figure`).
     ``client_health`` holds the signals (:class:`tuner.loadgen._health.ClientHealth`).
     ``request_rate`` is set on open-loop levels, with ``achieved_request_rate`` (the client's
     sends, first to last) and ``scheduled_request_rate`` (the rate of the arrival schedule the
@@ -69,6 +71,12 @@ class LevelMetrics:
     errors: tuple[str, ...] = ()
     measurement_bound: str | None = None
     client_health: dict[str, Any] | None = None
+    # A closed-loop level: the requests the server saw in flight, averaged over the level's span
+    # (``concurrency`` when the client kept every slot busy; fewer when it sent or read late).
+    in_flight: float | None = None
+    # How many times the level ran: more than 1 when the client fell behind and ran it again with
+    # more client processes (the figures are the best-driven run's; every run cost host time).
+    client_runs: int = 1
     # Open-loop levels: the request rate asked (per host second) and the one the client achieved.
     request_rate: float | None = None
     achieved_request_rate: float | None = None

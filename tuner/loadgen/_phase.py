@@ -141,13 +141,13 @@ async def run_phase(
                     delay = arrivals[index] - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                ok, error, lost = await stream_request(
+                outcome = await stream_request(
                     session, url, bodies[index], fmt, log, index, lengths[index], stamped, headers
                 )
-                if ok:
+                if outcome.ok:
                     phase.lost_in_a_row = 0
                 else:
-                    phase.record_failure(error or "failed", lost)
+                    phase.record_failure(outcome.error or "failed", outcome.connection_lost)
                 # Let the streams whose data has already arrived be read (and their clocks read)
                 # before this worker spends its time sending the next request.
                 await asyncio.sleep(0)

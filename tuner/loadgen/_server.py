@@ -130,6 +130,22 @@ def fetch_time_scale(base_url: str, timeout_s: float = 5,
     return asyncio.run(_fetch())
 
 
+def fetch_emulated_startup_s(base_url: str, timeout_s: float = 5,
+                             headers: dict[str, str] | None = None) -> float | None:
+    """The host seconds an emulated server's start-up stands for (``emulator.startup_s`` on
+    ``/server_info``); None from a real server, or one that does not say."""
+
+    async def _fetch() -> dict[str, Any] | None:
+        async with aiohttp.ClientSession(timeout=_timeout(timeout_s), headers=headers) as session:
+            return await fetch_server_info(session, base_url, timeout_s)
+
+    try:
+        value = ((asyncio.run(_fetch()) or {}).get("emulator") or {}).get("startup_s")
+    except TunerError:
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 MODEL_NAME_FIX = ("give the served model's name: `tuner bench --model NAME`, or workload.model "
                   "(or server.model_path) in the search space")
 

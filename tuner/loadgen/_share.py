@@ -28,7 +28,8 @@ from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import COMPLETED, JSON_HEADERS, RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
-__all__ = ["ShareResult", "StopCheck", "measure_share", "measured_requests", "warmup_requests"]
+__all__ = ["ShareNotStarted", "ShareResult", "StopCheck", "measure_share", "measured_requests",
+           "warmup_requests"]
 
 StopCheck = Callable[[], str | None]
 
@@ -39,13 +40,37 @@ WALL_ROOM = 4.0  # an emulated level's wall-clock limit, in multiples of its vir
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
 
-def _bodies(fmt: ApiFormat, picked: Picked, model: str | None) -> tuple[list[bytes], bool]:
-    """Request bodies, serialized before the level starts, and whether the prompt lengths are
-    estimates (text prompts, or token ids sent as words to a server that takes text only)."""
+@dataclass(frozen=True)
+class Bodies:
+    """A level's request bodies, serialized before it starts; ``estimated``: the prompt lengths
+    are the client's estimates (text prompts, or token ids sent as words to a server that takes
+    text only)."""
+
+    bodies: list[bytes]
+    estimated: bool
+
+
+@dataclass(frozen=True)
+class ShareNotStarted:
+    """Why a share could not start (the server did not answer, the warm-up failed)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A level's start and end, on the clock that timed it."""
+
+    started: float
+    ended: float
+
+
+def _bodies(fmt: ApiFormat, picked: Picked, model: str | None) -> Bodies:
+    """The request bodies of ``picked`` (see :class:`Bodies`)."""
     bodies = [json.dumps(fmt.request(p, n, model, True)).encode()
               for p, n in zip(picked.prompts, picked.output_lens)]
     as_words = fmt.sends_text_for_ids and any(not isinstance(p, str) for p in picked.prompts)
-    return bodies, picked.estimated or as_words
+    return Bodies(bodies, picked.estimated or as_words)
 
 
 def measured_requests(spec: LevelSpec, api: str) -> Picked:
@@ -83,7 +108,7 @@ async def _warm_up(
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
-    await run_phase(session, url, fmt, warm, _bodies(fmt, picked, model)[0], picked.prompt_lens,
+    await run_phase(session, url, fmt, warm, _bodies(fmt, picked, model).bodies, picked.prompt_lens,
                     deadline, None, stop_check)
     return warm.stop_reason
 
@@ -103,14 +128,14 @@ class ShareResult:
     repeated_prompts: int = 0  # the level's requests whose prompt its run had already sent
 
 
-def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> tuple[float, float]:
+def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> Span:
     """The level's start and end: on the emulator's clock, its first arrival and last event."""
     if not stamped:
-        return started, ended
+        return Span(started, ended)
     done = log.indices(COMPLETED)
     if not done:
-        return 0.0, 0.0
-    return min(log.start[i] for i in done), max(log.end[i] for i in done)
+        return Span(0.0, 0.0)
+    return Span(min(log.start[i] for i in done), max(log.end[i] for i in done))
 
 
 async def measure_share(
@@ -126,13 +151,13 @@ async def measure_share(
     level_id: str | None = None,
     headers: dict[str, str] | None = None,
     progress: Callable[[RequestLog], None] | None = None,
-) -> ShareResult | str:
+) -> ShareResult | ShareNotStarted:
     """Warm up and run slots ``share[0]::share[1]`` of the level in this process.
 
     ``api``: an API's name or a :class:`Dialect` (the model's name, the extensions the server
     takes). ``scale``/``stamped`` None: read from ``/server_info``. ``gate`` is awaited between the
     warm-up and the level (several processes start the level together). Returns the share's
-    result, or why it could not start (the server did not answer, the warm-up failed).
+    result, or why it could not start (:class:`ShareNotStarted`).
 
     To an emulated server a closed-loop level is declared on every request (``X-Tuner-Level:
     <level_id> <concurrency> <requests>``, the whole level's figures in every share), so that
@@ -153,7 +178,7 @@ async def measure_share(
             async with aiohttp.ClientSession(headers=headers) as asking:
                 info = await fetch_server_info(asking, base)
         except (TunerError, TypeError, ValueError) as exc:
-            return str(exc)
+            return ShareNotStarted(str(exc))
         scale = scale or TimeScale.from_server_info(info)
         stamped = emulator_clock(info) if stamped is None else stamped
     budget = scale.to_server(spec.time_limit_s)
@@ -179,16 +204,17 @@ async def measure_share(
             if fmt.needs_model and model is None:
                 model = await fetch_model(session, base)
         except (TunerError, TypeError, ValueError) as exc:
-            return str(exc)
+            return ShareNotStarted(str(exc))
         url = base + fmt.path
         warm_spec = replace(spec, warmup=-(-spec.warmup // workers), concurrency=concurrency)
         failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check,
                                         worker)
         if failed_warm_up:
-            return f"warm-up failed: {failed_warm_up}"
+            return ShareNotStarted(f"warm-up failed: {failed_warm_up}")
         picked = measured_requests(spec, fmt.name)
-        every_body, estimated = _bodies(fmt, picked, model)
-        bodies = [every_body[i] for i in indices]
+        prepared = _bodies(fmt, picked, model)
+        estimated = prepared.estimated
+        bodies = [prepared.bodies[i] for i in indices]
         lengths = [picked.prompt_lens[i] for i in indices]
         phase = Phase(RequestLog(len(bodies)), concurrency, budget=spec.error_budget)
         phase.log.asked = [picked.output_lens[i] for i in indices]
@@ -225,7 +251,7 @@ async def measure_share(
         )
         lag_p99, lag_max, cpu = await watch.stop()
         lag = emulator_lag(await _quiet_server_info(session, base)) if stamped else None
-    started, ended = _span(phase.log, bool(stamped), started, ended)
+    span = _span(phase.log, bool(stamped), started, ended)
     health = ClientHealth(
         clock="emulator" if stamped else "client",
         loop_lag_p99_ms=lag_p99,
@@ -233,8 +259,8 @@ async def measure_share(
         cpu_busy=cpu,
         emulator_lag_s=lag,
     )
-    return ShareResult(phase.log, started, ended, phase.stop_reason, phase.errors, health, scale,
-                       estimated, picked.repeated)
+    return ShareResult(phase.log, span.started, span.ended, phase.stop_reason, phase.errors, health,
+                       scale, estimated, picked.repeated)
 
 
 def _reporting(

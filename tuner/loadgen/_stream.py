@@ -13,6 +13,7 @@ import codecs
 import json
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -22,6 +23,7 @@ from tuner.loadgen._apis import ApiFormat, RequestFailed
 __all__ = [
     "JSON_HEADERS",
     "RequestLog",
+    "RequestOutcome",
     "describe_error",
     "send_time_trace",
     "stream_request",
@@ -57,6 +59,16 @@ def send_time_trace() -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_on_body_sent)
     return trace
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    """How one streamed request ended: ``ok``, else ``error`` (one line) and whether the
+    connection was refused, reset or closed (``connection_lost``: the server may be gone)."""
+
+    ok: bool
+    error: str | None = None
+    connection_lost: bool = False
 
 
 class RequestLog:
@@ -130,7 +142,7 @@ async def stream_request(
     prompt_len: int,
     stamped: bool = False,
     headers: dict[str, str] = JSON_HEADERS,
-) -> tuple[bool, str | None, bool]:
+) -> RequestOutcome:
     """Send request ``index`` and record it in ``log``.
 
     With ``stamped`` (an emulated server, which says so on ``/server_info``) the request's
@@ -139,8 +151,7 @@ async def stream_request(
     code path is otherwise the same as against a real server.
 
     Returns:
-        ``(ok, error, connection_lost)``: ``error`` is a one-line message when the request
-        failed, and ``connection_lost`` tells that the connection was refused, reset or closed.
+        how it ended (:class:`RequestOutcome`).
     """
     perf = time.perf_counter
     parse = _JSON.raw_decode  # no per-event encoding detection or whitespace scan
@@ -222,13 +233,13 @@ async def stream_request(
         log.input_tokens[index] = server_prompt or prompt_len
         log.client_counted_inputs += server_prompt is None
         log.status[index] = COMPLETED
-        return True, None, False
+        return RequestOutcome(True)
     except RequestFailed as exc:
         log.status[index] = FAILED
-        return False, str(exc), False
+        return RequestOutcome(False, str(exc))
     except CONNECTION_ERRORS as exc:
         log.status[index] = FAILED
-        return False, describe_error(exc), True
+        return RequestOutcome(False, describe_error(exc), connection_lost=True)
     except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
         log.status[index] = FAILED
-        return False, describe_error(exc), False
+        return RequestOutcome(False, describe_error(exc))

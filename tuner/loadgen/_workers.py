@@ -23,7 +23,7 @@ from tuner.loadgen._health import merge_health
 from tuner.loadgen._level_figures import empty_metrics, level_metrics
 from tuner.loadgen._metrics import LevelMetrics
 from tuner.loadgen._server import emulator_clock, fetch_server_info
-from tuner.loadgen._share import ShareResult, StopCheck, measure_share
+from tuner.loadgen._share import ShareNotStarted, ShareResult, StopCheck, measure_share
 from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import RequestLog
 from tuner.timescale import TimeScale
@@ -51,8 +51,8 @@ def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, 
                                            headers=headers))
     except Exception as exc:  # reported to the parent as this share's failure
         barrier.abort()
-        result = f"client process {share[0]} failed: {type(exc).__name__}: {exc}"
-    if isinstance(result, str):
+        result = ShareNotStarted(f"client process {share[0]} failed: {type(exc).__name__}: {exc}")
+    if isinstance(result, ShareNotStarted):
         barrier.abort()
     results.put((share[0], result))
 
@@ -112,7 +112,7 @@ async def run_level_in_processes(
     ]
     for process in processes:
         process.start()
-    shares: dict[int, ShareResult | str] = {}
+    shares: dict[int, ShareResult | ShareNotStarted] = {}
     stop_reason: str | None = None
     poll: asyncio.Future[str | None] | None = None
     try:
@@ -153,8 +153,8 @@ async def run_level_in_processes(
             if process.is_alive():
                 process.kill()
                 process.join()
-    failed = [r for r in shares.values() if isinstance(r, str)]
-    done = [share for k in sorted(shares) if not isinstance(share := shares[k], str)]
+    failed = [r.reason for r in shares.values() if isinstance(r, ShareNotStarted)]
+    done = [share for k in sorted(shares) if isinstance(share := shares[k], ShareResult)]
     if failed or not done:
         return empty_metrics(spec, scale, stop_reason or (failed[0] if failed else "no result"))
     log = merge_logs([r.log for r in done])

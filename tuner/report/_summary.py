@@ -6,16 +6,27 @@ import html
 from collections.abc import Sequence
 
 from tuner.report._view import changes_from
-from tuner.study.record import HOST, VALIDATION, Level, StudyView, TrialRecord
+from tuner.study.record import (
+    HOST,
+    VALIDATION,
+    Level,
+    StudyView,
+    TrialRecord,
+    figures_by_level,
+    trial_figure,
+)
 
 __all__ = ["measurement_bound_html", "peak_level", "summary_html", "top_trials_html"]
 
 
 def peak_level(levels: Sequence[Level]) -> Level | None:
-    """The level with the highest output throughput (None without levels); a level that was
-    measurement-bound (the client measured itself) is not a peak while another level exists."""
-    ranked = [level for level in levels if not level.measurement_bound] or list(levels)
-    return max(ranked, key=lambda level: level.output_throughput or 0.0) if ranked else None
+    """The level the trial's output throughput is ranked at by the study's one rule
+    (:func:`tuner.study.record.trial_figure`: a level the client under-drove counts as a lower
+    bound); the highest level measured when no level ran clean (None without levels)."""
+    figure = trial_figure(levels, "output_throughput", 1.0)
+    if figure.concurrency is not None:
+        return next(level for level in levels if level.concurrency == figure.concurrency)
+    return max(levels, key=lambda level: level.output_throughput or 0.0) if levels else None
 
 
 def measurement_bound_html(view: StudyView) -> str:
@@ -24,21 +35,35 @@ def measurement_bound_html(view: StudyView) -> str:
              if level.measurement_bound]
     if not bound:
         return ""
+    judged = {trial.number: figures_by_level(trial.levels, "output_throughput", 1.0) for trial in view.records}
+
+    def counted(number: int, level: Level) -> str:
+        figure = judged[number].get(level.concurrency)
+        if figure is None:
+            return "not clean"
+        if figure.effect is None:
+            return "a lower bound"
+        return f"{'a lower bound' if figure.bound else 'measured'} (+{figure.effect:.1%} driven fully)"
+
     rows = "".join(
         f"<tr><td class=num>{number}</td><td class=num>{level.concurrency}</td>"
         f"<td class=num>{_tps(level.output_throughput)}</td>"
+        f"<td class=num>{'–' if level.in_flight is None else f'{level.in_flight:,.0f}'}</td>"
+        f"<td>{counted(number, level)}</td>"
         f"<td>{html.escape(str(level.measurement_bound).split(': its figure')[0])}</td></tr>"
         for number, level in bound
     )
     return (
         f'<div class="panel"><h2>Measurement-bound levels{html.escape(view.label)}: '
-        f"{len(bound)}</h2><div>The client measured itself at these levels (its event loop "
+        f"{len(bound)}</h2><div>The client flagged itself at these levels (its event loop "
         "lagged, its CPU was saturated, it sent requests late, or the emulator fell behind its "
-        "schedule). Their figures are kept but not ranked as the configuration's throughput. "
-        "Run again with <code>--client-workers N</code> (N client processes share each level), "
-        "fewer concurrent streams per process, or a bigger client machine.</div>"
+        "schedule), after running each again with more client processes. The server saw fewer "
+        "requests in flight than asked; where that moves the figure by more than 1% it counts "
+        "as a lower bound (it can lift a trial's figure, never sink it), else as measured. "
+        "Run again with <code>--client-workers N</code>, fewer concurrent streams per process, "
+        "or a bigger client machine to measure them exactly.</div>"
         "<table><tr><th class=num>trial</th><th class=num>c</th><th class=num>measured</th>"
-        "<th>cause</th></tr>" + rows + "</table></div>"
+        "<th class=num>in flight</th><th>counted as</th><th>cause</th></tr>" + rows + "</table></div>"
     )
 
 

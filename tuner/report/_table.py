@@ -5,8 +5,8 @@ reused_from, chosen_by`` (why it was run: ``sampler: tpe``, ``rule: ...``), one 
 per setting (empty when the setting was not active, the text ``unset`` when the flag was left
 unset), ``tps@<c>`` per concurrency level (output tokens/s), ``p99_ttft_ms@<c>`` and
 ``median_tpot_ms@<c>``, ``tokens_per_joule@<c>`` (output tokens per joule of the server's GPUs, empty
-without power readings), ``measurement_bound@<c>`` (True: the client measured itself there, the
-figure is stored but never ranked), then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
+without power readings), ``measurement_bound@<c>`` (True: the client fell behind there; the
+figure counts as a lower bound when that moves it over 1%: ``tuner.study.record.trial_figure``), then the peak level's ``peak_concurrency``, ``peak_mean_power_w`` and
 ``peak_mean_util_pct``, ``ready_s``, ``host_seconds``, the validation's ``validated``,
 ``validated_mean_tps`` and ``validated_std_tps``, ``emulated`` and ``command_line``.
 """
@@ -34,7 +34,7 @@ from tuner.study.record import (
 __all__ = ["TABLE_FORMATS", "trials_frame", "trials_text"]
 
 TABLE_FORMATS = ("csv", "json")
-BOUND = "measurement_bound"  # per level: True when the client measured itself (not ranked)
+BOUND = "measurement_bound"  # per level: True when the client flagged itself (ranked by the one rule: a lower bound)
 
 
 def _level_column_order(column: str) -> tuple[int, int]:

@@ -129,17 +129,18 @@ def test_a_tie_names_the_one_that_changes_fewer_settings_from_the_baseline() -> 
 def test_a_noise_stated_in_the_space_holds_until_re_measures_measure_one() -> None:
     from tuner.study.record import STATED_NOISE
 
-    study = _study([1000.0, 1040.0], {}, emulated=False)
+    study = _study([1000.0, 1080.0], {}, emulated=False)
     assert study_noise(study).relative == pytest.approx(0.02)  # nothing stated, nothing measured
     study.set_user_attr(STATED_NOISE, 0.06)
     noise = study_noise(study)
     assert noise.relative == pytest.approx(0.06) and "stated in the search space" in noise.source
-    # 4% apart: not a close pair at 2%, a close pair at the stated 6%
+    # 8% apart, one run each: beyond two standard errors of the difference at 2% (5.7%), within
+    # them at the stated 6% (17%)
     pair = close_pair(records(study), noise.relative)
     assert pair is not None and [r.number for r in pair] == [1, 0]
     assert close_pair(records(study), 0.02) is None
     # re-runs that happened to agree (0.5%) do not lower what the user knows of the host
-    study.set_user_attr(REPEATS, {"1": {"values": [1040.0, 1030.0, 1035.0], "failed": []}})
+    study.set_user_attr(REPEATS, {"1": {"values": [1080.0, 1070.0, 1075.0], "failed": []}})
     noise = study_noise(study)
     assert noise.relative == pytest.approx(0.06) and "the re-measures read 0.5%" in noise.source
     # a larger measured spread replaces it
@@ -147,3 +148,53 @@ def test_a_noise_stated_in_the_space_holds_until_re_measures_measure_one() -> No
     noise = study_noise(study)
     assert noise.relative == pytest.approx(stdev([1040.0, 900.0, 1100.0]) / fmean([1040.0, 900.0, 1100.0]))
     assert "measured over 1" in noise.source
+
+
+def _level(c: int, tps: float, bound: str | None = None, in_flight: float | None = None) -> dict:
+    return {"concurrency": c, "num_requests": 4 * c, "completed": 4 * c, "failed": 0,
+            "duration_s": 10.0, "input_tokens": 0, "output_tokens": 0, "total_throughput": tps,
+            "request_throughput": 1.0, "stop_reason": None, "output_throughput": tps,
+            "measurement_bound": bound, "in_flight": in_flight}
+
+
+def test_re_runs_are_read_at_the_same_level_and_a_bound_run_is_not_the_hosts_noise() -> None:
+    from tuner.study.record import LEVELS
+
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(EMULATED, False)
+    own = [_level(256, 2900.0), _level(512, 3800.0)]
+    study.add_trial(optuna.trial.create_trial(value=3800.0, user_attrs={STABLE: True, LEVELS: own}))
+    # re-run 1: the same level measured (3,760); re-run 2: the client under-drove c=512 (2,000
+    # of a lower bound, 300 of 512 in flight) and its best level was c=256
+    again = [[_level(256, 2950.0), _level(512, 3760.0)],
+             [_level(256, 2950.0), _level(512, 2000.0, "late sends", 300.0)]]
+    study.set_user_attr(REPEATS, {"0": {"values": [3800.0, 3760.0, 2950.0], "failed": [],
+                                        "levels": again, "host_seconds": []}})
+    spread = records(study)[0].spread()
+    assert spread.concurrency == 512 and spread.runs == 3 and spread.bound_runs == 1
+    assert spread.mean == pytest.approx(fmean([3800.0, 3760.0, 2000.0]))
+    assert "1 a lower bound" in spread.text()
+    # the client's shortfall is not the host's noise: nothing measured, the assumed 2% stands
+    noise = study_noise(study)
+    assert noise.relative == pytest.approx(0.02) and "assumed" in noise.source
+
+
+def test_a_lead_is_clear_beyond_two_standard_errors_of_the_difference() -> None:
+    from tuner.study.record import Spread
+    from tuner.study.record._spread import lead_is_clear
+
+    # one run each at 2%: the difference's standard error is 2.83%, so 5.7% is the line
+    assert not lead_is_clear(Spread(1055.0, 20.0, 1), Spread(1000.0, 20.0, 1))
+    assert lead_is_clear(Spread(1060.0, 20.0, 1), Spread(1000.0, 20.0, 1))
+    # three runs each: 3.3%
+    assert lead_is_clear(Spread(1034.0, 20.0, 3), Spread(1000.0, 20.0, 3))
+    assert not lead_is_clear(Spread(1030.0, 20.0, 3), Spread(1000.0, 20.0, 3))
+
+
+def test_the_exported_figure_of_a_re_measured_winner_is_the_mean_of_its_runs() -> None:
+    from tuner.export import _measured_line
+
+    study = _study([1050.0, 1000.0], {0: [1050.0, 990.0, 1000.0]})
+    winner = records(study)[0]
+    assert _measured_line(winner, emulated=True) == "# measured: 1,013 output tok/s (mean of 3 runs) emulated"
+    assert _measured_line(records(study)[1], emulated=False) == "# measured: 1,000 output tok/s (best clean level)"

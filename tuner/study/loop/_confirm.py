@@ -1,7 +1,8 @@
 """A winner beyond noise: the best and the runner-up measured again when they are close.
 
 One run of a configuration differs from the next by the host's run-to-run noise. When the best
-stable trial and the runner-up are within that spread of each other, which one wins is luck; so
+stable trial leads the runner-up by less than two standard errors of the difference of their
+means (:func:`tuner.study.record.close_pair`), which one wins may be luck; so
 before the study ends, each is run again (restarted, probed, every level measured) until it has
 :data:`tuner.study.record.CONFIRM_RUNS` runs, and the winner is the higher mean less one
 standard error (:meth:`tuner.study.record.TrialRecord.rank`). The pair is read again after each
@@ -115,8 +116,8 @@ class Confirmation:
             assert pair is not None  # short is drawn from it
             progress.console.print(
                 f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
-                f"trials {pair[0].number} and {pair[1].number} are within the run-to-run noise "
-                f"({noise.relative:.1%}, {noise.source})", highlight=False)
+                f"trial {pair[0].number} leads trial {pair[1].number} by less than two standard "
+                f"errors of the difference (noise {noise.relative:.1%}, {noise.source})", highlight=False)
             if not self._run_again(record, runner, runs, progress):
                 break
             made += 1

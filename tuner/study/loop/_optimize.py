@@ -22,6 +22,7 @@ from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.loop._confirm import Confirmation
 from tuner.study.record import (
+    HOST_SECONDS,
     CHOSEN_BY,
     COMMAND_LINE,
     CONFIG,
@@ -310,7 +311,8 @@ def _run_launch(
         chosen_by=chosen_by, state=result.state.name,
         value=progress.value_text(value) if value is not None else None, reason=result.message,
         emulated=progress.scale.emulated)
-    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started)
+    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started,
+                            host_seconds=trial.user_attrs.get(HOST_SECONDS))
     return result.state
 
 

@@ -56,6 +56,11 @@ def preflight_checks(space: SearchSpace, target: Target, patches: PatchManager) 
         doctor.check_host_claim(host, target.run_root),
         *doctor.check_patches(patches, list(space.patches.values())),
     ]
+    if not target.emulated:  # the emulator's figures are on its own clock, not the client's
+        workload = space.workload
+        checks.append(doctor.check_client_capacity(host, target.run_root, target.python,
+                                                   list(workload.levels), workload.output_len,
+                                                   target.client_workers))
     return checks
 
 

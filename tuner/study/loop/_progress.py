@@ -109,7 +109,10 @@ class ProgressView:
         per_joule = f", {energy:.2f} tok/J{emulated}" if energy is not None else ""
         stop = f" [red]stopped: {metrics.stop_reason}[/]" if metrics.stop_reason else ""
         bound = getattr(metrics, "measurement_bound", None)
-        stop += f"\n      [yellow]measurement-bound, not ranked: {bound}[/]" if bound else ""
+        seen = getattr(metrics, "in_flight", None)
+        seen = f", {seen:,.0f} of {metrics.concurrency} in flight" if seen is not None else ""
+        stop += (f"\n      [yellow]client-bound{seen} (a lower bound where that moves the figure over "
+                 f"1%): {bound}[/]" if bound else "")
         repeated = getattr(metrics, "repeated_prompts", 0)
         again = f", {repeated} prompts repeated" if repeated else ""
         self._print(
@@ -120,9 +123,13 @@ class ProgressView:
         )
 
     def trial_finished(
-        self, number: int, state: str, value: float | None, reason: str | None, seconds: float
+        self, number: int, state: str, value: float | None, reason: str | None, seconds: float,
+        host_seconds: float | None = None,
     ) -> None:
-        self.host_seconds += self.scale.duration(seconds)
+        """``seconds``: the trial's wall time; ``host_seconds``: its host time as the trial runner
+        stored it (an emulated trial: the start-up and levels the emulator stood for, plus the
+        tuner's own work at its real duration), else ``seconds`` on the time scale."""
+        self.host_seconds += host_seconds if host_seconds is not None else self.scale.duration(seconds)
         if value is not None and (self.best is None or value > self.best):
             self.best = value
         colour = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}[state]

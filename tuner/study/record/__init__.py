@@ -29,6 +29,7 @@ from tuner.study.record._keys import (
     OBSERVATIONS,
     OBSERVATION_SOURCES,
     STABLE,
+    BOUND_LEVELS,
     FAILURE_REASON,
     FAILURE_DETAIL,
     FAILURE_EXCERPT,
@@ -87,6 +88,7 @@ from tuner.study.record._outcome import (
     write_dead_worker,
 )
 from tuner.study.record._level import Level, read_levels, clean_levels
+from tuner.study.record._figure import EXACT_WITHIN, LevelFigure, TrialFigure, figures_by_level, trial_figure
 from tuner.study.record._record import TrialRecord, read_record
 from tuner.study.record._view import StudyView, read_view
 from tuner.study.record._results import (
@@ -141,6 +143,7 @@ __all__ = [
     "store_observations",
     "observation_sources",
     "STABLE",
+    "BOUND_LEVELS",
     "FAILURE_REASON",
     "FAILURE_DETAIL",
     "FAILURE_EXCERPT",
@@ -194,6 +197,11 @@ __all__ = [
     "Level",
     "read_levels",
     "clean_levels",
+    "EXACT_WITHIN",
+    "LevelFigure",
+    "TrialFigure",
+    "figures_by_level",
+    "trial_figure",
     "TrialRecord",
     "read_record",
     "StudyView",

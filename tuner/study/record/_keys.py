@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CONFIG", "CONFIG_KEY", "IS_BASELINE", "ENQUEUED", "RETRY_OF", "REUSED_FROM", "CHOSEN_BY", "MOVE",
-    "LEVELS", "TELEMETRY", "OBSERVATIONS", "OBSERVATION_SOURCES", "STABLE", "FAILURE_REASON", "FAILURE_DETAIL",
+    "LEVELS", "TELEMETRY", "OBSERVATIONS", "OBSERVATION_SOURCES", "STABLE", "BOUND_LEVELS", "FAILURE_REASON", "FAILURE_DETAIL",
     "FAILURE_EXCERPT", "FAILURE_NOTICED_AT", "PRUNED_REASON", "PRUNED_BY", "WORKER",
     "WARM_START_FROM", "HOST", "EMULATED", "COMMAND_LINE", "ENV", "PATCHES", "WARNINGS", "RUN_DIR",
     "PATCH_CHECKSUMS", "READY_S", "HOST_SECONDS", "HANDOVER_WAIT_S", "LOG_EXCERPT", "LOG_FILE",
@@ -32,6 +32,7 @@ TELEMETRY = "telemetry"  # dict: concurrency -> GPU telemetry summary
 OBSERVATIONS = "observations"  # dict: name -> number, what the server log, /metrics and telemetry said
 OBSERVATION_SOURCES = "observation_sources"  # dict: name -> where it was read (tuner.signals.Source value)
 STABLE = "stable"  # bool: every level ran clean
+BOUND_LEVELS = "bound_levels"  # list[int]: levels whose figure is a lower bound (the client under-drove the server)
 FAILURE_REASON = "failure_reason"  # str: the FAIL's class ("oom-at-start", "unstable-at-1024")
 FAILURE_DETAIL = "failure_detail"  # str: one line on the failure
 PRUNED_REASON = "pruned_reason"  # str: why a PRUNED trial was stopped or skipped

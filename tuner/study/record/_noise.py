@@ -2,11 +2,12 @@
 
 An emulated study's stated noise (the emulator's ``noise.py``: sd 2% per server run, 1% per
 stretch, so 2.2%), else the largest relative spread measured over the study's re-measured
-trials, else :data:`ASSUMED_NOISE` (a real restart differs by a percent or two: assumed, until
-repeats are measured; a CPU or shared host can differ by far more, docs/measurements.md, so a
-noisy host should state its own). The noise the search space states for its host
-(``objective.noise``) is a floor: a spread measured over two or three runs replaces it only when
-larger (two runs can agree by chance).
+trials (each read at one level of one configuration, none of its runs a lower bound: a spread
+the client made is not the host's), else :data:`ASSUMED_NOISE` (a real restart differs by a
+percent or two: assumed, until repeats are measured; a CPU or shared host can differ by far
+more, docs/measurements.md, so a noisy host should state its own). The noise the search space
+states for its host (``objective.noise``) is a floor: a spread measured over two or three runs
+replaces it only when larger (two runs can agree by chance).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def noise_of(found: Iterable[TrialRecord], emulated: bool, stated: float | None 
     ``objective.noise`` (see the module docstring)."""
     if emulated:
         return Noise(EMULATED_NOISE, "the emulator's stated noise (2% a run, 1% a stretch)")
-    measured = [s.relative for r in found if (s := r.spread()) is not None and s.runs > 1]
+    # like for like: a spread with a run that was a lower bound came partly from the client
+    measured = [s.relative for r in found if (s := r.spread()) is not None and s.host_noise]
     if stated and (not measured or max(measured) < stated):
         # what the user knows of the host is a floor: two or three runs can agree by chance
         seen = f"; the re-measures read {max(measured):.1%}" if measured else "; no re-measures yet"

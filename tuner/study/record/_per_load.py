@@ -30,7 +30,7 @@ from tuner.errors import ConfigError
 from optuna.trial import TrialState
 
 from tuner.study.record._keys import EMULATED
-from tuner.study.record._level import clean_levels
+from tuner.study.record._figure import figures_by_level
 from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import records, stable_candidates
 from tuner.study.record._spread import rank_of
@@ -68,9 +68,9 @@ class LoadBest:
 def _by_run(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, list[float]]:
     """Each level's clean figures, one per run that measured it clean."""
     figures: dict[int, list[float]] = {}
-    for levels in record.runs_levels:
-        for concurrency, figure in clean_levels(levels, metric, max_failed_fraction).items():
-            figures.setdefault(concurrency, []).append(figure)
+    for levels in record.runs_levels:  # the study's one rule: a bound counts as its figure
+        for concurrency, figure in figures_by_level(levels, metric, max_failed_fraction).items():
+            figures.setdefault(concurrency, []).append(figure.value)
     return figures
 
 

@@ -7,6 +7,7 @@ stored attributes into its fields.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.signals import Source
+from tuner.study.record._figure import figures_by_level, trial_figure
 from tuner.study.record._keys import (
     CHOSEN_BY,
     COMMAND_LINE,
@@ -33,7 +35,7 @@ from tuner.study.record._keys import (
 )
 from tuner.study.record._level import Level, clean_levels, read_levels
 from tuner.study.record._outcome import Outcome, outcome_of
-from tuner.study.record._spread import Spread, rank_of, spread_of
+from tuner.study.record._spread import RunFigure, Spread, rank_of, spread_of
 from tuner.study.record._write import observation_sources
 from tuner.study.strategies._legacy_moves import read_move
 from tuner.study.strategies._moves import Move
@@ -82,6 +84,13 @@ class TrialRecord:
     copied_outcome: Outcome | None = None  # a copy (REUSED): the outcome of the trial it copied
     user_attrs: dict[str, Any] = field(default_factory=dict)
     trial_id: int = -1
+    metric: str = "output_throughput"  # the objective's level figure, for the runs' like-for-like spread
+    max_failed_fraction: float = 0.01
+
+    @property
+    def bound_levels(self) -> tuple[int, ...]:
+        """The levels whose figure is a lower bound: the client under-drove the server there."""
+        return trial_figure(self.levels, self.metric, self.max_failed_fraction).bound_levels
 
     @property
     def ran(self) -> bool:
@@ -119,8 +128,30 @@ class TrialRecord:
         return (self.levels, *(read_levels(stored) for stored in again))
 
     def spread(self, noise: float = 0.0) -> Spread | None:
-        """Its value over its runs (the re-measures of :mod:`tuner.study.loop._confirm`, if any)."""
-        return spread_of(self.value, self.user_attrs.get(REPEATS), noise)
+        """Its value over its runs (the re-measures of :mod:`tuner.study.loop._confirm`, if any),
+        each run read at the level its own figure came from (like for like)."""
+        repeats = self.user_attrs.get(REPEATS)
+        concurrency, at_level = self._at_own_level(repeats)
+        return spread_of(self.value, repeats, noise, at_level, concurrency)
+
+    def _at_own_level(self, repeats: Mapping[str, Any] | None) -> tuple[int | None, list[RunFigure] | None]:
+        """Each run's figure at the level of its value (None: re-runs stored without levels, a
+        run that did not measure that level clean, or a value no level of its own gives, as a
+        goodput rate search's: each run's value then)."""
+        if self.value is None or not repeats or not repeats.get("levels"):
+            return None, None
+        own = figures_by_level(self.levels, self.metric, self.max_failed_fraction)
+        at = next((c for c, f in own.items() if math.isclose(f.value, self.value, rel_tol=1e-9)), None)
+        if at is None:
+            return None, None
+        runs = [own[at]]
+        for levels in self.runs_levels[1:]:
+            figure = figures_by_level(levels, self.metric, self.max_failed_fraction).get(at)
+            if figure is not None:
+                runs.append(figure)
+        if len(runs) != len(repeats.get("values") or ()):  # a run without that level: each value
+            return None, None
+        return at, [RunFigure(f.value, f.bound) for f in runs]
 
     @property
     def mean_value(self) -> float | None:
@@ -185,4 +216,6 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         copied_outcome=outcome_of(trial, follow_reuse=True) if outcome == Outcome.REUSED else None,
         user_attrs=ua,
         trial_id=trial._trial_id,
+        metric=metric,
+        max_failed_fraction=max_failed_fraction,
     )

@@ -6,6 +6,9 @@ what they measured is read here (each trial's :class:`Spread`).
 
 **Noise.** The spread the pair is compared with: :mod:`tuner.study.record._noise`.
 
+**Close.** The pair is re-measured while the best's lead is within two standard errors of
+the difference of the means (not one: at one run each and 2.2% noise, a lead under 6.2%).
+
 **Ranking.** Trials rank by their mean less one standard error of it
 (:meth:`TrialRecord.rank`): once the pair is re-measured, a trial measured once does not
 outrank it on a single lucky run.
@@ -19,7 +22,7 @@ from tuner.study.record._noise import Noise
 from tuner.study.record._record import TrialRecord
 from tuner.study.record._results import stable_candidates
 from tuner.study.record._view import read_view
-from tuner.study.record._spread import tied
+from tuner.study.record._spread import lead_is_clear, tied
 
 __all__ = ["CONFIRM_RUNS", "changed_settings", "close_pair", "study_noise", "winner_lines"]
 
@@ -32,12 +35,13 @@ def study_noise(study: optuna.Study) -> Noise:
 
 
 def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
-    """The best and the runner-up stable trials when they are within the spread of each other."""
+    """The best and the runner-up stable trials when the best's lead is within two standard
+    errors of the difference of their means (:func:`tuner.study.record._spread.lead_is_clear`)."""
     ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
     if len(ranked) < 2:
         return None
     best, second = ranked[0].spread(noise), ranked[1].spread(noise)
-    if best is None or second is None or best.mean - second.mean > max(best.sd, second.sd):
+    if best is None or second is None or lead_is_clear(best, second):
         return None
     return ranked[0], ranked[1]
 

@@ -9,6 +9,7 @@ from tuner.study.trial._runner import (
     LevelRun,
     ObjectiveValue,
     TrialRunner,
+    host_seconds,
     objective_value,
     MIN_WALL_TIMEOUT_S,
 )

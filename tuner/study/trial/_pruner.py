@@ -5,10 +5,12 @@ A trial's value is its best clean level. The levels are measured from the top co
 when (1) at least two levels ran clean, (2) every level still to come is below all measured ones,
 (3) the measured throughput rises with concurrency (so on a curve that rises to a peak and may
 fall after it, the lower levels still to come cannot beat the lowest one measured), and (4) every
-measured level is below the baseline's value by more than ``margin``. Comparing level by level
-from the bottom would kill winners: the seeds' winner is slower than the baseline at 64
-concurrent requests and 2.5x faster at 256, and against a baseline capped at 64 requests, a
-configuration slower at 16 and 64 can be 1.1-2.6x faster at 512.
+measured level is below the baseline's value by more than ``margin``, and (5) no measured
+level is a lower bound (the client under-drove the server there: its true figure may be
+higher, and a bound never sinks a trial). Comparing level by level from the bottom would kill
+winners: the seeds' winner is slower than the baseline at 64 concurrent requests and 2.5x
+faster at 256, and against a baseline capped at 64 requests, a configuration slower at 16 and
+64 can be 1.1-2.6x faster at 512.
 
 It reads the levels stored on the trials (``levels`` user attribute), so the same rule serves
 single-objective studies, where Optuna calls :class:`BaselinePruner`, and multi-objective ones,
@@ -23,7 +25,8 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.record import IS_BASELINE, LEVELS
+from tuner.study.record import IS_BASELINE, LEVELS, figures_by_level
+from tuner.study.record._figure import as_level
 
 __all__ = [
     "BaselinePruner",
@@ -71,13 +74,16 @@ def below_baseline(
 
 
 def clean_values(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
-    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests."""
-    values = {}
-    for level in levels:
-        total = level["completed"] + level["failed"]
-        if level.get("stop_reason") is None and level["failed"] <= max_failed_fraction * max(1, total):
-            values[int(level["concurrency"])] = float(level[metric])
-    return values
+    """``{concurrency: metric}`` of the levels that ran to their end with few failed requests
+    (the study's one rule, :func:`tuner.study.record.figures_by_level`; a bound's figure as read)."""
+    figures = figures_by_level([as_level(level) for level in levels], metric, max_failed_fraction)
+    return {c: figure.value for c, figure in figures.items()}
+
+
+def _has_bound(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> bool:
+    """Whether a level's figure is only a lower bound (the client under-drove the server)."""
+    figures = figures_by_level([as_level(level) for level in levels], metric, max_failed_fraction)
+    return any(figure.bound for figure in figures.values())
 
 
 def _baseline(study: optuna.Study) -> tuple[list[dict[str, Any]], float | None] | None:
@@ -107,6 +113,8 @@ def should_prune_against_baseline(
     if found is None:
         return False
     baseline_levels, baseline_value = found
+    if _has_bound(levels, metric, max_failed_fraction):
+        return False  # a lower bound below the baseline does not say the trial is below it
     measured = {int(level["concurrency"]) for level in levels}
     return below_baseline(
         clean_values(levels, metric, max_failed_fraction),

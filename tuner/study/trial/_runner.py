@@ -10,10 +10,11 @@ measurements and a killed tuner loses no completed level.
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -22,7 +23,7 @@ import optuna
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.handover import server_gpus
 from tuner.lifecycle import ServerSession
-from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, run_level
+from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, fetch_emulated_startup_s, run_level
 from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
@@ -43,10 +44,14 @@ from tuner.study.record import (
     RUN_DIR,
     SERVER_LOG_MTIME,
     STABLE,
+    BOUND_LEVELS,
     TELEMETRY,
     store,
     store_level_figures,
     store_observations,
+    figures_by_level,
+    read_levels,
+    trial_figure,
 )
 from tuner.study.trial._goodput import measure_goodput
 from tuner.study.trial._pruner import (
@@ -60,7 +65,7 @@ from tuner.telemetry import SAMPLE_MS, GpuSampler, under_utilised
 if TYPE_CHECKING:
     from tuner.space import Config, LaunchSpec, Objective, SearchSpace, Workload
 
-__all__ = ["LevelRun", "ObjectiveValue", "TrialRunner", "objective_value", "MIN_WALL_TIMEOUT_S"]
+__all__ = ["LevelRun", "ObjectiveValue", "TrialRunner", "host_seconds", "objective_value", "MIN_WALL_TIMEOUT_S"]
 
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
@@ -87,34 +92,34 @@ class LevelRun(NamedTuple):
 
 
 def objective_value(levels: list[dict[str, Any]], objective: Objective) -> ObjectiveValue:
-    """The objective values and whether every level ran clean.
+    """The objective values and whether every level ran clean: the study's one rule
+    (:func:`tuner.study.record.trial_figure`) on the trial's levels.
 
-    The first value is the best ``objective.metric`` (output tokens/s) over clean levels that
-    meet the SLOs; in multi-objective mode the second is ``objective.minimize`` (a latency) at
-    that same level. A level is clean when it ran to its end with at most
-    ``max_failed_fraction`` failed requests. A ``measurement_bound`` level (the client measured
-    itself) is stored but never ranked.
+    The first value is the best ``objective.metric`` (output tokens/s) over every clean level
+    that meets the SLOs, a level the client under-drove counting as the lower bound it is; in
+    multi-objective mode the second is ``objective.minimize`` (a latency) at that same level.
     """
-    best: dict[str, Any] | None = None
-    stable = bool(levels)
-    for level in levels:
-        failed = level["failed"] / max(1, level["completed"] + level["failed"])
-        clean = level.get("stop_reason") is None and failed <= objective.max_failed_fraction
-        stable = stable and clean
-        if not clean or level.get("measurement_bound"):
-            continue
-        if objective.slo.unmet(level):  # p99 TTFT, median or p99 TPOT
-            continue
-        if level.get(objective.metric) is None:  # tokens_per_joule of a level without power
-            continue
-        if best is None or level[objective.metric] > best[objective.metric]:
-            best = level
-    if best is None:
-        return ObjectiveValue(None, stable)
-    values = [float(best[objective.metric])]
-    if objective.minimize:
-        values.append(float(best[objective.minimize]))
-    return ObjectiveValue(values, stable)
+    figure = trial_figure(levels, objective.metric, objective.max_failed_fraction,
+                          objective.slo, objective.minimize)
+    if figure.value is None:
+        return ObjectiveValue(None, figure.stable)
+    values = [figure.value]
+    if objective.minimize and figure.latency is not None:
+        values.append(figure.latency)
+    return ObjectiveValue(values, figure.stable)
+
+
+def host_seconds(wall_s: float, emulated_s: float, scale: Any) -> float:
+    """A trial's host time: on a real host its wall time; on an emulated one, what the emulator
+    stood for (``emulated_s`` host seconds: its start-up, its levels, which took
+    ``emulated_s / K`` of the wall time) plus the rest of the wall time, the tuner's own work
+    (starting processes, probing, warming up, storing), at its real duration. A start the
+    emulator did not report (it failed) counts at ``K`` times its wall time, as it ran."""
+    if not scale.emulated:
+        return wall_s
+    if emulated_s <= 0:
+        return scale.duration(wall_s)
+    return emulated_s + max(0.0, wall_s - scale.to_server(emulated_s))
 
 
 @dataclass
@@ -143,6 +148,7 @@ class TrialRunner:
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
     on_energy: Callable[[float | None], None] = lambda tokens_per_joule: None  # before on_level
     requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
+    _emulated_s: float = field(default=0.0, init=False, repr=False)  # see host_seconds
 
     def run(self, trial: optuna.Trial, config: Config, launch: LaunchSpec) -> list[float]:
         """Run one trial; see the module docstring for outcomes."""
@@ -166,6 +172,7 @@ class TrialRunner:
             api_key=launch.api_key,
         )
         started = time.monotonic()
+        self._emulated_s = 0.0  # host seconds the emulator stood for: its start-up, its levels
         try:
             self.on_phase("patching")
             self.patches.set_active(set(launch.patches))
@@ -177,13 +184,17 @@ class TrialRunner:
                     max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)),
                     poll_s=EMULATED_READY_POLL_S if scale.emulated else None,
                 )
-                store(trial, READY_S, round(scale.duration(ready_s), 2))
+                startup_s = (fetch_emulated_startup_s(session.base_url, headers=session.client_headers)
+                             if scale.emulated else None)
+                if startup_s is not None:
+                    self._emulated_s += startup_s
+                store(trial, READY_S, round(startup_s if startup_s is not None else scale.duration(ready_s), 2))
                 self._probe(trial, session)
                 if self.space.objective.metric == "goodput":
                     return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
-            store(trial, HOST_SECONDS, round(scale.duration(time.monotonic() - started), 1))
+            store(trial, HOST_SECONDS, round(host_seconds(time.monotonic() - started, self._emulated_s, scale), 1))
             if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
                 store(trial, HANDOVER_WAIT_S, round(session.handover_wait_s, 1))
             store(trial, LOG_EXCERPT, session.log_excerpt())
@@ -275,6 +286,8 @@ class TrialRunner:
             )
             asked += spec.num_requests
             metrics, gpu = self._run_level(session, spec)
+            metrics, gpu, asked = self._drive_harder(session, spec, levels, metrics, gpu, asked)
+            self._emulated_s += metrics.duration_s if metrics.emulated else 0.0
             level = metrics.to_dict()
             if gpu is not None:
                 telemetry[str(concurrency)] = gpu
@@ -292,7 +305,7 @@ class TrialRunner:
                 # The client often notices first; the server's own log says why (OOM, crash).
                 raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
             figure = level.get(self.space.objective.metric)
-            if figure is not None and metrics.rankable(self.space.objective.max_failed_fraction) and self._should_prune(
+            if figure is not None and metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
                 trial, levels, figure, concurrency
             ):
                 raise optuna.TrialPruned(
@@ -302,6 +315,10 @@ class TrialRunner:
                 )
         value, stable = objective_value(levels, self.space.objective)
         store(trial, STABLE, stable)
+        objective = self.space.objective
+        bound = trial_figure(levels, objective.metric, objective.max_failed_fraction).bound_levels
+        if bound:  # the trial is marked: these figures are lower bounds
+            store(trial, BOUND_LEVELS, list(bound))
         peak = max(levels, key=lambda lv: lv.get(self.space.objective.metric) or 0.0)
         if "gpu" in peak and under_utilised(peak["gpu"]):
             store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
@@ -316,10 +333,46 @@ class TrialRunner:
             )
         return value
 
-    def _run_level(self, session: ServerSession, spec: LevelSpec) -> LevelRun:
+    def _drive_harder(
+        self, session: ServerSession, spec: LevelSpec, levels: list[dict[str, Any]],
+        metrics: LevelMetrics, gpu: dict[str, Any] | None, asked: int,
+    ) -> tuple[LevelMetrics, dict[str, Any] | None, int]:
+        """A level the client under-drove, run again with twice the client processes (up to this
+        machine's cores) until its shortfall moves its figure by under
+        :data:`tuner.study.record.EXACT_WITHIN`; the better-driven result, and the requests asked.
+
+        Each re-run takes fresh places of the trial's request stream (no prompt the server's
+        prefix cache has seen). A re-run that is still a bound and reads less than the run
+        before it does not replace it: a bound never sinks a figure."""
+        objective = self.space.objective
+        workers = max(1, self.target.client_workers)
+        cores = os.cpu_count() or 1
+        while workers < cores and metrics.stop_reason is None and metrics.measurement_bound:
+            judged = figures_by_level(read_levels([*levels, metrics.to_dict()]), objective.metric,
+                                   objective.max_failed_fraction).get(spec.concurrency)
+            if judged is None or not judged.bound:
+                break
+            workers = min(cores, 2 * workers)
+            self.on_phase(f"level {spec.concurrency}: the client under-drove it "
+                          f"({judged.in_flight or 0:.0f} of {spec.concurrency} in flight); "
+                          f"again with {workers} client processes")
+            again = replace(spec, first_request=asked)
+            asked += again.num_requests
+            more, more_gpu = self._run_level(session, again, workers=workers)
+            kept = figures_by_level(read_levels([*levels, more.to_dict()]), objective.metric,
+                                 objective.max_failed_fraction).get(spec.concurrency)
+            runs = metrics.client_runs + 1
+            if more.stop_reason is None and (kept is None or not kept.bound
+                                             or kept.value >= judged.value):
+                metrics, gpu = more, more_gpu
+            metrics = replace(metrics, client_runs=runs)
+        return metrics, gpu, asked
+
+    def _run_level(self, session: ServerSession, spec: LevelSpec,
+                   workers: int | None = None) -> LevelRun:
         """One level against the running server, with GPU telemetry (of the server's own GPUs) and
         the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
-        one method)."""
+        one method); ``workers``: client processes (default: the target's ``--client-workers``)."""
         gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
         # every 250 ms of the host's time: an emulated level runs K times faster
         interval_ms = max(10, round(1000 * self.target.time_scale.to_server(SAMPLE_MS / 1000)))
@@ -333,7 +386,7 @@ class TrialRunner:
                     api=self._api(),
                     stop_check=session.stop_reason,
                     time_scale=self.target.time_scale,
-                    client_workers=self.target.client_workers,
+                    client_workers=workers or self.target.client_workers,
                     headers=session.client_headers,
                 )
             )
