@@ -160,7 +160,7 @@ def test_the_goodput_search_s_levels_find_nothing_in_the_cache(vllm: _Vllm, tmp_
             self.on_phase = lambda text: None
             self.on_level = lambda metrics, k, n: None
 
-        def _run_level(self, session, spec):  # noqa: ANN001, ANN202
+        def _run_level(self, session, spec, workers=None):  # noqa: ANN001, ANN202
             metrics, share = vllm.level(spec)
             self.shares.append(share)
             return metrics, None

@@ -123,7 +123,7 @@ class _Runner:
     def _api(self) -> str:
         return "sglang"
 
-    def _run_level(self, session, spec):  # noqa: ANN001, ANN202
+    def _run_level(self, session, spec, workers=None):  # noqa: ANN001, ANN202
         from tuner.loadgen import LevelMetrics
 
         rate = spec.request_rate
