@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuner.engines import REQUEST_EXTENSIONS
+from tuner.engines import REQUEST_EXTENSIONS, RequestFormat
 from tuner.loadgen._prompts import Prompt, ids_to_words
 from tuner.loadgen._spec import check_api
 
@@ -41,7 +41,7 @@ class Dialect:
             strict OpenAI server. SGLang's native ``/generate`` has them all by definition.
     """
 
-    api: str = "sglang"
+    api: RequestFormat = "sglang"
     model: str | None = None
     extensions: frozenset[str] = field(default=ALL_EXTENSIONS)
 

@@ -18,6 +18,7 @@ import optuna
 from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
+from tuner.failures import FailureClass
 from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.loop._confirm import Confirmation
@@ -199,7 +200,7 @@ def optimize_study(
                         feasibility.record_trial(frozen)
                     patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
             except KeyboardInterrupt:
-                _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
+                _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"))
                 raise
             if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
                 summary.exhausted = True
@@ -230,7 +231,7 @@ def _await_reference(study: optuna.Study, space: Any, trial: optuna.Trial, progr
     try:
         require_probe_reference(study, space)
     except TunerError as error:
-        _fail_if_running(study, trial, TrialOutcome.run_failed("host-error", str(error)))
+        _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.HOST_ERROR, str(error)))
         raise
 
 

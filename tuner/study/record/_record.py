@@ -13,6 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.failures import FailureClass
 from tuner.signals import Source
 from tuner.study.record._keys import (
     CHOSEN_BY,
@@ -93,6 +94,11 @@ class TrialRecord:
     def result(self) -> Outcome:
         """The outcome of its result: its own, or for a copy the one it copied."""
         return self.copied_outcome or self.outcome
+
+    @property
+    def failure_class(self) -> FailureClass | None:
+        """The class of its stored ``failure_reason`` (None: it did not fail, or no class names it)."""
+        return FailureClass.of(self.failure_reason)
 
     @property
     def reason(self) -> str | None:

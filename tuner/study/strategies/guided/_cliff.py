@@ -18,15 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tuner.failures import FailureClass
 from tuner.study.record import Outcome, StudyView
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 from tuner.study.strategies.guided._common import changed, grid, pool_full, room_to_spare, running_batch, token_usage
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
-__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURES"]
-
-# Failures that say a capacity parameter went too far (out of memory at start or under load).
-CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
+__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer"]
 
 
 def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None,
@@ -48,7 +46,7 @@ def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | 
     failed_values = [
         r.config[name] for r in view.failed()
         if r.config.get(name) is not None
-        and (r.failure_reason or "").startswith(CAPACITY_FAILURES)
+        and r.failure_class is not None and r.failure_class.capacity
         and (held is None or r.config[name] > held)
     ]
     failed = min(failed_values) if failed_values else None
@@ -108,7 +106,7 @@ class RepairProposer(Proposer):
         for record in reversed(now.view.failed()):
             reason = record.failure_reason or ""
             move = record.move
-            if not reason.startswith("unstable-at-") or move is None or move.kind is not MoveKind.RULE:
+            if record.failure_class is not FailureClass.UNSTABLE or move is None or move.kind is not MoveKind.RULE:
                 continue
             if self.plan.settings.repair_own and move.parameter in capacity:
                 continue  # the rule moved the memory itself: the cliff's bracket has that failure

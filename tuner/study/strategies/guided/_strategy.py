@@ -30,9 +30,6 @@ from tuner.study.strategies.tpe import TpeStrategy
 
 __all__ = ["GuidedStrategy"]
 
-# Failures that belong to a value wherever it is used (refused at start, garbage output).
-_VALUE_FAILURES = ("startup-crash", "wrong-output")
-
 
 class GuidedStrategy(TpeStrategy):
     """Search the way a person tunes by hand, with TPE for what is left (the sampler of
@@ -153,7 +150,7 @@ def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
     failing: set[tuple[str, Any]] = set()
     seen: Counter[tuple[str, Any]] = Counter()
     for record in view.failed():
-        if (record.failure_reason or "").startswith(_VALUE_FAILURES):
+        if record.failure_class is not None and record.failure_class.of_a_value:
             unproven = {(n, hashable(v)) for n, v in record.config.items()} - clean
             seen.update(unproven)
             if len(unproven) == 1:
