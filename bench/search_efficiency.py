@@ -247,9 +247,9 @@ def bench_strategy(name: str, space: Any, seed: int, options: dict[str, Any] | N
     if name == "tpe-as-today":
         return TpeAsToday(space, seed)
     if name == "guided" and options:
-        from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
+        from guided_variants import guided_strategy
 
-        return GuidedStrategy(space, seed, GuidedSettings(**options))
+        return guided_strategy(space, seed, options)
     return make_strategy(name, space, seed)
 
 
@@ -613,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=80, help="host-run trials per run at most")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
-                        help="a GuidedSettings field for trying settings (explore_every=4)")
+                        help="a guided setting or variant (explore_every=4, sweep.points=3, "
+                             "cliff=said-full: bench/guided_variants.py)")
     parser.add_argument("--signals", default="full",
                         help=f"signal variants, comma-separated ({', '.join(SIGNALS)}): what the host's server "
                              "reports besides the client's levels (bench/variants.py)")

@@ -14,7 +14,7 @@ import pytest
 from optuna.trial import create_trial
 from rich.console import Console
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(REPO / "bench"))
 
 from landscapes import GeneratedLandscape  # noqa: E402
