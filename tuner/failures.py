@@ -28,7 +28,9 @@ class FailureClass(StrEnum):
     TIMEOUT = "timeout"  # not ready, or a level not done, within its time limit
     MEASUREMENT_BOUND = "measurement-bound"  # the client, not the server, bounded every level
     HOST_ERROR = "host-error"  # the machine's problem (unreachable, GPUs held by another process)
-    WORKER_DIED = "worker-died"  # the tuner running the trial died (no heartbeat, dead PID)
+    # the tuner running the trial died (no heartbeat, dead PID); a FAIL trial with no stored reason
+    # is one the stale-trial check failed (every other FAIL stores its class)
+    WORKER_DIED = "worker-died"
     INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C)
 
     @property

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
 from tuner.failures import FailureClass
@@ -54,7 +53,7 @@ from tuner.study.trial import (
 )
 from tuner.study.loop._choosing import ensure_baseline_queued, queue_proposal, why_chosen
 from tuner.study.loop._progress import ProgressView
-from tuner.study.storage import fail_stale_trials, storage_file, worker_id
+from tuner.study.storage import fail_stale_trials, frozen_trial, heartbeat, storage_file, worker_id
 from tuner.study.strategies import Strategy, StudySampler
 
 __all__ = ["optimize_study", "OptimizeSummary", "MAX_IDLE_ASKS", "MAX_REFUSED_ASKS"]
@@ -189,13 +188,13 @@ def optimize_study(
                         store(trial, CHOSEN_BY, chosen_by)
                     idle = refused = 0
                     summary.ran += 1
-                    with get_heartbeat_thread(trial._trial_id, study._storage):
+                    with heartbeat(study, trial.number):
                         if not is_baseline:  # another worker may have asked for the baseline between
                             _await_reference(study, space, trial, progress)  # the wait above and ask
                         state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
                                          progress)
                     summary.states[state.name] = summary.states.get(state.name, 0) + 1
-                    frozen = study._storage.get_trial(trial._trial_id)
+                    frozen = frozen_trial(study, trial.number)
                     if feasibility is not None:
                         feasibility.record_trial(frozen)
                     patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
@@ -237,7 +236,7 @@ def _await_reference(study: optuna.Study, space: Any, trial: optuna.Trial, progr
 
 def _fail_if_running(study: optuna.Study, trial: optuna.Trial, result: TrialOutcome) -> None:
     """Record an interrupted trial's outcome (unless it already finished), so none stays RUNNING."""
-    if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+    if frozen_trial(study, trial.number).state != TrialState.RUNNING:
         return
     write_outcome(study, trial, result)
 

@@ -82,7 +82,6 @@ class TrialRecord:
     observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
     copied_outcome: Outcome | None = None  # a copy (REUSED): the outcome of the trial it copied
     user_attrs: dict[str, Any] = field(default_factory=dict)
-    trial_id: int = -1
 
     @property
     def ran(self) -> bool:
@@ -179,7 +178,7 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         chosen_by=stored_chosen_by or ("baseline" if ua.get(IS_BASELINE) else ""),
         move=read_move(ua.get(MOVE), stored_chosen_by, config),
         stable=bool(ua.get(STABLE)) and complete,
-        failure_reason=ua.get(FAILURE_REASON),
+        failure_reason=ua.get(FAILURE_REASON) or (str(FailureClass.WORKER_DIED) if trial.state == TrialState.FAIL else None),
         pruned_reason=ua.get(PRUNED_REASON),
         detail=ua.get(FAILURE_DETAIL),
         command_line=ua.get(COMMAND_LINE),
@@ -190,5 +189,4 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         observation_sources=observation_sources(ua),
         copied_outcome=outcome_of(trial, follow_reuse=True) if outcome == Outcome.REUSED else None,
         user_attrs=ua,
-        trial_id=trial._trial_id,
     )
