@@ -75,7 +75,7 @@ class TuningRule(BaseModel):
     one-line reason, formatted with the observations and ``{value}`` (the current value).
     ``lower_to_at_most`` names an observation a lowered value must not exceed (a cap lowered
     to get decode back under the captured CUDA graphs is no use above ``graph_max_bs``); when
-    the trial did not report it, the step is proposed as before.
+    the trial did not report it, the step is proposed without that bound.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -25,7 +25,7 @@ from tuner.loadgen._spec import check_api
 
 __all__ = ["ALL_EXTENSIONS", "ApiFormat", "Dialect", "RequestFailed", "api_format", "as_dialect"]
 
-# SGLang's and vLLM's extensions of the OpenAI API: what the client sent before strict servers.
+# SGLang's and vLLM's extensions of the OpenAI API: what the client sends a server that takes them all.
 ALL_EXTENSIONS: frozenset[str] = frozenset(REQUEST_EXTENSIONS)
 
 
@@ -55,8 +55,7 @@ class Dialect:
 
 
 def as_dialect(api: str | Dialect) -> Dialect:
-    """``api`` as a :class:`Dialect`: an API's name is that API with every extension (as
-    before)."""
+    """``api`` as a :class:`Dialect`: an API's name is that API with every extension."""
     return api if isinstance(api, Dialect) else Dialect(api)
 
 
