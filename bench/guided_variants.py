@@ -32,7 +32,7 @@ from tuner.study.strategies.guided import (
     pool_full,
 )
 
-__all__ = ["VARIANTS", "guided_strategy"]
+__all__ = ["VARIANTS", "guided_strategy", "read_options"]
 
 
 class SaidFullCliff(CliffProposer):
@@ -71,9 +71,9 @@ VARIANTS: dict[str, dict[ProposerKind, Callable[[Plan], Proposer]]] = {
 }
 
 
-def guided_strategy(space: Any, seed: int | None, options: dict[str, Any]) -> GuidedStrategy:
-    """The guided strategy with ``options``: guided settings and variants (``VARIANTS``); an
-    unknown name or value is refused (ValueError)."""
+def read_options(options: dict[str, Any]) -> tuple[GuidedSettings, dict[ProposerKind, Callable[[Plan], Proposer]]]:
+    """The settings and the proposers swapped in of ``options`` (guided settings and variants of
+    ``VARIANTS``); an unknown name or value is refused (ValueError)."""
     settings: dict[str, Any] = {}
     swapped: dict[ProposerKind, Callable[[Plan], Proposer]] = {}
     for name, value in options.items():
@@ -84,5 +84,11 @@ def guided_strategy(space: Any, seed: int | None, options: dict[str, Any]) -> Gu
             raise ValueError(f"{name}={value}: not a variant; use one of {', '.join(VARIANTS)}")
         else:
             settings[name] = value
+    return GuidedSettings.of(settings), swapped
+
+
+def guided_strategy(space: Any, seed: int | None, options: dict[str, Any]) -> GuidedStrategy:
+    """The guided strategy with ``options`` (:func:`read_options`)."""
+    settings, swapped = read_options(options)
     kind = type("GuidedVariant", (GuidedStrategy,), {"proposer_types": {**GuidedStrategy.proposer_types, **swapped}})
-    return kind(space, seed, GuidedSettings.of(settings))
+    return kind(space, seed, settings)

@@ -62,6 +62,7 @@ from landscapes import (  # noqa: E402
 )
 
 from variants import SIGNALS, Signals, client_latencies, level_seconds, sampled, startup_seconds, visible  # noqa: E402
+from guided_variants import guided_strategy, read_options  # noqa: E402
 
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
@@ -247,8 +248,6 @@ def bench_strategy(name: str, space: Any, seed: int, options: dict[str, Any] | N
     if name == "tpe-as-today":
         return TpeAsToday(space, seed)
     if name == "guided" and options:
-        from guided_variants import guided_strategy
-
         return guided_strategy(space, seed, options)
     return make_strategy(name, space, seed)
 
@@ -633,6 +632,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
     strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
     guided = {k: _setting(v) for k, _, v in (o.partition("=") for o in options.guided)}
+    try:
+        read_options(guided)
+    except ValueError as error:
+        parser.error(f"--guided: {error}")
     variants = [v.strip() for v in options.signals.split(",") if v.strip()]
     unknown = [v for v in variants if v not in SIGNALS]
     if unknown:
