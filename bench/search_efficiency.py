@@ -62,6 +62,7 @@ from landscapes import (  # noqa: E402
 )
 
 from variants import SIGNALS, ClientLimit, Signals, client_latencies, rerun_levels, level_seconds, sampled, startup_seconds, visible  # noqa: E402
+from guided_variants import guided_strategy, read_options  # noqa: E402
 
 from tuner.errors import ConfigError, ServerFailure  # noqa: E402
 from tuner.loadgen import LevelMetrics  # noqa: E402
@@ -267,9 +268,7 @@ def bench_strategy(name: str, space: Any, seed: int, options: dict[str, Any] | N
     if name == "tpe-as-today":
         return TpeAsToday(space, seed)
     if name == "guided" and options:
-        from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
-
-        return GuidedStrategy(space, seed, GuidedSettings(**options))
+        return guided_strategy(space, seed, options)
     return make_strategy(name, space, seed)
 
 
@@ -634,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=80, help="host-run trials per run at most")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--guided", action="append", default=[], metavar="NAME=VALUE",
-                        help="a GuidedSettings field for trying settings (explore_every=4)")
+                        help="a guided setting or variant (explore_every=4, sweep.points=3, "
+                             "cliff=said-full: bench/guided_variants.py)")
     parser.add_argument("--signals", default="full",
                         help=f"signal variants, comma-separated ({', '.join(SIGNALS)}): what the host's server "
                              "reports besides the client's levels (bench/variants.py)")
@@ -653,6 +653,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _seed_range(options.seeds) if options.family != "vllm" or "-" in options.seeds else _seed_range(options.seeds)
     strategies = [s.strip() for s in options.strategies.split(",") if s.strip()]
     guided = {k: _setting(v) for k, _, v in (o.partition("=") for o in options.guided)}
+    try:
+        read_options(guided)
+    except ValueError as error:
+        parser.error(f"--guided: {error}")
     variants = [v.strip() for v in options.signals.split(",") if v.strip()]
     unknown = [v for v in variants if v not in SIGNALS]
     if unknown:

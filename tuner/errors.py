@@ -8,27 +8,16 @@ from __future__ import annotations
 
 import time
 
+from tuner.failures import FailureClass
+
 __all__ = [
     "TunerError",
     "ConfigError",
     "HostError",
     "NoAnswerInTime",
     "ServerFailure",
-    "FAILURE_CLASSES",
+    "FailureClass",
 ]
-
-# The reason classes a FAIL trial carries in its ``failure_reason`` user attribute.
-# ``unstable-at-<c>`` is formed with the concurrency level at which the server broke.
-FAILURE_CLASSES = (
-    "startup-crash",
-    "oom-at-start",
-    "unstable-at-<c>",
-    "hang",
-    "wrong-output",
-    "timeout",
-    "host-error",
-    "worker-died",
-)
 
 
 class TunerError(Exception):
@@ -55,14 +44,21 @@ class ServerFailure(TunerError):
     """The inference server crashed, hung or answered wrongly.
 
     Attributes:
-        reason: one of :data:`FAILURE_CLASSES` (``unstable-at-512`` for a crash at level 512).
+        reason: the stored name of a :class:`FailureClass` (``unstable-at-512`` for a crash at
+            level 512).
+        failure_class: that class.
         excerpt: the log lines that show the failure (may be empty).
         noticed_at: when the tuner noticed it (epoch seconds).
     """
 
-    def __init__(self, reason: str, detail: str = "", excerpt: str = "") -> None:
+    def __init__(self, reason: FailureClass | str, detail: str = "", excerpt: str = "") -> None:
+        reason = str(reason)
+        failure_class = FailureClass.of(reason)
+        if failure_class is None:
+            raise ValueError(f"{reason!r} is not a failure class: use a FailureClass")
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.noticed_at = time.time()
         self.reason = reason
+        self.failure_class = failure_class
         self.detail = detail
         self.excerpt = excerpt

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from tuner.crash_cause import crash_cause
 from tuner.engines import EngineProfile
 from tuner.errors import ConfigError, HostError, ServerFailure
+from tuner.failures import FailureClass
 from tuner.handover import HANDOVER_TIMEOUT_S, GpuState, memory_held_elsewhere, wait_until_idle
 from tuner.host import READ_BACK_S, Host, ServerHandle
 from tuner.interrupts import CleanUpAbandoned
@@ -166,7 +167,7 @@ class ServerSession:
                     timeout_s=self.handover_timeout_s,
                 )
             except HostError as error:
-                raise ServerFailure("host-error", str(error), "") from None
+                raise ServerFailure(FailureClass.HOST_ERROR, str(error), "") from None
         self.times.started = time.monotonic()
         try:
             argv = self.argv + self._secret_file_args()
@@ -262,7 +263,7 @@ class ServerSession:
                 return self.times.ready - self.times.started
             if time.monotonic() > deadline:
                 raise ServerFailure(
-                    "timeout",
+                    FailureClass.TIMEOUT,
                     f"not ready after {timeout_s:.0f} s ({self.profile.health_path} never 200)",
                     self.log_excerpt(),
                 )
@@ -299,7 +300,7 @@ class ServerSession:
             try:
                 self._poll_once()
             except HostError as exc:  # the connection dropped: the trial cannot go on
-                self._set_failure(ServerFailure("host-error", str(exc), self.log_excerpt()))
+                self._set_failure(ServerFailure(FailureClass.HOST_ERROR, str(exc), self.log_excerpt()))
                 return
             if self.failure() is not None:
                 return
@@ -366,30 +367,28 @@ class ServerSession:
         """Turn a fatal line (or a dead process) into a failure class for the current phase."""
         signature = self.profile.classify(fatal_line) if fatal_line else None
         excerpt = self.log_excerpt()
-        kind = signature.reason if signature else "crash"
+        kind = signature.reason if signature else FailureClass.STARTUP_CRASH
         # A dead process's log is read in full: an OOM line anywhere makes it an OOM.
-        if kind == "crash" and any("out of memory" in ln.lower() for ln in excerpt.splitlines()):
-            kind = "oom"
+        if kind is FailureClass.STARTUP_CRASH and any("out of memory" in ln.lower() for ln in excerpt.splitlines()):
+            kind = FailureClass.OOM_AT_START
         detail = self._crash_detail(fatal_line)
-        if kind == "hang":
-            return ServerFailure("hang", detail, excerpt)
-        if kind == "host":  # the machine's problem (the port taken): the configuration runs again
-            return ServerFailure("host-error", detail, excerpt)
+        if kind in (FailureClass.HANG, FailureClass.HOST_ERROR):  # a host error: the port taken
+            return ServerFailure(kind, detail, excerpt)
         if self.phase.startswith("level-"):
             level = self.phase.removeprefix("level-")
-            what = "out of memory" if kind == "oom" else "crash"
-            return ServerFailure(f"unstable-at-{level}", f"{what}: {detail}", excerpt)
-        if kind == "oom":
+            what = "out of memory" if kind is FailureClass.OOM_AT_START else "crash"
+            return ServerFailure(FailureClass.UNSTABLE.at(level), f"{what}: {detail}", excerpt)
+        if kind is FailureClass.OOM_AT_START:
             held = self._memory_held_elsewhere()
             if held:
                 return ServerFailure(
-                    "host-error",
+                    FailureClass.HOST_ERROR,
                     f"out of memory at start while other processes held GPU memory ({held}): "
                     f"not this configuration's fault; it runs again later ({detail})",
                     excerpt,
                 )
-            return ServerFailure("oom-at-start", detail, excerpt)
-        return ServerFailure("startup-crash", detail, excerpt)
+            return ServerFailure(FailureClass.OOM_AT_START, detail, excerpt)
+        return ServerFailure(FailureClass.STARTUP_CRASH, detail, excerpt)
 
     def _memory_held_elsewhere(self) -> str | None:
         """The processes not of this server that hold memory on its GPUs now and did not at

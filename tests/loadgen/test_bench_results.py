@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.emulator.helpers import BASE_ARGV, Emulator
-from tests.loadgen.test_cli_bench import tuner_bench
+from tests.support.tuner_bench import tuner_bench
 from tuner import __version__
 from tuner.emulator import prepare_host_root
 from tuner.loadgen import LevelSpec, run_level, run_levels

@@ -14,7 +14,7 @@ import pytest
 
 from tests.real_sglang.conftest import REPO
 from tests.real_sglang.server_args import server_args_parser
-from tests.real_sglang.test_server_args import configurations, server_flags
+from tests.support.space_configs import configurations, server_flags
 from tuner.space import load_space
 
 COMMANDS = {

@@ -6,14 +6,17 @@ Adding an engine means adding ``<name>.yaml`` beside this file; the trial loop r
 
 from tuner.engines._profile import (
     REQUEST_EXTENSIONS,
+    REQUEST_FORMATS,
+    SIGNATURE_REASONS,
     CapacityFlag,
     CrashSignature,
     EngineProfile,
     RequestExtension,
+    RequestFormat,
     TuningRule,
     load_profile,
     profile_names,
 )
 
-__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
-           "load_profile", "profile_names"]
+__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "REQUEST_FORMATS", "RequestExtension",
+           "RequestFormat", "SIGNATURE_REASONS", "TuningRule", "load_profile", "profile_names"]

@@ -5,32 +5,59 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.errors import ConfigError
+from tuner.failures import FailureClass
 
-__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "TuningRule",
-           "load_profile", "profile_names"]
+__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "RequestFormat",
+           "REQUEST_FORMATS", "SIGNATURE_REASONS", "TuningRule", "load_profile", "profile_names"]
 
 _PROFILE_DIR = Path(__file__).parent
+
+# The short names a profile's crash signature gives its failure class by.
+SIGNATURE_REASONS = {
+    "crash": FailureClass.STARTUP_CRASH, "oom": FailureClass.OOM_AT_START, "hang": FailureClass.HANG,
+    "host": FailureClass.HOST_ERROR,
+}
+
+
+# The request formats the client speaks, by the name an engine profile or a workload gives as
+# ``api``: SGLang's native ``/generate``, OpenAI completions, OpenAI chat completions.
+RequestFormat = Literal["sglang", "openai", "openai-chat"]
+REQUEST_FORMATS: tuple[str, ...] = get_args(RequestFormat)
 
 
 class CrashSignature(BaseModel):
     """A log line that means the server is broken, and the failure class it maps to.
 
-    ``reason`` is a failure class; ``oom`` is resolved to ``oom-at-start`` before readiness and
-    to ``unstable-at-<c>`` under load; ``host`` is a problem of the machine, not of the
-    configuration (``address already in use``: another process holds the port), a ``host-error``.
+    ``reason`` is the :class:`FailureClass` the line means before the server is ready; under load
+    a crash or an out-of-memory line becomes ``unstable-at-<c>``. The profiles write it short:
+    ``crash`` (``startup-crash``), ``oom`` (``oom-at-start``), ``hang``, ``host`` (a problem of
+    the machine, not of the configuration: ``address already in use``, a ``host-error``); a
+    failure class's stored name is read too.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pattern: str
-    reason: Literal["crash", "oom", "hang", "host"] = "crash"
+    reason: FailureClass = FailureClass.STARTUP_CRASH
     fatal: bool = True
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _short_name(cls, value: Any) -> Any:
+        return SIGNATURE_REASONS.get(value, value) if isinstance(value, str) else value
+
+    @field_validator("reason")
+    @classmethod
+    def _known_before_ready(cls, value: FailureClass) -> FailureClass:
+        if value not in SIGNATURE_REASONS.values():
+            raise ValueError(f"a crash signature means one of {', '.join(SIGNATURE_REASONS)}, not {value}")
+        return value
 
     @field_validator("pattern")
     @classmethod
@@ -129,7 +156,7 @@ class EngineProfile(BaseModel):
     health_path: str = "/health"
     ready_log_pattern: str
     server_info_path: str | None = None
-    api: Literal["sglang", "openai", "openai-chat"] = "sglang"
+    api: RequestFormat = "sglang"
     models_path: str = "/v1/models"
     # The OpenAI API's extensions this server accepts (REQUEST_EXTENSIONS); a strict server
     # (``transformers serve``: 422 on an unknown field, 400 on a token-id prompt) lists none,

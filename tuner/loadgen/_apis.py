@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
-from tuner.engines import REQUEST_EXTENSIONS
+from tuner.engines import REQUEST_EXTENSIONS, RequestFormat
 from tuner.loadgen._prompts import Prompt, ids_to_words
 from tuner.loadgen._spec import check_api
 
@@ -42,7 +42,7 @@ class Dialect:
             strict OpenAI server. SGLang's native ``/generate`` has them all by definition.
     """
 
-    api: str = "sglang"
+    api: RequestFormat = "sglang"
     model: str | None = None
     extensions: frozenset[str] = field(default=ALL_EXTENSIONS)
 
@@ -58,7 +58,9 @@ class Dialect:
 def as_dialect(api: str | Dialect) -> Dialect:
     """``api`` as a :class:`Dialect`: an API's name is that API with every extension the
     client knows."""
-    return api if isinstance(api, Dialect) else Dialect(api)
+    if isinstance(api, Dialect):
+        return api
+    return Dialect(cast(RequestFormat, api))
 
 
 class RequestFailed(Exception):

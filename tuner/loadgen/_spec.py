@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from tuner.engines import REQUEST_FORMATS, RequestFormat
 from tuner.errors import ConfigError
 
 __all__ = ["APIS", "LevelSpec", "check_api"]
 
-# The request formats the client speaks, by the name an engine profile gives as ``api``.
-APIS = ("sglang", "openai", "openai-chat")
+# The request formats the client speaks (:data:`tuner.engines.RequestFormat`).
+APIS = REQUEST_FORMATS
 
 
-def check_api(api: str) -> str:
+def check_api(api: str) -> RequestFormat:
     """Return ``api`` if the client speaks it, else raise a one-line :class:`ConfigError`."""
     if api not in APIS:
         raise ConfigError(f"api {api!r} is unknown: use one of {', '.join(APIS)}")
-    return api
+    return cast(RequestFormat, api)
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tuner.engines import RequestFormat
 from tuner.space._dataset import DatasetConfig
 from tuner.space._problems import FieldProblem
 from tuner.space._strict import StrictModel, not_blank
 
 __all__ = ["RequestsPerLevel", "Workload", "WorkloadSection", "EmulatedWorkload", "Objective",
            "Slo", "Probe", "GoodputSearch", "ADDED_DEFAULTS"]
-
-Api = Literal["sglang", "openai", "openai-chat"]
 
 
 class RequestsPerLevel(StrictModel):
@@ -77,7 +76,7 @@ class _WorkloadFields(StrictModel):
     of the server's ``GET /v1/models``).
     """
 
-    api: Api | None = None
+    api: RequestFormat | None = None
     model: Annotated[
         str, not_blank("give the name the server knows the model by, or leave the key out")
     ] | None = None

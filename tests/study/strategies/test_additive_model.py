@@ -149,8 +149,8 @@ def test_model_proposals_change_the_best_towards_the_measured_gains(space: Any) 
         for figure in figures:
             trials.append(record(space, len(trials), {**cutlass, name: value}, value=figure,
                                  move=sweep(name, value)))
-    settings = GuidedSettings(model="before-combine")
-    now = Round(view(*trials), best, fit_near(view(*trials), best, settings))
+    settings = GuidedSettings()
+    now = Round(view(*trials), best, fit_near(view(*trials), best, settings.model))
     proposals = list(ModelProposer(GuidedStrategy(space, 0, settings).plan).candidates(now))
     assert proposals, "the model proposed nothing"
     for proposal in proposals:
@@ -177,10 +177,8 @@ def test_one_lucky_measurement_does_not_become_the_best_the_search_starts_from(s
     trials = [record(space, i, config, value=value) for i, (config, value) in enumerate(measured)]
     lucky = trials[0]
     assert view(*trials).best() is lucky  # the highest single figure
-    chosen = modelled_best(view(*trials), lucky, GuidedSettings())
+    chosen = modelled_best(view(*trials), lucky, GuidedSettings().model)
     assert chosen.config.get("kv_cache_dtype") == "bf16", chosen.config
-    # the default starts its proposals there; the measured best would keep the lucky one
+    # the strategy starts its proposals there, not from the lucky one
     proposal = GuidedStrategy(space, 0).propose(view(*trials))
     assert proposal is not None and proposal.config.get("kv_cache_dtype") == "bf16", proposal
-    measured_best = GuidedStrategy(space, 0, GuidedSettings(incumbent="measured")).propose(view(*trials))
-    assert measured_best is not None and measured_best.config.get("kv_cache_dtype") is None, measured_best

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
+from tuner.failures import FailureClass
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
@@ -142,7 +143,7 @@ class Confirmation:
         except ServerFailure as error:
             failure = error.reason
         except TunerError as error:
-            failure, host_error = f"host-error: {error}", True
+            failure, host_error = f"{FailureClass.HOST_ERROR}: {error}", True
         self._store(record, value, failure, trial.user_attrs.get(attrs.HOST_SECONDS),
                     trial.user_attrs.get(attrs.LEVELS) or [])
         progress.console.print(f"  re-run of trial {record.number}: "

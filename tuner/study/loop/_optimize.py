@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import TrialState
 
+from tuner.failures import FailureClass
 from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.loop._confirm import Confirmation
@@ -55,7 +55,7 @@ from tuner.study.trial import (
 )
 from tuner.study.loop._choosing import ensure_baseline_queued, queue_proposal, why_chosen
 from tuner.study.loop._progress import ProgressView
-from tuner.study.storage import fail_stale_trials, storage_file, worker_id
+from tuner.study.storage import fail_stale_trials, frozen_trial, heartbeat, storage_file, worker_id
 from tuner.study.strategies import Strategy, StudySampler
 
 if TYPE_CHECKING:
@@ -194,18 +194,18 @@ def optimize_study(
                         store(trial, CHOSEN_BY, chosen_by)
                     idle = refused = 0
                     summary.ran += 1
-                    with get_heartbeat_thread(trial._trial_id, study._storage):
+                    with heartbeat(study, trial.number):
                         if not is_baseline:  # another worker may have asked for the baseline between
                             _await_reference(study, space, trial, progress)  # the wait above and ask
                         state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
                                          progress)
                     summary.states[state.name] = summary.states.get(state.name, 0) + 1
-                    frozen = study._storage.get_trial(trial._trial_id)
+                    frozen = frozen_trial(study, trial.number)
                     if feasibility is not None:
                         feasibility.record_trial(frozen)
                     patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
             except KeyboardInterrupt:
-                _fail_if_running(study, trial, TrialOutcome.run_failed("interrupted", "Ctrl-C: this configuration may run again"))
+                _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"))
                 raise
             if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
                 summary.exhausted = True
@@ -236,13 +236,13 @@ def _await_reference(study: optuna.Study, space: SearchSpace, trial: optuna.Tria
     try:
         require_probe_reference(study, space)
     except TunerError as error:
-        _fail_if_running(study, trial, TrialOutcome.run_failed("host-error", str(error)))
+        _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.HOST_ERROR, str(error)))
         raise
 
 
 def _fail_if_running(study: optuna.Study, trial: optuna.Trial, result: TrialOutcome) -> None:
     """Record an interrupted trial's outcome (unless it already finished), so none stays RUNNING."""
-    if study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+    if frozen_trial(study, trial.number).state != TrialState.RUNNING:
         return
     write_outcome(study, trial, result)
 

@@ -17,6 +17,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import ServerFailure
+from tuner.failures import FailureClass
 from tuner.study.record._keys import (
     FAILURE_DETAIL,
     FAILURE_EXCERPT,
@@ -31,7 +32,7 @@ from tuner.study.record._keys import (
 from tuner.study.record._write import store, store_level_figures
 
 __all__ = [
-    "Outcome", "outcome_of", "PRUNED_CLASSES", "REUSABLE_FAILURES", "reusable_failure",
+    "Outcome", "outcome_of", "PRUNED_CLASSES", "reusable_failure",
     "TrialOutcome", "outcome_attrs", "write_outcome", "write_dead_worker",
 ]
 
@@ -70,14 +71,11 @@ _PRUNED_BY = {Outcome.BELOW_BASELINE: "baseline", Outcome.CONSTRAINT: "constrain
 _BY_PRUNED = {text: outcome for outcome, text in _PRUNED_BY.items()}
 PRUNED_CLASSES = tuple(_BY_PRUNED)
 
-# Failure classes that belong to the configuration (running it again would fail again). Others
-# (interrupted, host-error, worker-died) belong to the run: such a configuration may run again.
-REUSABLE_FAILURES = ("startup-crash", "oom-at-start", "unstable-at-", "hang", "wrong-output", "timeout")
-
-
 def reusable_failure(reason: str | None) -> bool:
-    """True when a FAIL with this reason would fail again: reuse it instead of rerunning."""
-    return reason is not None and any(reason.startswith(prefix) for prefix in REUSABLE_FAILURES)
+    """True when a FAIL with this stored reason would fail again (its :class:`FailureClass`
+    blames the configuration): reuse it instead of rerunning."""
+    failure_class = FailureClass.of(reason)
+    return failure_class is not None and failure_class.blamed
 
 
 def outcome_of(trial: FrozenTrial, *, follow_reuse: bool = False) -> Outcome:
@@ -129,15 +127,15 @@ class TrialOutcome:
     @classmethod
     def server_failed(cls, failure: ServerFailure) -> TrialOutcome:
         """FAIL: the server crashed, hung, answered wrongly (its class in ``failure.reason``)."""
-        outcome = Outcome.FAILED if reusable_failure(failure.reason) else Outcome.RUN_FAILED
+        outcome = Outcome.FAILED if failure.failure_class.blamed else Outcome.RUN_FAILED
         return cls(TrialState.FAIL, outcome, reason=failure.reason, detail=failure.detail,
                    excerpt=failure.excerpt, noticed_at=failure.noticed_at, message=str(failure),
                    by_server=True)
 
     @classmethod
-    def run_failed(cls, reason: str, detail: str) -> TrialOutcome:
+    def run_failed(cls, reason: FailureClass, detail: str) -> TrialOutcome:
         """FAIL by the run, not the configuration (``interrupted``, ``host-error``, ``worker-died``)."""
-        return cls(TrialState.FAIL, Outcome.RUN_FAILED, reason=reason, detail=detail,
+        return cls(TrialState.FAIL, Outcome.RUN_FAILED, reason=str(reason), detail=detail,
                    message=f"{reason}: {detail}")
 
     @classmethod
@@ -181,6 +179,6 @@ def write_outcome(study: optuna.Study, trial: optuna.Trial, result: TrialOutcome
 def write_dead_worker(storage: BaseStorage, trial_id: int, detail: str) -> bool:
     """FAIL ``worker-died`` a trial another worker left RUNNING, through the storage; False when
     another worker finished it first."""
-    for key, value in outcome_attrs(TrialOutcome.run_failed("worker-died", detail)).items():
+    for key, value in outcome_attrs(TrialOutcome.run_failed(FailureClass.WORKER_DIED, detail)).items():
         storage.set_trial_user_attr(trial_id, key, value)
     return storage.set_trial_state_values(trial_id, state=TrialState.FAIL)

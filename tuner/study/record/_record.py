@@ -14,6 +14,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.failures import FailureClass
 from tuner.signals import Source
 from tuner.study.record._figure import figures_by_level, trial_figure
 from tuner.study.record._keys import (
@@ -83,7 +84,6 @@ class TrialRecord:
     observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
     copied_outcome: Outcome | None = None  # a copy (REUSED): the outcome of the trial it copied
     user_attrs: dict[str, Any] = field(default_factory=dict)
-    trial_id: int = -1
     metric: str = "output_throughput"  # the objective's level figure, for the runs' like-for-like spread
     max_failed_fraction: float = 0.01
 
@@ -102,6 +102,11 @@ class TrialRecord:
     def result(self) -> Outcome:
         """The outcome of its result: its own, or for a copy the one it copied."""
         return self.copied_outcome or self.outcome
+
+    @property
+    def failure_class(self) -> FailureClass | None:
+        """The class of its stored ``failure_reason`` (None: it did not fail, or no class names it)."""
+        return FailureClass.of(self.failure_reason)
 
     @property
     def reason(self) -> str | None:
@@ -204,7 +209,7 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         chosen_by=stored_chosen_by or ("baseline" if ua.get(IS_BASELINE) else ""),
         move=read_move(ua.get(MOVE), stored_chosen_by, config),
         stable=bool(ua.get(STABLE)) and complete,
-        failure_reason=ua.get(FAILURE_REASON),
+        failure_reason=ua.get(FAILURE_REASON) or (str(FailureClass.WORKER_DIED) if trial.state == TrialState.FAIL else None),
         pruned_reason=ua.get(PRUNED_REASON),
         detail=ua.get(FAILURE_DETAIL),
         command_line=ua.get(COMMAND_LINE),
@@ -215,7 +220,6 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         observation_sources=observation_sources(ua),
         copied_outcome=outcome_of(trial, follow_reuse=True) if outcome == Outcome.REUSED else None,
         user_attrs=ua,
-        trial_id=trial._trial_id,
         metric=metric,
         max_failed_fraction=max_failed_fraction,
     )

@@ -1,5 +1,6 @@
-"""Where a study lives: file, SQL or journal storage, create or resume (`_storage`), and the trials
-of workers that died (`_stale`).
+"""Where a study lives: file, SQL or journal storage, create or resume (`_storage`), the trials
+of workers that died (`_stale`), and what the tuner reads of a study through Optuna's public API
+(`_access`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from tuner.study.storage._storage import (
     create_or_resume,
     load_existing_study,
 )
-from tuner.study.storage._stale import fail_stale_trials, mark_dead_workers, retry_later, worker_id
-from tuner.study.storage import _stale, _storage
+from tuner.study.storage._stale import (
+    fail_stale_trials,
+    heartbeat,
+    mark_dead_workers,
+    retry_dead_worker,
+    retry_later,
+    trial_id,
+    worker_id,
+)
+from tuner.study.storage._access import frozen_trial, remember_storage, storage_of
+from tuner.study.storage import _access, _stale, _storage
 
-__all__ = [*_storage.__all__, *_stale.__all__]  # each module lists its public names once
+__all__ = [*_storage.__all__, *_stale.__all__, *_access.__all__]  # each module lists its public names once

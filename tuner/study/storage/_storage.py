@@ -20,6 +20,8 @@ import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
+from tuner.study.storage._access import remember_storage
+from tuner.study.storage._stale import retry_dead_worker
 from tuner.errors import ConfigError
 from tuner.study.record import FINGERPRINT
 
@@ -131,6 +133,7 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> BaseStorage
             _with_driver(url),
             heartbeat_interval=heartbeat_interval,
             grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
+            heartbeat_stale_trial_callback=retry_dead_worker if heartbeat_interval is not None else None,
             engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
         )
     except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
@@ -171,7 +174,7 @@ def create_or_resume(
     study.set_user_attr(FINGERPRINT, fingerprint)
     for key, value in attrs.items():
         study.set_user_attr(key, value)
-    return study
+    return remember_storage(study, storage)
 
 
 def load_existing_study(url: str, study_name: str) -> optuna.Study:
@@ -190,4 +193,4 @@ def load_existing_study(url: str, study_name: str) -> optuna.Study:
             f"no study named {study_name!r} in {url}; existing: {', '.join(names) or 'none'}; "
             "fix: pass --study-name"
         )
-    return optuna.load_study(study_name=study_name, storage=storage)
+    return remember_storage(optuna.load_study(study_name=study_name, storage=storage), storage)

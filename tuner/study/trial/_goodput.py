@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.failures import FailureClass
 from tuner.errors import ConfigError, ServerFailure
 from tuner.signals import TrialObservations, observe_level
 from tuner.space._problems import problem_message
@@ -188,12 +189,12 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: ServerSession, wo
     store(trial, STABLE, all(not lv.get("stop_reason") for lv in levels))
     bound = [lv for lv in levels if lv.get("measurement_bound")]
     if plan.met is None and bound:
-        raise ServerFailure("measurement-bound", bound[0]["measurement_bound"])
+        raise ServerFailure(FailureClass.MEASUREMENT_BOUND, bound[0]["measurement_bound"])
     if bound:
         store(trial, NOTE, f"goodput capped by the client: measurement-bound at "
                                  f"{min(lv['request_rate'] for lv in bound):g} req/s")
     if plan.met is None and all(lv.get("stop_reason") for lv in levels):
-        raise ServerFailure(f"unstable-at-{levels[0]['concurrency']}",
+        raise ServerFailure(FailureClass.UNSTABLE.at(levels[0]['concurrency']),
                             "no level ran to its end", session.log_excerpt())
     if plan.met is None and floor is not None:  # the floor's level was not reached (max_levels)
         raise optuna.TrialPruned(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable
 import optuna
 from optuna.trial import FrozenTrial
 
+from tuner.failures import FailureClass
 from tuner.errors import ServerFailure, TunerError
 from tuner.study.record import Outcome, TrialOutcome
 from tuner.study.trial._feasibility import GateDecision
@@ -58,4 +59,4 @@ def run_outcome(run: Callable[[], list[float]]) -> TrialOutcome:
     except ServerFailure as failure:
         return TrialOutcome.server_failed(failure)
     except TunerError as error:
-        return TrialOutcome.run_failed("host-error", str(error))
+        return TrialOutcome.run_failed(FailureClass.HOST_ERROR, str(error))

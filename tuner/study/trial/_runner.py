@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import optuna
 
+from tuner.failures import FailureClass
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.handover import server_gpus
 from tuner.lifecycle import ServerSession
@@ -222,7 +223,7 @@ class TrialRunner:
             )
         except NoAnswerInTime as error:
             raise session.failure() or ServerFailure(
-                "hang", f"probe got no answer: {error}", session.log_excerpt()
+                FailureClass.HANG, f"probe got no answer: {error}", session.log_excerpt()
             ) from None
         except TunerError as error:
             raise self._probe_failure(session, error) from None
@@ -234,7 +235,7 @@ class TrialRunner:
             raise failure
         if not result.passed:
             raise ServerFailure(
-                "wrong-output",
+                FailureClass.WRONG_OUTPUT,
                 f"{result.matching} of {len(result.outputs)} probe outputs match the baseline's "
                 f"(need {result.required}); first: {result.outputs[0][:60]!r}",
                 session.log_excerpt(),
@@ -254,10 +255,10 @@ class TrialRunner:
             return found
         if isinstance(error, ServerAnswered) and error.status >= 500:
             return ServerFailure(
-                "startup-crash", f"the server failed its first request: {error}",
+                FailureClass.STARTUP_CRASH, f"the server failed its first request: {error}",
                 session.log_excerpt(),
             )
-        return ServerFailure("wrong-output", f"probe request failed: {error}", session.log_excerpt())
+        return ServerFailure(FailureClass.WRONG_OUTPUT, f"probe request failed: {error}", session.log_excerpt())
 
     def _api(self) -> Dialect:
         return request_dialect(self.space, self.space.workload.api or self.target.profile.api)
@@ -323,11 +324,11 @@ class TrialRunner:
         if "gpu" in peak and under_utilised(peak["gpu"]):
             store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
         if value is None and any(level.get("measurement_bound") for level in levels):
-            raise ServerFailure("measurement-bound", next(
+            raise ServerFailure(FailureClass.MEASUREMENT_BOUND, next(
                 lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")))
         if value is None:
             raise ServerFailure(
-                f"unstable-at-{min(level['concurrency'] for level in levels)}",
+                FailureClass.UNSTABLE.at(min(level['concurrency'] for level in levels)),
                 "no level ran clean (failed requests above the limit)",
                 session.log_excerpt(),
             )
@@ -440,6 +441,6 @@ def _client_failure(metrics: LevelMetrics, session: ServerSession) -> ServerFail
     itself on (``measurement_bound``) is not the configuration's instability."""
     reason = metrics.stop_reason or ""
     if metrics.measurement_bound:
-        return ServerFailure("measurement-bound", f"{reason}; {metrics.measurement_bound}")
-    kind = "timeout" if "time limit" in reason.lower() else f"unstable-at-{metrics.concurrency}"
+        return ServerFailure(FailureClass.MEASUREMENT_BOUND, f"{reason}; {metrics.measurement_bound}")
+    kind = FailureClass.TIMEOUT if "time limit" in reason.lower() else FailureClass.UNSTABLE.at(metrics.concurrency)
     return ServerFailure(kind, reason, session.log_excerpt())

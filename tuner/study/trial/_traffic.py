@@ -6,8 +6,9 @@ client speaks to the server (its API, the model's name, the extensions the engin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from tuner.engines import RequestFormat
 from tuner.loadgen import (
     Dialect,
     LevelSpec,
@@ -29,7 +30,8 @@ def request_dialect(space: SearchSpace, api: str) -> Dialect:
     (``workload.model``, else ``server.model_path``; None: asked of ``/v1/models``) and the
     OpenAI extensions its engine profile lists (``request_extensions``: none for a strict
     server such as ``transformers serve``)."""
-    return Dialect(api, space.served_model_name(), frozenset(space.profile.request_extensions))
+    return Dialect(cast(RequestFormat, api), space.served_model_name(),
+                   frozenset(space.profile.request_extensions))
 
 
 def dataset_path(path: str, space_path: Path) -> Path:

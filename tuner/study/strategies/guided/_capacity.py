@@ -60,7 +60,7 @@ def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> f
     and admission unless the log says the KV pool has room; a pool layout where it says the pool
     is full, no prior where it says nothing), a fifth of it otherwise; ``patch_effect`` for a
     parameter with a value that comes with a source patch; ``default_effect`` for the rest."""
-    settings = plan.settings
+    settings = plan.settings.sweep
     prior = plan.capacity.get(name)
     if prior is None:
         return settings.patch_effect if patched else settings.default_effect

@@ -4,10 +4,10 @@ of memory.
 While the best's KV pool is full (token usage at least 90% at its top level, from the log or
 ``/metrics``), the highest value that held and the lowest that failed above it form a bracket
 shared by every configuration (:func:`cliff_bracket`); it is bisected, then the best moves to the
-highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``). A pool with room to
-spare gains nothing from more memory. Where nothing reports the pool's use the cliff is probed
-(``GuidedSettings.cliff="full"``), or, with ``"said-full"``, not bisected ahead of the rest: the
-memory's values then wait for their place in the sweep, by the profile's prior.
+highest value that held (``cliff: mem_fraction_static bracket 0.92-0.95``), once for each value
+(a best that went below it since measured as fast there). A pool with room to spare gains
+nothing from more memory; where nothing reports the pool's use the cliff is probed too
+(:meth:`CliffProposer.memory_binds`).
 
 A rule's change that ran out of memory under load (``unstable-at-<c>``) is repaired: tried
 again with each ``up_to_failure`` parameter lower, as a larger batch needs more headroom.
@@ -18,15 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tuner.study.record import Outcome, StudyView
+from tuner.failures import FailureClass
+from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
-from tuner.study.strategies.guided._common import changed, grid, pool_full, room_to_spare, running_batch, token_usage
+from tuner.study.strategies.guided._common import changed, grid, room_to_spare, running_batch, token_usage
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
-__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer", "CAPACITY_FAILURES"]
-
-# Failures that say a capacity parameter went too far (out of memory at start or under load).
-CAPACITY_FAILURES = ("oom-at-start", "unstable-at-")
+__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer"]
 
 
 def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None,
@@ -48,7 +46,7 @@ def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | 
     failed_values = [
         r.config[name] for r in view.failed()
         if r.config.get(name) is not None
-        and (r.failure_reason or "").startswith(CAPACITY_FAILURES)
+        and r.failure_class is not None and r.failure_class.capacity
         and (held is None or r.config[name] > held)
     ]
     failed = min(failed_values) if failed_values else None
@@ -68,12 +66,15 @@ def bracket_text(held: Any, failed: Any) -> str:
 class CliffProposer(Proposer):
     """Bisect each ``up_to_failure`` parameter's bracket from the best, while memory binds."""
 
+    def memory_binds(self, inc: TrialRecord) -> bool:
+        """Whether more memory may pay: the best's KV pool is full at its top level, or nothing
+        reports its use (a pool with room to spare gains nothing from more memory)."""
+        return not room_to_spare(inc)
+
     def candidates(self, now: Round) -> Iterator[Candidate]:
         inc = now.incumbent
-        if self.plan.settings.cliff == "full" and room_to_spare(inc):
-            return  # the pool has room: more memory cannot pay
-        if self.plan.settings.cliff == "said-full" and not pool_full(inc):
-            return  # nothing says the pool is full: the memory is swept by its prior
+        if not self.memory_binds(inc):
+            return
         signal = Signal("token_usage_max", token_usage(inc), Source.SERVER_LOG)
         for name, param in self.plan.space.parameters.items():
             if param.shape != "up_to_failure" or name not in inc.config:
@@ -89,8 +90,7 @@ class CliffProposer(Proposer):
                     yield Candidate({**inc.config, name: probe},
                                     Move(MoveKind.CLIFF, (Change(name, probe, current),), signal=signal, detail=span))
             elif held is not None and current is not None and current < held:
-                if self.plan.settings.cliff_back_once and any(
-                        r.move is not None and r.move.sets(MoveKind.CLIFF, name, held) for r in now.view.records):
+                if any(r.move is not None and r.move.sets(MoveKind.CLIFF, name, held) for r in now.view.records):
                     continue  # moved back up once: the best went below since and measured as fast
                 yield Candidate({**inc.config, name: held},
                                 Move(MoveKind.CLIFF, (Change(name, held, current),), signal=signal,
@@ -99,8 +99,8 @@ class CliffProposer(Proposer):
 
 class RepairProposer(Proposer):
     """A rule's change of the best that ran out of memory under load, tried again with each
-    ``up_to_failure`` parameter lower (two steps, then four, then eight). With ``repair_own``, a
-    rule that raised such a parameter itself is not repaired: that failure places the bracket."""
+    ``up_to_failure`` parameter lower (two steps, then four, then eight). A rule that raised
+    such a parameter itself is not repaired: that failure places the cliff's bracket."""
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
         inc, space = now.incumbent, self.plan.space
@@ -108,9 +108,9 @@ class RepairProposer(Proposer):
         for record in reversed(now.view.failed()):
             reason = record.failure_reason or ""
             move = record.move
-            if not reason.startswith("unstable-at-") or move is None or move.kind is not MoveKind.RULE:
+            if record.failure_class is not FailureClass.UNSTABLE or move is None or move.kind is not MoveKind.RULE:
                 continue
-            if self.plan.settings.repair_own and move.parameter in capacity:
+            if move.parameter in capacity:
                 continue  # the rule moved the memory itself: the cliff's bracket has that failure
             different = changed(record.config, inc.config) - capacity
             if not different or len(different) > 2:

@@ -82,7 +82,7 @@ class ProfileRule(Rule):
             return  # at or above the top concurrency a cap no longer matters
         signal = Signal(rule.observed, seen.get(rule.observed), reading.source(rule.observed))
         for value in rules.steps(now.view, name, current, rule.direction, seen):
-            if plan.settings.lower_within and not rule.allows(value, seen):
+            if not rule.allows(value, seen):
                 continue  # still above the captured graphs: the other rule raises them
             if reading.tried(name, value):
                 continue  # this change was tried once already (from another best)
@@ -156,19 +156,16 @@ class RuleProposer(Proposer):
         if direction == "off":
             return [None] if current is not None else []
         if param.shape == "saturating" and direction == "lower":
-            # half the batch that ran: a cap that binds again below where the trouble was
+            # the parameter's doubling nearest half the batch that ran: a cap that binds again
+            # below where the trouble was, and the same value from every best (967 and 986
+            # running both give 512), which the model pools and the known losses can then skip
             running = (seen or {}).get("running_req_max", current if current is not None else plan.top)
-            if plan.settings.lower_to == "half":
-                below = [v for v in grid(param) if v <= running // 2 and (current is None or v < current)]
-                return below[-1:]
-            # ... on the parameter's doublings (967 and 986 running both give 512): the same value
-            # from every best, which the model pools and the known losses can then skip
             steps = [v for v in doublings(param) if current is None or v < current]
             return [min(steps, key=lambda v: abs(math.log(v / max(1.0, running / 2))))] if steps else []
         if param.shape == "up_to_failure":
             _, _, inside = cliff_bracket(view, name, grid(param))
             return [v for v in inside if current is None or v > current] if direction == "raise" else []
-        numbers = sorted(v for v in sweep_values(param, plan.settings.sweep_points) if v is not None)
+        numbers = sorted(v for v in sweep_values(param, plan.settings.sweep.points) if v is not None)
         if param.shape == "saturating" and direction == "raise":
             reach = [v for v in grid(param) if v >= plan.top and (current is None or v > current)]
             return reach[:1] or [v for v in numbers if current is not None and v > current][-1:]

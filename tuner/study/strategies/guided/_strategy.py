@@ -11,8 +11,8 @@ additive model is sure loses at least ``known_loss`` against the incumbent.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tuner.errors import ConfigError
 from tuner.study.record import Outcome, StudyView, TrialRecord
@@ -24,7 +24,7 @@ from tuner.study.strategies.guided._common import MISSING, engine_profile, flags
 from tuner.study.strategies.guided._model import ModelProposer, fit_near, known_loss, modelled_best
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Rule, RuleProposer
-from tuner.study.strategies.guided._settings import GuidedSettings
+from tuner.study.strategies.guided._settings import GuidedSettings, ProposerKind
 from tuner.study.strategies.guided._sweep import SweepProposer
 from tuner.study.strategies.tpe import TpeStrategy
 
@@ -34,17 +34,27 @@ if TYPE_CHECKING:
 
 __all__ = ["GuidedStrategy"]
 
-# Failures that belong to a value wherever it is used (refused at start, garbage output).
-_VALUE_FAILURES = ("startup-crash", "wrong-output")
-
 
 class GuidedStrategy(TpeStrategy):
     """Search the way a person tunes by hand, with TPE for what is left (the sampler of
     :class:`TpeStrategy`: it learns from crashes; with ``explore_every = k`` it also draws every
     k-th trial). ``rules``: the engine profile's ``tuning_rules`` (read from the space's engine
-    when None), and any :class:`Rule` of one's own; the built-in rules follow them."""
+    when None), and any :class:`Rule` of one's own; the built-in rules follow them.
+
+    The proposers are those of ``settings.proposers``, in that order, each made by
+    :attr:`proposer_types` (a subclass may map a kind to another proposer)."""
 
     name = "guided"
+    proposer_types: ClassVar[dict[ProposerKind, Callable[[Plan], Proposer]]] = {
+        ProposerKind.RULES: RuleProposer,
+        ProposerKind.REPAIR: RepairProposer,
+        ProposerKind.CAPACITY_RETRY: CapacityRetryProposer,
+        ProposerKind.CLIFF: CliffProposer,
+        ProposerKind.SWEEP: SweepProposer,
+        ProposerKind.MODEL: ModelProposer,
+        ProposerKind.COMBINE: CombineProposer,
+        ProposerKind.SWEEP_AGAIN: lambda plan: SweepProposer(plan, again=True),
+    }
 
     def __init__(
         self,
@@ -67,24 +77,22 @@ class GuidedStrategy(TpeStrategy):
             top=max(space.workload_for(True).levels + space.workload_for(False).levels),
             capacity={by_flag[f]: prior for f, prior in getattr(profile, "capacity", {}).items() if f in by_flag},
             cap=by_flag.get(getattr(profile, "running_cap_flag", None) or ""),
-            last=frozenset(by_flag[f] for f in getattr(profile, "sweep_last", []) if f in by_flag)
-            if settings.sweep_last else frozenset(),
+            last=frozenset(by_flag[f] for f in getattr(profile, "sweep_last", []) if f in by_flag),
         )
-        self.proposers = _proposers(self.plan)
+        self.proposers = tuple(self.proposer_types[kind](self.plan) for kind in settings.proposers)
 
     def propose(self, view: StudyView) -> Proposal | None:
         settings = self.settings
         incumbent = view.best() or view.baseline
         if incumbent is None or not incumbent.config:
             return None
-        if settings.incumbent == "model":
-            incumbent = modelled_best(view, incumbent, settings)
+        incumbent = modelled_best(view, incumbent, settings.model)
         ran = len(view.ran())
         if settings.explore_every and ran and ran % settings.explore_every == 0:
             return None  # the sampler's turn
         tried = {r.config_key for r in view.records if r.config_key}
         bad = _failing_values(view)
-        now = Round(view, incumbent, fit_near(view, incumbent, settings))  # once per proposal
+        now = Round(view, incumbent, fit_near(view, incumbent, settings.model))  # once per proposal
         for candidate in self.candidates(now):
             try:
                 config = self.space.config(candidate.values, drop_inactive=True)
@@ -95,13 +103,13 @@ class GuidedStrategy(TpeStrategy):
             if any((name, hashable(value)) in bad for name, value in config.items()
                    if incumbent.config.get(name, MISSING) != value):
                 continue
-            if self._same_server(config, incumbent) or known_loss(now.fit, config, incumbent, settings):
+            if self._same_server(config, incumbent) or known_loss(now.fit, config, incumbent, settings.model):
                 continue
             return Proposal.of(dict(config), candidate.move)
         return None
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
-        """Every proposer's candidates, in the order of :func:`_proposers`."""
+        """Every proposer's candidates, in the order of ``settings.proposers``."""
         for proposer in self.proposers:
             yield from proposer.candidates(now)
 
@@ -122,29 +130,6 @@ class GuidedStrategy(TpeStrategy):
         )
 
 
-def _proposers(plan: Plan) -> tuple[Proposer, ...]:
-    """The proposers, best first: rules, repairs, capacity retried, the memory cliff, the sweep, the additive model
-    (where ``settings.model`` puts it), combinations, a second sweep from the best."""
-    model = plan.settings.model
-    order: list[Proposer] = [RuleProposer(plan), RepairProposer(plan)]
-    if plan.settings.capacity_retry:
-        order.append(CapacityRetryProposer(plan))
-    order.append(CliffProposer(plan))
-    if model == "eager":  # during the sweep: a combination the model expects to pay clearly
-        order.append(ModelProposer(plan, plan.settings.model_eager_gain))
-    order.append(SweepProposer(plan))
-    if model in ("before-combine", "eager"):
-        order.append(ModelProposer(plan))
-    order.append(CombineProposer(plan))
-    if model == "before-sweep-again":
-        order.append(ModelProposer(plan))
-    if plan.settings.sweep_again:
-        order.append(SweepProposer(plan, again=True))
-    if model == "idle":
-        order.append(ModelProposer(plan))
-    return tuple(order)
-
-
 def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
     """(parameter, value) pairs that failed at start or answered wrongly and never ran clean.
 
@@ -157,7 +142,7 @@ def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
     failing: set[tuple[str, Any]] = set()
     seen: Counter[tuple[str, Any]] = Counter()
     for record in view.failed():
-        if (record.failure_reason or "").startswith(_VALUE_FAILURES):
+        if record.failure_class is not None and record.failure_class.of_a_value:
             unproven = {(n, hashable(v)) for n, v in record.config.items()} - clean
             seen.update(unproven)
             if len(unproven) == 1:

@@ -1,21 +1,26 @@
 """The sweep: each parameter's values, one change of the best at a time, each change once.
 
 A change that activates a source patch is tried with the patch applied first (a backend that
-only pays with its patch). The order (``sweep_order = "effect"``): by the gain expected of each
-parameter (:func:`._capacity.expected_effect`: a capacity flag of the engine profile while its
-limit may bind, then the parameters with a patched value, then the rest), ties to the fewest
-values (one trial measures a whole parameter); a shaped parameter no rule moved is swept too (a
-cap at the top concurrency and halved, a cliff's bracket); the
-profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory for
-speed) after all the others, unless the best's KV pool is full (then memory is the reason to try
-them, right after the patched values); the profile's ``sweep_last`` flags (speculation, an
-all-to-all backend: a gain at another load or on another host) after those; a parameter whose values measured so far all lost at
-least ``defer_loss`` against the best waits for the end (its other values are likely losses
-too; numbers lie on a curve and keep their place). ``sweep_order = "per-trial"`` (the default)
-divides each expected effect by the trials the parameter takes (its values, at most
-``trials_at_most``; one for a patched value); with ``defer_won``, a parameter the best's line
-moved for a large measured gain waits with its other values for the end of the first sweep.
-``again``: a second pass from the best,
+only pays with its patch). The order (:meth:`SweepProposer.order`): the most gain expected for
+each trial spent, that is the gain expected of a parameter (:func:`._capacity.expected_effect`:
+a capacity flag of the engine profile while its limit may bind, ``patch_effect`` for a
+parameter with a patched value, ``default_effect`` for the rest) over the trials it takes (its
+count of values, at most ``trials_at_most``; one for a patched value, tried first). A shaped
+parameter no rule moved is swept too (a cap at the top concurrency and halved, a cliff's
+bracket). Then, whatever the order:
+
+- the profile's ``sweep_late`` flags (turning CUDA graphs off, capturing fewer batches: memory
+  for speed) go after all the others, unless the best's KV pool is full (then memory is the
+  reason to try them, by their expected effect);
+- the profile's ``sweep_last`` flags (speculation, an all-to-all backend: a gain at another load
+  or on another host) go after those;
+- a parameter whose values measured so far all lost at least ``defer_loss`` against the best
+  waits for the end (its other values are likely losses too; numbers lie on a curve and keep
+  their place), and so does, in the first sweep, a parameter the best's line moved for a
+  measured gain of at least ``defer_won`` (the value that won is the likely best of them).
+
+The first sweep does not set a parameter back to a value the best's line left for a measured
+gain (the change was measured both ways already). ``again``: a second pass from the best,
 counting only the changes measured from this very configuration.
 """
 
@@ -35,11 +40,11 @@ from tuner.study.strategies.guided._common import (
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.record import TrialRecord
 
-__all__ = ["SweepProposer", "sweep_key"]
+__all__ = ["SweepProposer", "SweptParameter", "sweep_key"]
 
 
 @dataclass(frozen=True)
-class _Swept:
+class SweptParameter:
     """One parameter's changes in the sweep: whether one comes with a source patch, how many values."""
 
     name: str
@@ -73,12 +78,12 @@ class SweepProposer(Proposer):
                 ordered = self._shaped(now, name, param, current)
             else:
                 values = [
-                    v for v in sweep_values(param, plan.settings.sweep_points)
+                    v for v in sweep_values(param, plan.settings.sweep.points)
                     if not (v == current and type(v) is type(current))
                     and not (param.kind == "patch" and not v)  # a patch that came with its backend stays
                 ]
                 ordered = self._ordered(name, values, current, inc, done)
-                if plan.settings.keep_gains and not self.again:
+                if not self.again:
                     left = _left_for_a_gain(now, name, inc)
                     ordered = [v for v in ordered if not any(v == w and type(v) is type(w) for w in left)]
             changes = [
@@ -88,46 +93,36 @@ class SweepProposer(Proposer):
             ]
             # a value that comes with a source patch first: someone wrote the patch for it
             changes.sort(key=lambda change: not change.move.patches)
-            swept.append(_Swept(name, any(change.move.patches for change in changes), len(ordered), changes))
+            swept.append(SweptParameter(name, any(change.move.patches for change in changes), len(ordered), changes))
         full = pool_full(inc)
         lost = {item.name for item in swept if self._lost(item.name, done, inc)}
-        if plan.settings.sweep_order == "fewest":
-            swept.sort(key=lambda item: (not item.patched, item.count))
-        elif plan.settings.sweep_order == "cheap":
-            # patched values (in the space's order), memory trades when memory binds, then the
-            # parameters with the fewest values: more parameters measured for the trials spent
-            swept.sort(key=lambda item: (0 if item.patched else 1 if full and item.name in plan.late else 2,
-                                         0 if item.patched else item.count))
-        elif plan.settings.sweep_order == "effect":
-            # the largest expected gain first (capacity while it may bind, patched values, memory
-            # trades when memory binds); then the fewest values
-            effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
-                      else expected_effect(plan, inc, item.name, item.patched) for item in swept}
-            swept.sort(key=lambda item: (-effect[item.name], not item.patched, 0 if item.patched else item.count))
-        elif plan.settings.sweep_order == "per-trial":
-            # the most expected gain for each trial spent: a parameter with a patched value costs
-            # one (that value is tried first), any other as many trials as it has values (at most
-            # trials_at_most: a hump's first three)
-            effect = {item.name: plan.settings.patch_effect if full and item.name in plan.late
-                      else expected_effect(plan, inc, item.name, item.patched) for item in swept}
-            swept.sort(key=lambda item: (-effect[item.name] / (1 if item.patched else min(
-                plan.settings.trials_at_most, max(1, item.count))), not item.patched, 0 if item.patched else item.count))
-        if plan.settings.sweep_late == 2 or (plan.settings.sweep_late == 1 and not full):
+        self.order(swept, inc, full)
+        if not full:
             swept.sort(key=lambda item: item.name in plan.late)  # trades made for a reason go last
         swept.sort(key=lambda item: item.name in plan.last)  # a gain at another load or host: after those
-        won = set() if self.again or not plan.settings.defer_won else {
+        defer_won = plan.settings.sweep.defer_won
+        won = set() if self.again or not defer_won else {
             item.name for item in swept if not plan.space.parameters[item.name].numeric_options()
-            and _won(now, item.name, inc, plan.settings.defer_won)}
+            and _won(now, item.name, inc, defer_won)}
         swept.sort(key=lambda item: item.name in lost or item.name in won)
         for item in swept:
             yield from (change for change in item.changes if change.move.key not in done)
+
+    def order(self, swept: list[SweptParameter], inc: TrialRecord, full: bool) -> None:
+        """Sort ``swept`` in place, the most expected gain for each trial spent first: a
+        parameter with a patched value costs one trial (that value is tried first), any other as
+        many as it has values, at most ``trials_at_most`` (a hump's first three). ``full``: the
+        best's KV pool is full (then a ``sweep_late`` flag is expected to pay as a patch does)."""
+        plan, settings = self.plan, self.plan.settings.sweep
+        effect = {item.name: settings.patch_effect if full and item.name in plan.late
+                  else expected_effect(plan, inc, item.name, item.patched) for item in swept}
+        swept.sort(key=lambda item: (-effect[item.name] / (1 if item.patched else min(
+            settings.trials_at_most, max(1, item.count))), not item.patched, 0 if item.patched else item.count))
 
     def _unread(self, param: Any, inc: TrialRecord) -> bool:
         """Whether a shaped parameter is swept: only where no log said what its rules read (the
         batches without CUDA graphs for a cap, the KV pool's use for a cliff): a rule that could
         have fired and did not has already spoken."""
-        if not self.plan.settings.sweep_shaped:
-            return False
         seen = top_level_observations(inc.observations)
         return ("eager_fraction" not in seen if param.shape == "saturating" else "token_usage_max" not in seen)
 
@@ -143,7 +138,7 @@ class SweepProposer(Proposer):
         held_values = grid(param)
         _, _, inside = cliff_bracket(now.view, name, held_values, running_batch(now.incumbent, plan.cap), plan.cap)
         below = [v for v in held_values if current is not None and v < current][-1:]
-        if plan.settings.below_once and any(
+        if any(
                 r.move is not None and r.move.kind is MoveKind.SWEEP and r.move.parameter == name
                 and r.move.value is not None and r.move.changes[0].was is not None
                 and r.move.value < r.move.changes[0].was for r in now.view.records):
@@ -153,7 +148,7 @@ class SweepProposer(Proposer):
     def _lost(self, name: str, done: dict[Any, TrialRecord], inc: TrialRecord) -> bool:
         """Whether every value of ``name`` measured in this sweep lost at least ``defer_loss``
         against the best (its other values are likely to lose too: they wait for the end)."""
-        settings = self.plan.settings
+        settings = self.plan.settings.sweep
         if not settings.defer_loss or not inc.value:
             return False
         if self.plan.space.parameters[name].numeric_options():

@@ -23,11 +23,13 @@ from tuner.space import load_space
 from tuner.study.record import TrialRecord
 from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, make_strategy
 from tuner.study.strategies.guided import (
-    Candidate, GuidedSettings, GuidedStrategy, Reading, Round, Rule, RuleProposer, cliff_bracket,
+    Candidate, GuidedSettings, GuidedStrategy, ModelSettings, Reading, Round, Rule, RuleProposer, SweepSettings,
+    cliff_bracket,
 )
 from tuner.study.strategies.guided._cliff import RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
 
+<<<<<<<< HEAD:tests/study/strategies/guided/test_proposers.py
 REPO = Path(__file__).resolve().parents[4]
 
 
@@ -39,6 +41,11 @@ def space() -> Any:
 def step(move: Move) -> tuple[MoveKind, str | None, Any, Any]:
     """``(kind, parameter, was, value)`` of a one-change move."""
     return move.kind, move.parameter, move.changes[0].was, move.value
+========
+from tests.support.guided import record, rule, space, step, sweep, variant, view  # noqa: F401 (space: a fixture)
+
+REPO = Path(__file__).resolve().parents[4]
+>>>>>>>> wt-house:tests/study/strategies/guided/test_proposers.py
 
 
 CAP_BINDS = "running_req_at_cap_fraction -> raise --max-running-requests"
@@ -103,9 +110,9 @@ def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -
     # three trials that bracketed the cliff (mostly out of memory at start) bought nothing.
     uncapped = {"max_running_requests": 1024}
 
-    def first(observations: dict[str, float], settings: GuidedSettings = GuidedSettings()) -> Move:
+    def first(observations: dict[str, float], strategy: GuidedStrategy | None = None) -> Move:
         best = record(space, 0, {**uncapped, "mem_fraction_static": 0.92}, value=2000.0, observations=observations)
-        proposal = GuidedStrategy(space, 0, settings).propose(view(best))
+        proposal = (strategy or GuidedStrategy(space, 0)).propose(view(best))
         assert proposal is not None and proposal.move is not None
         return proposal.move
 
@@ -116,13 +123,13 @@ def test_the_memory_cliff_is_probed_only_while_the_kv_pool_is_full(space: Any) -
     assert above(first(FULL_POOL))
     roomy = {"token_usage_max@1024": 0.6, "running_req_max@1024": 1024.0}
     assert first(roomy).kind is MoveKind.SWEEP, first(roomy)
-    assert first(roomy, GuidedSettings(cliff="always")).kind is MoveKind.CLIFF  # the setting of before
     # a log that gives no token usage (vLLM's is in percent and is not read) cannot say the pool
-    # has room: the cliff is probed as before; "said-full" probes only what something says is full
+    # has room: the cliff is probed; bench's "said-full" probes only what something says is full
     silent = {"running_req_max@1024": 1024.0}
     assert above(first(silent))
-    assert first(silent, GuidedSettings(cliff="said-full")).kind is not MoveKind.CLIFF, first(silent)
-    assert first({"token_usage_max@1024": 0.95, **silent}, GuidedSettings(cliff="said-full")).kind is MoveKind.CLIFF
+    said_full = variant(space, {"cliff": "said-full"})
+    assert first(silent, said_full).kind is not MoveKind.CLIFF, first(silent)
+    assert first({"token_usage_max@1024": 0.95, **silent}, said_full).kind is MoveKind.CLIFF
 
 
 def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> None:
@@ -195,16 +202,15 @@ def test_a_cap_is_not_lowered_to_a_batch_the_graphs_still_do_not_cover(space: An
     # What helps is capturing larger batches; with 512 captured, 512 is back under them.
     eager = {"running_req_max@1024": 1000.0, "running_req_at_cap_fraction@1024": 0.0, "eager_fraction@1024": 1.0}
 
-    def first(captured: float, settings: GuidedSettings = GuidedSettings()) -> tuple[Any, ...]:
+    def first(captured: float) -> tuple[Any, ...]:
         best = record(space, 0, {"max_running_requests": 1024, "cuda_graph_max_bs": int(captured)}, value=2000.0,
                       observations={**eager, "graph_max_bs": captured})
-        proposal = GuidedStrategy(space, 0, settings).propose(view(best))
+        proposal = GuidedStrategy(space, 0).propose(view(best))
         assert proposal is not None and proposal.move is not None
         return step(proposal.move)
 
     assert first(64) == (MoveKind.RULE, "cuda_graph_max_bs", 64, 128)
     assert first(512) == (MoveKind.RULE, "max_running_requests", 1024, 512)
-    assert first(64, GuidedSettings(lower_within=0)) == (MoveKind.RULE, "max_running_requests", 1024, 512)  # before
 
 
 def test_a_lower_to_at_most_bound_belongs_to_a_rule_that_lowers() -> None:
@@ -214,23 +220,23 @@ def test_a_lower_to_at_most_bound_belongs_to_a_rule_that_lowers() -> None:
 
 
 def test_a_cap_lowered_from_every_best_is_one_value_the_model_learns(space: Any) -> None:
-    # The seeds' study on the emulated host, seed 0: "decode runs without CUDA graphs" lowered the
-    # cap to half the running batch from each new best, 1024 -> 483, 493, 493, 512, each 17-32%
-    # slower. Four values, one column each in the additive model: it never learned the loss. On
-    # the cap's doublings they are one value (512): once measured, known to lose.
+    # "Decode runs without CUDA graphs" lowers the cap from each new best (967, 986 and 1,024
+    # running). Lowered to exactly half the running batch, that is three values (483, 493, 512),
+    # one column each in the additive model, which never learns the loss. On the cap's doublings
+    # they are one value (512): once measured, known to lose.
     def eager(running: float) -> dict[str, float]:
         return {"running_req_max@1024": running, "running_req_at_cap_fraction@1024": 0.0, "eager_fraction@1024": 1.0}
 
     bests = [({}, 967.0, 2000.0), ({"radix_cache": False}, 986.0, 2600.0),
              ({"radix_cache": False, "kv_cache_dtype": "fp8_e4m3"}, 1024.0, 3100.0)]
 
-    def lowered_caps(settings: GuidedSettings) -> list[Any]:
+    def lowered_caps() -> list[Any]:
         seen: list[TrialRecord] = []
         caps = []
         for changes, running, value in bests:
             seen.append(record(space, len(seen), {"max_running_requests": 1024, **changes}, value=value,
                                observations=eager(running)))
-            proposal = GuidedStrategy(space, 0, settings).propose(view(*seen))
+            proposal = GuidedStrategy(space, 0).propose(view(*seen))
             assert proposal is not None
             if proposal.config["max_running_requests"] < 1024:
                 caps.append(proposal.config["max_running_requests"])
@@ -239,8 +245,7 @@ def test_a_cap_lowered_from_every_best_is_one_value_the_model_learns(space: Any)
         return caps
 
     # one loss of 25% on the same value: the model is sure, and the next bests do not run it
-    assert lowered_caps(GuidedSettings()) == [512]
-    assert lowered_caps(GuidedSettings(lower_to="half")) == [483, 493, 512]  # the setting of before
+    assert lowered_caps() == [512]
 
 
 def test_a_value_the_server_already_used_is_not_run_again(space: Any) -> None:
@@ -377,9 +382,6 @@ def test_cuda_graphs_are_swept_last_unless_memory_binds(space: Any) -> None:
     moves = _first_sweep(space, GuidedStrategy(space, 0))
     assert _graphs_after_the_rest(moves), moves
     assert "radix_cache" in _parameters(moves)  # the last in the space's order
-    in_space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_late=0)))
-    assert _same_changes(in_space_order, moves)  # the same changes, only the order moved
-    assert not _graphs_after_the_rest(in_space_order)
     # the best's KV pool full at its top level: memory is the reason, graphs keep their place
     full = _first_sweep(space, GuidedStrategy(space, 0), {"token_usage_max@1024": 1.0})
     assert not _graphs_after_the_rest(full), full
@@ -387,10 +389,9 @@ def test_cuda_graphs_are_swept_last_unless_memory_binds(space: Any) -> None:
 
 
 def test_a_rule_that_raised_the_memory_itself_is_not_repaired(space: Any) -> None:
-    # Emulator seed 0: "KV pool full" raised mem_fraction_static 0.92 -> 0.94 and that ran out of
-    # memory under load. The failure belongs to the cliff's bracket (0.92 held, 0.94 failed);
-    # "repairing" it with less memory only re-measured the best's memory with its other changes
-    # undone (two trials, nothing learned).
+    # "KV pool full" raised mem_fraction_static 0.92 -> 0.94 and that ran out of memory under
+    # load. The failure belongs to the cliff's bracket (0.92 held, 0.94 failed); "repairing" it
+    # with less memory would only re-measure the best's memory with its other changes undone.
     top = {"max_running_requests": 1024}
     full = {"running_req_max@1024": 1024.0, "token_usage_max@1024": 1.0, "queue_growing@1024": 0.0}
     best = record(space, 0, top, value=2000.0, observations=full)
@@ -400,15 +401,9 @@ def test_a_rule_that_raised_the_memory_itself_is_not_repaired(space: Any) -> Non
                       move=rule(KV_FULL_ADMITS_MORE, "schedule_conservativeness", None, 0.6))
     seen = view(best, raised, admitted)
 
-    def repairs(settings: GuidedSettings) -> list[Any]:
-        return list(RepairProposer(GuidedStrategy(space, 0, settings).plan).candidates(Round(seen, admitted)))
-
-    assert not repairs(GuidedSettings())
+    assert not list(RepairProposer(GuidedStrategy(space, 0).plan).candidates(Round(seen, admitted)))
     proposal = GuidedStrategy(space, 0).propose(seen)
     assert proposal is not None and proposal.move is not None and proposal.move.kind is not MoveKind.REPAIR
-    # the setting that repaired it (before): less memory with the best's own change undone
-    old = repairs(GuidedSettings(repair_own=0))
-    assert old and old[0].values["schedule_conservativeness"] is None and old[0].values["mem_fraction_static"] == 0.92
 
 
 def _proposals(space: Any, strategy: GuidedStrategy, value: Any, count: int,
@@ -426,9 +421,10 @@ def _proposals(space: Any, strategy: GuidedStrategy, value: Any, count: int,
     return seen[1:]
 
 
-def _sweep_moves(space: Any, settings: GuidedSettings, value: Any) -> list[Move]:
+def _sweep_moves(space: Any, settings: SweepSettings, value: Any) -> list[Move]:
     """The sweep's moves of a 60-trial run on ``value``, up to the first move after the sweep."""
-    ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, settings), value, 60) if r.move]
+    ran = [r.move for r in _proposals(space, GuidedStrategy(space, 0, GuidedSettings(sweep=settings)), value, 60)
+           if r.move]
     ended = next((i for i, m in enumerate(ran) if m.kind in AFTER_THE_SWEEP), len(ran))
     return [m for m in ran[:ended] if m.kind is MoveKind.SWEEP]
 
@@ -451,18 +447,18 @@ def test_a_change_the_model_knows_to_lose_is_not_run_again_from_a_new_best(space
         return 2000.0 * slow * (1.02 if config.get("radix_cache") is False else 1.0) * 0.97**others
 
     def triton_runs(known_loss: float) -> int:
-        ran = _proposals(space, GuidedStrategy(space, 0, GuidedSettings(known_loss=known_loss)), value, 60)
+        ran = _proposals(space, GuidedStrategy(space, 0, GuidedSettings(model=ModelSettings(known_loss=known_loss))), value, 60)
         assert any(r.move is not None and r.move.key == sweep("radix_cache", False).key for r in ran)
         assert sum(r.move is not None and r.move.kind is MoveKind.SWEEP for r in ran) >= 25  # both sweeps ran
         return sum(r.config.get("moe_runner_backend") == "triton" for r in ran)
 
     assert triton_runs(0.05) == 1
-    assert triton_runs(0.0) >= 2  # without it the next sweeps run it again (2 on the old glm5 space, 3 with its parallel and speculative dimensions)
+    assert triton_runs(0.0) >= 2  # without it the next sweeps run it again
 
 
 def test_the_sweep_measures_the_cheapest_parameters_first(space: Any) -> None:
-    # "cheap": a value that comes with a source patch first (someone wrote the patch for it), then
-    # the parameters with the fewest values (radix cache: one change; chunked prefill: five).
+    # a value that comes with a source patch first (someone wrote the patch for it), then the
+    # parameters with the fewest values (radix cache: one change; chunked prefill: five).
     moves = _first_sweep(space, GuidedStrategy(space, 0))
     names = _parameters(moves)
     assert moves[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key
@@ -478,14 +474,13 @@ def test_the_sweep_measures_the_cheapest_parameters_first(space: Any) -> None:
     assert full_names[:2] == ["moe_runner_backend", "allreduce_fusion"]  # the two with patches
     # (per trial, DP attention's pool prior, 0.2 for one value where the pool is full, among them)
     assert set(full_names[2:5]) == {"cuda_graph", "cuda_graph_max_bs", "dp_attention"}, full_names
-    space_order = _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="space")))
+    space_order = _first_sweep(space, variant(space, {"sweep_order": "space"}))
     assert _same_changes(space_order, moves)  # the same changes, only the order moved
 
 
 def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space: Any) -> None:
-    # Trace of tuning seed 3: the auto MoE measured 0.35x of the best, then triton (0.57x) and
-    # flashinfer_trtllm (0.50x) ran right after it while the parameters that paid waited. One
-    # backend far below the best says its siblings are likely losses too: they go to the end.
+    # One backend far below the best (the auto MoE at 0.35x) says its siblings (triton,
+    # flashinfer_trtllm) are likely losses too: they go to the end, after the parameters that may pay.
     start = record(space, 0, {"max_running_requests": 1024}, value=2000.0).config
 
     def value(config: dict[str, Any]) -> float:
@@ -499,11 +494,11 @@ def test_a_parameter_whose_values_all_lost_waits_for_the_end_of_the_sweep(space:
             "radix_cache", "cuda_graph", "cuda_graph_max_bs")]
         return moe, rest
 
-    deferred = _sweep_moves(space, GuidedSettings(), value)
+    deferred = _sweep_moves(space, SweepSettings(), value)
     moe, rest = moe_and_rest(deferred)
     assert len(moe) == 4, deferred  # each backend once: flashinfer_cutlass with and without its patch
     assert moe[0] < min(rest) and max(rest) < moe[1], deferred  # the patched one first, the rest last
-    in_place = _sweep_moves(space, GuidedSettings(defer_loss=0.0), value)
+    in_place = _sweep_moves(space, SweepSettings(defer_loss=0.0), value)
     moe, rest = moe_and_rest(in_place)
     assert len(moe) == 4 and moe[1] < max(rest), in_place  # without: right after the first
 
@@ -564,10 +559,9 @@ def test_a_rule_of_ones_own_is_one_small_class(space: Any) -> None:
 
 
 def test_a_parameter_that_won_big_waits_with_its_other_values_for_the_end_of_the_sweep(space: Any) -> None:
-    # Traces of tuning seeds 2, 6 and 11: the patched cutlass MoE measured 1.2-1.7x of the best,
-    # then the auto and triton backends ran right after it (0.35-0.85x) while the parameters that
-    # paid waited. A value that won by 15% or more is the likely best of its parameter: the
-    # parameter's other values wait for the end of the first sweep (the second may try them).
+    # A value that won by 15% or more (the patched cutlass MoE at 1.4x) is the likely best of its
+    # parameter: its other values (the auto and triton backends) wait for the end of the first
+    # sweep (the second may try them), after the parameters that may still pay.
     start = record(space, 0, {"max_running_requests": 1024}, value=2000.0).config
 
     def value(config: dict[str, Any]) -> float:
@@ -584,23 +578,24 @@ def test_a_parameter_that_won_big_waits_with_its_other_values_for_the_end_of_the
             "attention_backend", "kv_cache_dtype", "chunked_prefill_size", "radix_cache", "ep_size")]
         return moe, rest
 
-    deferred = _sweep_moves(space, GuidedSettings(defer_won=0.15), value)
+    deferred = _sweep_moves(space, SweepSettings(defer_won=0.15), value)
     moe, rest = moe_and_rest(deferred)
     assert deferred[0].key == sweep("moe_runner_backend", "flashinfer_cutlass", "autotune_gate").key
     assert len(moe) >= 2 and max(rest) < moe[1], deferred  # the other backends after the rest
-    in_place = _sweep_moves(space, GuidedSettings(defer_won=0.0), value)
+    in_place = _sweep_moves(space, SweepSettings(defer_won=0.0), value)
     moe, rest = moe_and_rest(in_place)
     assert len(moe) >= 2 and moe[1] < max(rest), in_place  # without: in its place among the rest
 
 
 def test_the_sweep_per_trial_measures_the_most_expected_gain_for_each_trial_first(space: Any) -> None:
-    # "per-trial": a parameter's expected effect over the trials it takes (its values, at most
+    # A parameter's expected effect over the trials it takes (its values, at most
     # trials_at_most; one for a patched value, tried first). Where the log says the pool has room,
-    # DP attention (one value, a fifth of its prior) came after every five-value parameter; per
-    # trial it comes before the attention backends and the chunked prefill sizes.
+    # DP attention (one value, a fifth of its prior) comes after every five-value parameter by
+    # expected effect alone (bench's sweep_order=effect); per trial it comes before the attention
+    # backends and the chunked prefill sizes.
     roomy = {"token_usage_max@1024": 0.5}
-    per_trial = GuidedSettings(sweep_order="per-trial", trials_at_most=3)  # the default
-    by_effect = _parameters(_first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect")), roomy))
+    per_trial = GuidedSettings(sweep=SweepSettings(trials_at_most=3))  # the default
+    by_effect = _parameters(_first_sweep(space, variant(space, {"sweep_order": "effect"}), roomy))
     moves = _first_sweep(space, GuidedStrategy(space, 0, per_trial), roomy)
     names = _parameters(moves)
     assert by_effect.index("dp_attention") > by_effect.index("chunked_prefill_size"), by_effect
@@ -610,4 +605,4 @@ def test_the_sweep_per_trial_measures_the_most_expected_gain_for_each_trial_firs
     # two-value parameters, after the one-value ones
     blind = _parameters(_first_sweep(space, GuidedStrategy(space, 0, per_trial)))
     assert blind.index("radix_cache") < blind.index("schedule_conservativeness") < blind.index("attention_backend"), blind
-    assert _same_changes(moves, _first_sweep(space, GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect")), roomy))
+    assert _same_changes(moves, _first_sweep(space, variant(space, {"sweep_order": "effect"}), roomy))

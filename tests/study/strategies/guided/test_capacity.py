@@ -16,7 +16,11 @@ from tuner.study.record import Level
 from tuner.space import load_space
 from tuner.study.strategies import Change, Move, MoveKind, Source
 from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
+<<<<<<<< HEAD:tests/study/strategies/guided/test_capacity.py
 from tests.support.guided import record, view
+========
+from tests.support.guided import record, variant, view
+>>>>>>>> wt-house:tests/study/strategies/guided/test_capacity.py
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -79,7 +83,7 @@ def test_the_sweep_tries_a_cap_below_the_top_before_the_few_percent_flags(space:
     # per trial (the default): right after the patched MoE value (0.3 for one trial against 0.5
     # for the cap's three values), before every parameter of a few percent
     assert names.index("moe_runner_backend") < names.index("max_running_requests") < names.index("radix_cache")
-    by_effect = GuidedStrategy(space, 0, GuidedSettings(sweep_order="effect"))
+    by_effect = variant(space, {"sweep_order": "effect"})
     sweep = next(p for p in by_effect.proposers if isinstance(p, SweepProposer))
     names = [c.move.parameter for c in sweep.candidates(_round(space, view(record(space, 0, {}, value=2000.0))))]
     assert names.index("max_running_requests") < names.index("moe_runner_backend") < names.index("radix_cache")
@@ -111,7 +115,7 @@ def test_dp_attention_comes_early_only_where_the_log_says_the_pool_is_full(space
 
     full, roomy, silent = effect({"token_usage_max@1024": 1.0}), effect({"token_usage_max@1024": 0.5}), effect({})
     assert full == 0.2 and roomy == pytest.approx(0.04)
-    assert silent == plan.settings.default_effect  # a log that says nothing of the pool: no prior
+    assert silent == plan.settings.sweep.default_effect  # a log that says nothing of the pool: no prior
     # the admission (schedule conservativeness) binds unless the log says the pool has room
     admission = [expected_effect(plan, record(space, 0, top, value=2000.0, observations=o),
                                  "schedule_conservativeness", False) for o in ({}, {"token_usage_max@1024": 0.5})]

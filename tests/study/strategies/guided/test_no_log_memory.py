@@ -1,11 +1,11 @@
 """The guided strategy on a server whose log says nothing of its batch or its KV pool (issue 28.3):
 memory that held at a small batch is not taken for memory that holds a large one, the memory
 cliff and a shaped memory's sweep do not walk up and down a flat curve, and the first sweep does
-not undo a change that paid. Hand-made views of glm5.yaml's space; each test fails with the
-setting of before (the ``GuidedSettings`` knob, or no cap to bound the batch)."""
+not undo a change that paid. Hand-made views of glm5.yaml's space."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +67,13 @@ def test_the_cliff_moves_the_best_back_up_to_what_held_once(space: Any) -> None:
     lower = record(space, 5, {CAP: 1024, MEM: 0.88, "radix_cache": False}, value=1600.0, move=sweep(MEM, 0.88))
     study = view(baseline, raised, repaired, oom, back, lower)
 
-    def cliff(settings: GuidedSettings) -> list[Any]:
-        plan = GuidedStrategy(space, 0, settings).plan
-        return [(c.move.kind, c.move.parameter, c.move.value) for c in CliffProposer(plan).candidates(Round(study, lower))]
-
+    plan = GuidedStrategy(space, 0).plan
     # the best went below 0.90 and measured as fast there: the cliff moved it back up once already
-    assert cliff(GuidedSettings()) == []
-    assert cliff(GuidedSettings(cliff_back_once=0)) == [(MoveKind.CLIFF, MEM, 0.9)]
+    assert list(CliffProposer(plan).candidates(Round(study, lower))) == []
+    # from a best the cliff has not moved back up yet, it does
+    first_back = view(baseline, raised, repaired, oom, lower)
+    moves = [c.move for c in CliffProposer(plan).candidates(Round(first_back, lower))]
+    assert [(m.kind, m.parameter, m.value) for m in moves] == [(MoveKind.CLIFF, MEM, 0.9)]
 
 
 def test_a_shaped_memory_is_swept_one_step_below_once(space: Any) -> None:
@@ -81,14 +81,14 @@ def test_a_shaped_memory_is_swept_one_step_below_once(space: Any) -> None:
     below = record(space, 3, {CAP: 1024, MEM: 0.89}, value=1510.0, move=Move(MoveKind.SWEEP, (Change(MEM, 0.89, 0.9),)))
     study = view(baseline, raised, repaired, below)
 
-    def memory(settings: GuidedSettings) -> list[Any]:
-        plan = GuidedStrategy(space, 0, settings).plan
-        return [c.move.value for c in SweepProposer(plan).candidates(Round(study, below))
-                if c.move.parameter == MEM]
+    def memory(seen: Any) -> list[Any]:
+        plan = GuidedStrategy(space, 0).plan
+        return [c.move.value for c in SweepProposer(plan).candidates(Round(seen, below)) if c.move.parameter == MEM]
 
-    # from the new best at 0.89, one more step down (0.88) was the walk of before
-    assert 0.88 not in memory(GuidedSettings())
-    assert 0.88 in memory(GuidedSettings(below_once=0))
+    # from the new best at 0.89, one more step down (0.88) would walk down a flat curve
+    assert 0.88 not in memory(study)
+    # the first step below is swept: from a best no sweep has moved down yet
+    assert 0.88 in memory(view(baseline, raised, repaired, replace(below, move=None)))
 
 
 def test_the_first_sweep_does_not_undo_a_change_that_paid(space: Any) -> None:
@@ -97,10 +97,9 @@ def test_the_first_sweep_does_not_undo_a_change_that_paid(space: Any) -> None:
     paid = record(space, 1, {**top, "radix_cache": False}, value=2200.0, move=sweep("radix_cache", False))
     study = view(base, paid)
 
-    def swept(settings: GuidedSettings, again: bool = False) -> set[tuple[str, Any]]:
-        plan = GuidedStrategy(space, 0, settings).plan
+    def swept(again: bool = False) -> set[tuple[str, Any]]:
+        plan = GuidedStrategy(space, 0).plan
         return {(c.move.parameter, c.move.value) for c in SweepProposer(plan, again).candidates(Round(study, paid))}
 
-    assert ("radix_cache", True) not in swept(GuidedSettings())
-    assert ("radix_cache", True) in swept(GuidedSettings(keep_gains=0))
-    assert ("radix_cache", True) in swept(GuidedSettings(), again=True)  # the second sweep may
+    assert ("radix_cache", True) not in swept()
+    assert ("radix_cache", True) in swept(again=True)  # the second sweep may
