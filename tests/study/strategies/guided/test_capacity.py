@@ -16,11 +16,7 @@ from tuner.study.record import Level
 from tuner.space import load_space
 from tuner.study.strategies import Change, Move, MoveKind, Source
 from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
-<<<<<<<< HEAD:tests/study/strategies/guided/test_capacity.py
-from tests.support.guided import record, view
-========
 from tests.support.guided import record, variant, view
->>>>>>>> wt-house:tests/study/strategies/guided/test_capacity.py
 
 REPO = Path(__file__).resolve().parents[4]
 

@@ -29,23 +29,9 @@ from tuner.study.strategies.guided import (
 from tuner.study.strategies.guided._cliff import RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
 
-<<<<<<<< HEAD:tests/study/strategies/guided/test_proposers.py
-REPO = Path(__file__).resolve().parents[4]
-
-
-@pytest.fixture(scope="module")
-def space() -> Any:
-    return load_space(REPO / "search_spaces" / "glm5.yaml")
-
-
-def step(move: Move) -> tuple[MoveKind, str | None, Any, Any]:
-    """``(kind, parameter, was, value)`` of a one-change move."""
-    return move.kind, move.parameter, move.changes[0].was, move.value
-========
 from tests.support.guided import record, rule, space, step, sweep, variant, view  # noqa: F401 (space: a fixture)
 
 REPO = Path(__file__).resolve().parents[4]
->>>>>>>> wt-house:tests/study/strategies/guided/test_proposers.py
 
 
 CAP_BINDS = "running_req_at_cap_fraction -> raise --max-running-requests"
