@@ -2,7 +2,10 @@
 
 It sits only on the emulated server's ``PYTHONPATH`` (``tuner.emulator.host_root``), so the
 tuner's patch step finds its source files by asking that Python where ``sglang`` lives, as on a
-real host. ``python -m sglang.launch_server`` starts ``tuner.emulator``.
+real host. ``python -m sglang.launch_server`` starts ``tuner.emulator``. Its version is the
+emulated host's (``$TUNER_EMULATOR_SGLANG_VERSION``, default 0.5.9: ``tuner.emulator.versions``).
 """
 
-__version__ = "0.5.9"
+from tuner.emulator.versions import installed as _installed
+
+__version__ = _installed().version
