@@ -254,6 +254,7 @@ app.command("bench")(bench)
 app.command("best")(best)
 app.command("report")(report)
 app.command("trials")(trials)
+import tuner.cli_recheck  # noqa: E402,F401 (tuner recheck: registers itself on the app)
 
 
 def _quiet_optuna() -> None:

@@ -1,0 +1,54 @@
+"""After an engine upgrade: does the tuned configuration still hold?
+
+``tuner recheck`` (:func:`run_recheck`) measures the study's baseline, its exported winner and
+the next configurations again on the installed engine, interleaved, and says whether the winner
+still wins, lost its lead or can no longer run. Before any host time, :func:`check_version`
+says what the version change breaks (:func:`version_breaks`, pure: flags the engine no longer
+knows, values outside a flag's choices, patches whose find-text is gone); ``tuner optimize``
+says it too (:func:`say_version_breaks`). ``tuner optimize --from-study OLD`` seeds a new study
+with the rechecked figures and the old ranking (:func:`seed_from_study`).
+"""
+
+from __future__ import annotations
+
+from tuner.recheck._breaks import (
+    Break,
+    BreakKind,
+    EngineInterface,
+    StoredLaunch,
+    launch_flags,
+    parse_help,
+    version_breaks,
+)
+from tuner.recheck._check import VersionCheck, check_version, installed_interface, stored_launches
+from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
+from tuner.recheck._measure import RecheckRuns, recheck_study_name
+from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
+from tuner.recheck._run import RecheckOptions, RecheckResult, run_recheck
+
+__all__ = [
+    "Break",
+    "BreakKind",
+    "Commands",
+    "EngineInterface",
+    "RecheckOptions",
+    "RecheckResult",
+    "RecheckRuns",
+    "Role",
+    "StoredLaunch",
+    "Subject",
+    "Verdict",
+    "VerdictKind",
+    "VersionCheck",
+    "check_version",
+    "choose_subjects",
+    "installed_interface",
+    "interleaved",
+    "launch_flags",
+    "parse_help",
+    "recheck_study_name",
+    "run_recheck",
+    "stored_launches",
+    "verdict",
+    "version_breaks",
+]
