@@ -160,7 +160,7 @@ def _report(space: Any, view: Any, subjects: list[Subject], recheck: optuna.Stud
     for subject in subjects:
         console.print(f"  {subject.label}", highlight=False)
         for row in level_rows(subject, now.get(subject.record.number), space.objective.metric,
-                              view.noise.relative, noise, unit):
+                              view.noise.relative, noise, unit, check.breaks):
             console.print(row, highlight=False)
     commands = Commands(str(space.path), options.study_name, recheck.study_name, options.shown_options)
     found = verdict(subjects, now, check.breaks, noise, commands, unit)

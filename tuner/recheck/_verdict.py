@@ -66,13 +66,16 @@ def _change(now: Spread | None, then: Spread | None) -> str:
 
 
 def level_rows(subject: Subject, now: TrialRecord | None, metric: str, old_noise: float, noise: float,
-               unit: str) -> list[str]:
+               unit: str, breaks: Sequence[Break] = ()) -> list[str]:
     """One line per level and one for the best: then (version, figure), now (mean +- spread),
     change."""
     then_version = subject.record.user_attrs.get(ENGINE_VERSION) or "unknown"
     levels = sorted({level.concurrency for run in subject.record.runs_levels for level in run}
                     | ({level.concurrency for run in now.runs_levels for level in run} if now else set()))
     rows = []
+    why = _why_not(subject, now, breaks)
+    if why is not None:
+        rows.append(f"    now: {why}")
     for concurrency in levels:
         then = _level_spread(subject.record, concurrency, metric, old_noise)
         current = _level_spread(now, concurrency, metric, noise) if now is not None else None
@@ -120,6 +123,15 @@ def verdict(subjects: Sequence[Subject], now: Mapping[int, TrialRecord | None], 
     assert leader is not None
     mine = now[winner.record.number].spread(noise)  # type: ignore[union-attr]
     baseline = next((s for s in subjects if s.role == Role.BASELINE), None)
+    notes = [f"  not measured: {s.label}: {_why_not(s, now.get(s.record.number), breaks)}"
+             for s in subjects if s is not winner and _why_not(s, now.get(s.record.number), breaks) is not None]
+    then = winner.record.spread()
+    if then is not None and then.mean:
+        moved = mine.mean / then.mean - 1
+        beyond = abs(mine.mean - then.mean) > max(mine.sd, then.mean * noise)
+        notes.append(f"  the winner reads {moved:+.1%} against its figure then "
+                     f"({winner.record.user_attrs.get(ENGINE_VERSION) or 'unknown'}: {then.text(unit)}), "
+                     + ("beyond noise" if beyond else "within noise"))
     if leader is winner:
         gain = ""
         if baseline is not None and baseline is not winner and now.get(baseline.record.number) is not None \
@@ -127,16 +139,21 @@ def verdict(subjects: Sequence[Subject], now: Mapping[int, TrialRecord | None], 
             base = now[baseline.record.number].spread(noise)  # type: ignore[union-attr]
             noise_word = "within noise" if tied(mine, base) else "beyond noise"
             gain = f", {mine.mean / base.mean - 1:+.1%} against the baseline ({noise_word})"
+        blocked = [s for s in subjects if s is not winner and s.record.number in {t for b in breaks for t in b.trials}]
+        rest = (f"; {', '.join(s.label for s in blocked)} could not run: after changing the space for this "
+                f"version, {commands.run('recheck', found)} measures {'it' if len(blocked) == 1 else 'them'} too"
+                if blocked else "")
         return Verdict(VerdictKind.STILL_WINS, leader, (
             f"verdict: the winner STILL WINS: {winner.label}: {mine.text(unit)}{gain}",
-            "  next: the export stands; keep launch.sh (nothing to re-run)",
+            *notes,
+            f"  next: the export stands; keep launch.sh{rest}",
         ))
     best = now[leader.record.number].spread(noise)  # type: ignore[union-attr]
     by = best.mean / mine.mean - 1 if mine.mean else 0.0
     close = tied(best, mine)
     lines = [f"verdict: the winner LOST ITS LEAD: {leader.label} leads now with {best.text(unit)}, "
              f"{by:+.1%} against {winner.label} ({mine.text(unit)}), "
-             + ("within noise: the order cannot be told" if close else "beyond noise")]
+             + ("within noise: the order cannot be told" if close else "beyond noise"), *notes]
     if close:
         lines.append(f"  next: the export can stay; to tell them apart: {commands.run('recheck', found, '--runs 4')}")
     elif leader.role == Role.BASELINE:
