@@ -76,6 +76,8 @@ def optimize(
     no_feasibility: Annotated[bool, typer.Option(
         "--no-feasibility", help="run sampled configurations even when they look like ones that crashed")] = False,
     client_workers: ClientWorkersOpt = 1,
+    from_study: Annotated[Optional[str], typer.Option(
+        "--from-study", help="after an engine upgrade: seed from this study of the same storage (its recheck's figures, its ranking)")] = None,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.study.loop import OptimizeOptions, run_optimize
@@ -101,7 +103,7 @@ def optimize(
             trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
-            requests=requests,
+            requests=requests, from_study=from_study,
         )
         run_optimize(space, target, options, _console())
     finally:

@@ -20,7 +20,11 @@ from tuner.recheck._breaks import (
     parse_help,
     version_breaks,
 )
-from tuner.recheck._check import VersionCheck, check_version, installed_interface, stored_launches
+from tuner.recheck._check import (
+    VersionCheck, check_version, installed_interface, say_version_breaks, stored_launches,
+    upgrade_check,
+)
+from tuner.recheck._seed import Seeded, seed_from_study
 from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
 from tuner.recheck._measure import RecheckRuns, recheck_study_name
 from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
@@ -48,6 +52,10 @@ __all__ = [
     "parse_help",
     "recheck_study_name",
     "run_recheck",
+    "say_version_breaks",
+    "seed_from_study",
+    "upgrade_check",
+    "Seeded",
     "stored_launches",
     "verdict",
     "version_breaks",

@@ -18,8 +18,8 @@ from tuner.recheck._breaks import Break, EngineInterface, StoredLaunch, launch_f
 from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.record import ENGINE_VERSION, TrialRecord
 
-__all__ = ["VersionCheck", "check_version", "fit_config", "installed_interface", "stored_launches",
-           "stored_versions"]
+__all__ = ["VersionCheck", "check_version", "fit_config", "installed_interface", "say_version_breaks", "upgrade_check",
+           "stored_launches", "stored_versions"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,11 @@ class VersionCheck:
     installed: str | None
     stored: dict[str, int]
     breaks: tuple[Break, ...]
+
+    @property
+    def broken(self) -> set[int]:
+        """The stored trials the installed version cannot launch as they are."""
+        return {number for b in self.breaks for number in b.trials}
 
     @property
     def changed(self) -> bool:
@@ -113,3 +118,35 @@ def check_version(space: Any, target: Any, patches: Any, records: Iterable[Trial
         {name: spec.find for name, spec in space.patches.items()}, _patch_files(space, patches),
     )
     return VersionCheck(interface.version, stored_versions(records), tuple(breaks))
+
+
+def say_version_breaks(study: Any, space: Any, target: Any, patches: Any, say: Any,
+                       also: Iterable[TrialRecord] = (), name: str | None = None) -> VersionCheck | None:
+    """For ``tuner optimize``: when a stored trial of ``study`` (or of ``also``, a study it
+    starts from) ran on another version than the installed one, say what that change breaks.
+    Reads ``--help`` only then; None when every stored trial ran on the installed version."""
+    from tuner.study.record import read_view
+
+    records = [*read_view(study, space).records, *also]
+    stored = stored_versions(records)
+    if not stored:
+        return None
+    version = read_engine_version(target, server_environment(space, target))
+    if all(v == version for v in stored):
+        return None
+    check = check_version(space, target, patches, records)
+    for line in check.lines(name or study.study_name):
+        say(line)
+    return check
+
+
+def upgrade_check(study: Any, space: Any, target: Any, patches: Any, console: Any, storage: str,
+                  from_study: str | None) -> VersionCheck | None:
+    """``tuner optimize``'s version check: :func:`say_version_breaks` over the study and the
+    study it starts from (``--from-study``)."""
+    from tuner.study.record import read_view
+    from tuner.study.storage import load_existing_study
+
+    also = read_view(load_existing_study(storage, from_study), space).records if from_study else ()
+    return say_version_breaks(study, space, target, patches, lambda line: console.print(line, highlight=False), also,
+                              f"{study.study_name} (with {from_study})" if from_study else None)

@@ -80,7 +80,7 @@ class RecheckResult:
 def _open_recheck(space: Any, target: Any, options: RecheckOptions, version: str | None) -> optuna.Study:
     return create_or_resume(
         open_storage(options.storage), recheck_study_name(options.study_name, version), space.fingerprint(),
-        sampler=optuna.samplers.RandomSampler(), pruner=optuna.pruners.NopPruner(), allow_changed=False,
+        sampler=optuna.samplers.RandomSampler(), pruner=optuna.pruners.NopPruner(), allow_changed=True,
         attrs={SPACE_FILE: str(space.path), ENGINE: space.engine, EMULATED: target.emulated,
                TIME_SCALE: target.time_scale.factor, HOST: target.host.name, STATED_NOISE: space.objective.noise,
                WARM_START_FROM: options.study_name},
