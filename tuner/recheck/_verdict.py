@@ -125,10 +125,10 @@ def verdict(subjects: Sequence[Subject], now: Mapping[int, TrialRecord | None], 
     baseline = next((s for s in subjects if s.role == Role.BASELINE), None)
     notes = [f"  not measured: {s.label}: {_why_not(s, now.get(s.record.number), breaks)}"
              for s in subjects if s is not winner and _why_not(s, now.get(s.record.number), breaks) is not None]
-    then = winner.record.spread()
+    then = winner.record.spread(noise)  # its figure then, its spread at least today's noise
     if then is not None and then.mean:
         moved = mine.mean / then.mean - 1
-        beyond = abs(mine.mean - then.mean) > max(mine.sd, then.mean * noise)
+        beyond = not tied(mine, then)
         notes.append(f"  the winner reads {moved:+.1%} against its figure then "
                      f"({winner.record.user_attrs.get(ENGINE_VERSION) or 'unknown'}: {then.text(unit)}), "
                      + ("beyond noise" if beyond else "within noise"))
