@@ -33,7 +33,7 @@ import optuna  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from landscapes import GeneratedLandscape  # noqa: E402
-from search_efficiency import REACH, ModelRunner, _seed_range, bench_strategy, host_runs  # noqa: E402
+from search_efficiency import REACH, ModelRunner, bench_strategy, host_runs  # noqa: E402
 from tuner.recheck import RecheckRuns, choose_subjects, recheck_study_name, seed_from_study  # noqa: E402
 from tuner.space import Config  # noqa: E402
 from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for seed in _seed_range(options.seeds):
+        first, _, last = options.seeds.partition("-")
+        for seed in range(int(first), int(last or first) + 1):
             row = one_seed(seed, options.shift, options.old_budget, options.budget, options.top, options.runs, Path(folder))
             print(f"seed {seed}: seeded {row['seeded']} host runs ({row['recheck_runs']} of them the recheck), "
                   f"cold {row['cold']}", flush=True)

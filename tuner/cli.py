@@ -80,6 +80,7 @@ def optimize(
         "--from-study", help="after an engine upgrade: seed from this study of the same storage (its recheck's figures, its ranking)")] = None,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
+    from tuner.recheck import UpgradeStart
     from tuner.study.loop import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
     from tuner.study.strategies import Strategy
@@ -103,7 +104,7 @@ def optimize(
             trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
-            requests=requests, from_study=from_study,
+            requests=requests, upgrade=UpgradeStart(url, from_study),
         )
         run_optimize(space, target, options, _console())
     finally:
@@ -250,13 +251,14 @@ def dashboard(
 from tuner.cli_bench import bench  # noqa: E402 (commands written in their own modules)
 from tuner.cli_best import AtOpt, best, best_trial_at  # noqa: E402
 from tuner.cli_report import report, trials  # noqa: E402
+from tuner.cli_recheck import recheck  # noqa: E402
 from tuner.study.record import EMULATED  # noqa: E402
 
 app.command("bench")(bench)
 app.command("best")(best)
 app.command("report")(report)
 app.command("trials")(trials)
-import tuner.cli_recheck  # noqa: E402,F401 (tuner recheck: registers itself on the app)
+app.command("recheck")(recheck)
 
 
 def _quiet_optuna() -> None:

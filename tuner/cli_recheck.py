@@ -1,6 +1,6 @@
 """``tuner recheck``: after an engine upgrade, does the study's winner still win?
 
-Registered on the app by one import line at the end of :mod:`tuner.cli`.
+Registered on the app at the end of :mod:`tuner.cli`, as the other commands in their own modules.
 """
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tuner.cli import app
 from tuner.cli_options import EmulateOpt, HostOptions, SpaceArg, StorageOpt, StudyOpt, storage_and_name, with_host_options
 
 __all__ = ["recheck"]
 
 
-@app.command()
 @with_host_options
 def recheck(
     space_path: SpaceArg,

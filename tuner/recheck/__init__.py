@@ -24,7 +24,7 @@ from tuner.recheck._check import (
     VersionCheck, check_version, installed_interface, say_version_breaks, stored_launches,
     upgrade_check,
 )
-from tuner.recheck._seed import Seeded, seed_from_study
+from tuner.recheck._seed import Seeded, UpgradeStart, seed_from_study
 from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
 from tuner.recheck._measure import RecheckRuns, recheck_study_name
 from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
@@ -56,6 +56,7 @@ __all__ = [
     "seed_from_study",
     "upgrade_check",
     "Seeded",
+    "UpgradeStart",
     "stored_launches",
     "verdict",
     "version_breaks",

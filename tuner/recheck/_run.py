@@ -25,12 +25,12 @@ from tuner.recheck._verdict import Commands, Verdict, level_rows, verdict
 from tuner.study.loop import (
     PATCH_CHECK_PREFIX,
     claim_host,
+    local_runs_dir,
     patch_manager,
     preflight_checks,
     release_host,
     server_environment,
 )
-from tuner.study.loop._optimize import local_runs_dir
 from tuner.study.record import (
     EMULATED,
     ENGINE,

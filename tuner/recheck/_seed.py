@@ -18,13 +18,14 @@ already holds the copies is left as it is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState, create_trial
 
 from tuner.errors import ConfigError
-from tuner.recheck._check import fit_config
+from tuner.recheck._check import VersionCheck, fit_config, upgrade_check
 from tuner.recheck._measure import recheck_study_name
 from tuner.study.record import (
     CONFIG_KEY,
@@ -35,9 +36,10 @@ from tuner.study.record import (
     read_view,
     stable_candidates,
 )
+from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.storage import load_existing_study
 
-__all__ = ["SEED_QUEUED", "Seeded", "seed_from_study"]
+__all__ = ["SEED_QUEUED", "Seeded", "UpgradeStart", "seed_from_study"]
 
 SEED_QUEUED = 3  # configurations of the old ranking queued beyond the rechecked ones
 
@@ -118,3 +120,24 @@ def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name:
         known.add(config.key())
         queued += 1
     return Seeded(copied, queued, recheck_name if recheck is not None else None)
+
+
+@dataclass(frozen=True)
+class UpgradeStart:
+    """What ``tuner optimize`` does about an engine upgrade, handed to the loop by the command:
+    ``check`` says, before any host time, what the installed version breaks of the study's stored
+    configurations (and of ``from_study``'s); ``seed`` seeds the study from ``from_study``."""
+
+    storage: str
+    from_study: str | None = None
+
+    def check(self, study: optuna.Study, space: Any, target: Any, patches: Any, console: Any) -> VersionCheck | None:
+        return upgrade_check(study, space, target, patches, console, self.storage, self.from_study)
+
+    def seed(self, study: optuna.Study, space: Any, target: Any, check: VersionCheck | None, console: Any) -> None:
+        if self.from_study is None:
+            return
+        version = read_engine_version(target, server_environment(space, target))
+        seeded = seed_from_study(study, space, self.storage, self.from_study, version,
+                                 check.broken if check is not None else set())
+        console.print(seeded.line(self.from_study), highlight=False)

@@ -66,7 +66,9 @@ class OptimizeOptions:
     warm_start: str | None = None
     feasibility: bool = True
     requests: Any = None  # the workload's request source, made by the caller (read once)
-    from_study: str | None = None  # --from-study: seed from this study of the same storage (tuner.recheck)
+    # after an engine upgrade (tuner.recheck.UpgradeStart): what the installed version breaks of
+    # the stored configurations, said before any host time; --from-study's seeding
+    upgrade: Any = None
 
 
 def patch_manager(space: Any, target: Target) -> PatchManager:
@@ -168,15 +170,12 @@ def run_optimize(space: Any, target: Target, options: OptimizeOptions, console: 
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
-        from tuner.recheck import seed_from_study, upgrade_check  # before any host time: what the version broke
-        check = upgrade_check(study, space, target, patches, console, options.storage, options.from_study)
+        check = options.upgrade.check(study, space, target, patches, console) if options.upgrade else None
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
         target.gpu_idle = read_gpu_state(target.host, target.env)  # each start waits for it
         require_power(space, target.gpu_idle)  # tokens_per_joule on a host without nvidia-smi
-        if options.from_study:
-            console.print(seed_from_study(study, space, options.storage, options.from_study,
-                                          read_engine_version(target, server_environment(space, target)),
-                                          check.broken if check else set()).line(options.from_study))
+        if options.upgrade is not None:
+            options.upgrade.seed(study, space, target, check, console)
         if options.warm_start:
             queued = warm_start(study, space, options.warm_start)
             console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")
