@@ -4,8 +4,8 @@ the old study (`tuner recheck`, then `tuner optimize --from-study`) against cold
 Per seed: a study of ``--old-budget`` trials on a generated landscape (the old version); the
 new version is the same landscape with every effect shifted by a drawn amount (each factor
 times ``uniform(1 - shift, 1 + shift)``, :class:`ShiftedLandscape`). The target is the old
-winner's noise-free figure on the new version (what the deployed launch gives after the
-upgrade), or the new version's best when that is lower. The seeded run pays the recheck's runs
+winner's noise-free figure on the old version (what the deployed launch gave before the
+upgrade), or the new version's best (the bench's oracle) when that is lower. The seeded run pays the recheck's runs
 (``--top``+1 configurations x ``--runs``), then runs the product's loop on a study seeded by
 :func:`tuner.recheck.seed_from_study`; the cold run is the loop on a fresh study. Both count
 host runs until a configuration reaches :data:`search_efficiency.REACH` of the target.
@@ -33,7 +33,7 @@ import optuna  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from landscapes import GeneratedLandscape  # noqa: E402
-from search_efficiency import REACH, ModelRunner, bench_strategy, host_runs  # noqa: E402
+from search_efficiency import REACH, ModelRunner, bench_strategy, host_runs, oracle  # noqa: E402
 from tuner.recheck import RecheckRuns, choose_subjects, recheck_study_name, seed_from_study  # noqa: E402
 from tuner.space import Config  # noqa: E402
 from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
@@ -101,8 +101,8 @@ def one_seed(seed: int, shift: float, old_budget: int, budget: int, top: int, ru
     _loop(old, old_land, seed, old_budget, None)
     view = read_view(old, space)
     winner = view.best_stable
-    target = min(new_land.outcome(Config(winner.config)).value or 0.0,
-                 max((new_land.outcome(c).value or 0.0) for c in host_runs(old)))
+    # the figure the deployed launch had before the upgrade; the new version's best when lower
+    target = min(old_land.outcome(Config(winner.config)).value or 0.0, oracle(new_land, seed)[1])
     goal = REACH * target
     # recheck on the new version: the product's runs, stored as tuner recheck stores them
     recheck = optuna.create_study(storage=storage, study_name=recheck_study_name("old", "new"),
@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     fill = options.budget + 1  # a run that never reached the target counts as the budget + 1
     seeded = statistics.median(r["seeded"] if r["seeded"] is not None else fill for r in rows)
     cold = statistics.median(r["cold"] if r["cold"] is not None else fill for r in rows)
-    print(f"median host runs to {REACH:.0%} of the old winner's figure on the new version: seeded {seeded:g} "
+    won = sum(1 for r in rows if (r["seeded"] or fill) < (r["cold"] or fill))
+    lost = sum(1 for r in rows if (r["seeded"] or fill) > (r["cold"] or fill))
+    print(f"seeded fewer runs than cold on {won} seed(s), more on {lost}")
+    print(f"median host runs to {REACH:.0%} of the old winner's figure then (capped at the new best): seeded {seeded:g} "
           f"(recheck included), cold {cold:g}; cold/seeded = {cold / seeded:.2f}x "
           f"({len(rows)} seeds, effects shifted by up to {options.shift:.0%})")
     return 0
