@@ -4,11 +4,19 @@ run on SGLang 0.5.9, then the emulated host upgraded to 0.5.10 (``$TUNER_EMULATO
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import optuna
 import pytest
 import yaml
 
 from tests.study.conftest import N_ON, EmulatedStudy
+from tests.support.leftovers import stop_servers_left_in
+from tests.support.signals import sigint_default
 from tuner.study.storage import open_storage
 
 QUICK = {"levels": [64, 256, 512], "output_len": 64, "requests_per_level": {"per_concurrency": 1, "min": 64},
@@ -92,3 +100,39 @@ def test_a_study_from_the_old_one_starts_from_the_rechecked_figures(upgraded) ->
     assert len(ran) == 1 and ran[0].user_attrs["warm_start_from"] == "glm5t#2"  # the renamed one, now runnable
     assert "--cuda-graph-max-batch-size 64" in ran[0].user_attrs["command_line"]
     assert ran[0].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_ctrl_c_keeps_every_finished_run_and_the_recheck_continues(upgraded) -> None:
+    """A third round, interrupted once its first run is stored: exit 130, no server left, the
+    stored run kept; run again, only what is left runs."""
+    run, _ = upgraded
+    args = ["recheck", str(run.path), "--emulate", "--port", str(run.port), "--top", "1", "--runs", "3",
+            "--skip-doctor"]
+    command = sigint_default([sys.executable, "-m", "tuner", *args])
+    tuner = subprocess.Popen(command, cwd=run.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True, env={**os.environ, **UPGRADED})
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and tuner.poll() is None and _runs(run).get("glm5t#0", 0) < 3:
+            time.sleep(0.2)
+        tuner.send_signal(signal.SIGINT)
+        first, _ = tuner.communicate(timeout=120)
+    finally:
+        if tuner.poll() is None:
+            os.killpg(tuner.pid, signal.SIGKILL)
+    assert tuner.returncode in (0, 130), first  # 0: the last run ended before the signal came
+    assert stop_servers_left_in(run.dir) == []
+    assert _runs(run)["glm5t#0"] == 3  # the baseline's third run is stored
+    again = run.run(*args, env=UPGRADED, timeout=300)
+    started = [ln for ln in again.stderr.splitlines() if ln.startswith("recheck run ")]
+    assert not any("baseline" in ln for ln in started), again.stderr  # its stored run is not repeated
+    assert len(started) <= 1  # the winner's third run, unless it ended before the signal
+    assert set(_runs(run).values()) == {3}
+
+
+def _runs(run: EmulatedStudy) -> dict[str, int]:
+    """``<study>#<trial>`` -> runs stored in the recheck study."""
+    recheck = _study(run, "glm5t-recheck-0.5.10")
+    repeats = recheck.user_attrs.get("repeats") or {}
+    return {t.user_attrs["warm_start_from"]: len((repeats.get(str(t.number)) or {}).get("values", []))
+            for t in recheck.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE}
