@@ -29,16 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import optuna  # noqa: E402
-from rich.console import Console  # noqa: E402
+import optuna
+from landscapes import GeneratedLandscape
+from rich.console import Console
+from search_efficiency import REACH, ModelRunner, bench_strategy, host_runs, oracle
 
-from landscapes import GeneratedLandscape  # noqa: E402
-from search_efficiency import REACH, ModelRunner, bench_strategy, host_runs, oracle  # noqa: E402
-from tuner.recheck import RecheckRuns, choose_subjects, recheck_study_name, seed_from_study  # noqa: E402
-from tuner.space import Config  # noqa: E402
-from tuner.study.loop import ProgressView, optimize_study, study_pruner  # noqa: E402
-from tuner.study.record import PROBE_REFERENCE, read_view  # noqa: E402
-from tuner.study.storage import open_storage  # noqa: E402
+from tuner.recheck import RecheckRuns, choose_subjects, recheck_study_name, seed_from_study
+from tuner.space import Config
+from tuner.study.loop import ProgressView, optimize_study, study_pruner
+from tuner.study.record import PROBE_REFERENCE, read_view
+from tuner.study.storage import open_storage
 
 FACTORS = ("moe", "attention", "chunked", "kv_dtype_speed")
 SCALARS = ("moe_patch_gain", "eager", "sched_gain", "radix_off", "forced_fusion")
@@ -62,7 +62,7 @@ class CountingRunner(ModelRunner):
 
     calls = 0
 
-    def run(self, trial, config, launch):  # noqa: ANN001, ANN201
+    def run(self, trial, config, launch):
         self._noise = f"{self.seed}/upgrade/{CountingRunner.calls}"
         CountingRunner.calls += 1
         return super().run(trial, config, launch)

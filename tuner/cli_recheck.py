@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tuner.cli_options import EmulateOpt, HostOptions, SpaceArg, StorageOpt, StudyOpt, storage_and_name, with_host_options
+from tuner.cli_options import (
+    EmulateOpt,
+    HostOptions,
+    SpaceArg,
+    StorageOpt,
+    StudyOpt,
+    storage_and_name,
+    with_host_options,
+)
 
 __all__ = ["recheck"]
 
@@ -24,7 +32,7 @@ def recheck(
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="do not run the preflight checks")] = False,
-    on: HostOptions = HostOptions(),
+    on: HostOptions = HostOptions(),  # noqa: B008 (the five host options, as in tuner.cli)
 ) -> None:
     """Re-measure the baseline, the exported winner and the next configurations on the engine
     installed now; say whether the winner still wins (runs kept in <study>-recheck-<version>)."""

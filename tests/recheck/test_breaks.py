@@ -3,7 +3,14 @@ choices, patches whose find-text is gone (tuner/recheck/_breaks.py)."""
 
 from __future__ import annotations
 
-from tuner.recheck import BreakKind, EngineInterface, StoredLaunch, launch_flags, parse_help, version_breaks
+from tuner.recheck import (
+    BreakKind,
+    EngineInterface,
+    StoredLaunch,
+    launch_flags,
+    parse_help,
+    version_breaks,
+)
 
 HELP = """usage: launch_server [-h] --model-path MODEL_PATH [--attention-backend {triton,flashinfer}]
   --cuda-graph-max-batch-size CUDA_GRAPH_MAX_BATCH_SIZE

@@ -28,7 +28,7 @@ PLAIN = {**N_ON}
 
 
 @pytest.fixture(scope="module")
-def upgraded(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def upgraded(tmp_path_factory: pytest.TempPathFactory):
     """A 4-trial study on 0.5.9, then `tuner recheck --top 3 --runs 2` on 0.5.10."""
     run = EmulatedStudy(tmp_path_factory.mktemp("recheck"), workload__emulated=QUICK)
     for config in (RADIX_OFF, RENAMED, PLAIN):
@@ -44,7 +44,7 @@ def _study(run: EmulatedStudy, name: str) -> optuna.Study:
 
 
 def test_the_version_check_names_the_renamed_flag_before_any_run(upgraded) -> None:
-    run, result = upgraded
+    _, result = upgraded
     text = result.stderr
     assert "engine: 0.5.10 installed; study glm5t ran on 0.5.9 (4 trials)" in text
     line = next(ln for ln in text.splitlines() if "breaks: unknown flag: --cuda-graph-max-bs" in ln)

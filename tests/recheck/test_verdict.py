@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from optuna.trial import TrialState
 
-from tuner.recheck import Break, BreakKind, Commands, Role, VerdictKind, choose_subjects, interleaved, verdict
+from tuner.recheck import (
+    Break,
+    BreakKind,
+    Commands,
+    Role,
+    VerdictKind,
+    choose_subjects,
+    interleaved,
+    verdict,
+)
 from tuner.recheck._plan import Subject
 from tuner.study.record import ENGINE_VERSION, REPEATS, Outcome, StudyView, TrialRecord
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["CALIBRATED", "VERSION_ENV", "VERSIONS", "EmulatedVersion", "installed"]
+__all__ = ["CALIBRATED", "VERSIONS", "VERSION_ENV", "EmulatedVersion", "installed"]
 
 VERSION_ENV = "TUNER_EMULATOR_SGLANG_VERSION"
 CALIBRATED = "0.5.9"

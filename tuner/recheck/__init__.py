@@ -21,14 +21,18 @@ from tuner.recheck._breaks import (
     version_breaks,
 )
 from tuner.recheck._check import (
-    VersionCheck, check_version, installed_interface, say_version_breaks, stored_launches,
+    VersionCheck,
+    check_version,
+    installed_interface,
+    say_version_breaks,
+    stored_launches,
     upgrade_check,
 )
-from tuner.recheck._seed import Seeded, UpgradeStart, seed_from_study
-from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
 from tuner.recheck._measure import RecheckRuns, recheck_study_name
-from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
+from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
 from tuner.recheck._run import RecheckOptions, RecheckResult, run_recheck
+from tuner.recheck._seed import Seeded, UpgradeStart, seed_from_study
+from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
 
 __all__ = [
     "Break",
@@ -39,8 +43,10 @@ __all__ = [
     "RecheckResult",
     "RecheckRuns",
     "Role",
+    "Seeded",
     "StoredLaunch",
     "Subject",
+    "UpgradeStart",
     "Verdict",
     "VerdictKind",
     "VersionCheck",
@@ -54,10 +60,8 @@ __all__ = [
     "run_recheck",
     "say_version_breaks",
     "seed_from_study",
-    "upgrade_check",
-    "Seeded",
-    "UpgradeStart",
     "stored_launches",
+    "upgrade_check",
     "verdict",
     "version_breaks",
 ]

@@ -14,12 +14,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError, TunerError
-from tuner.recheck._breaks import Break, EngineInterface, StoredLaunch, launch_flags, parse_help, version_breaks
+from tuner.recheck._breaks import (
+    Break,
+    EngineInterface,
+    StoredLaunch,
+    launch_flags,
+    parse_help,
+    version_breaks,
+)
 from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.record import ENGINE_VERSION, TrialRecord
 
-__all__ = ["VersionCheck", "check_version", "fit_config", "installed_interface", "say_version_breaks", "upgrade_check",
-           "stored_launches", "stored_versions"]
+__all__ = [
+    "VersionCheck",
+    "check_version",
+    "fit_config",
+    "installed_interface",
+    "say_version_breaks",
+    "stored_launches",
+    "stored_versions",
+    "upgrade_check",
+]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from typing import Any
 import optuna
 
 from tuner.errors import ServerFailure, TunerError
+from tuner.recheck._check import fit_config
+from tuner.recheck._plan import Role, Subject, interleaved
 from tuner.scrub import Scrubber
 from tuner.study.record import (
     CHOSEN_BY,
@@ -48,8 +50,6 @@ from tuner.study.record import (
     write_outcome,
 )
 from tuner.study.trial import run_outcome
-from tuner.recheck._check import fit_config
-from tuner.recheck._plan import Role, Subject, interleaved
 
 __all__ = ["RecheckRuns", "recheck_study_name", "source_of"]
 

@@ -29,7 +29,6 @@ from tuner.study.loop import (
     patch_manager,
     preflight_checks,
     release_host,
-    server_environment,
 )
 from tuner.study.record import (
     EMULATED,
@@ -38,8 +37,8 @@ from tuner.study.record import (
     SPACE_FILE,
     STATED_NOISE,
     TIME_SCALE,
-    TrialRecord,
     WARM_START_FROM,
+    TrialRecord,
     read_view,
 )
 from tuner.study.storage import create_or_resume, load_existing_study, open_storage

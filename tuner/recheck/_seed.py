@@ -27,6 +27,7 @@ from optuna.trial import TrialState, create_trial
 from tuner.errors import ConfigError
 from tuner.recheck._check import VersionCheck, fit_config, upgrade_check
 from tuner.recheck._measure import recheck_study_name
+from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.record import (
     CONFIG_KEY,
     ENQUEUED,
@@ -36,7 +37,6 @@ from tuner.study.record import (
     read_view,
     stable_candidates,
 )
-from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.storage import load_existing_study
 
 __all__ = ["SEED_QUEUED", "Seeded", "UpgradeStart", "seed_from_study"]
