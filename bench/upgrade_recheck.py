@@ -58,13 +58,16 @@ class ShiftedLandscape(GeneratedLandscape):
 
 
 class CountingRunner(ModelRunner):
-    """A model runner whose every run draws its own noise (a re-run is a fresh start)."""
+    """A model runner whose every run draws its own noise (a re-run is a fresh start), from a
+    stream of the study's own: the cold study draws the same noise whatever ran before it."""
 
-    calls = 0
+    def __init__(self, landscape: GeneratedLandscape, seed: int, study: optuna.Study) -> None:
+        super().__init__(landscape, seed, study)
+        self.calls = 0
 
-    def run(self, trial, config, launch):
-        self._noise = f"{self.seed}/upgrade/{CountingRunner.calls}"
-        CountingRunner.calls += 1
+    def run(self, trial: optuna.Trial, config: Config, launch: object) -> list[float]:
+        self._noise = f"{self.seed}/{self.study.study_name}/{self.calls}"
+        self.calls += 1
         return super().run(trial, config, launch)
 
 

@@ -33,7 +33,7 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     run = EmulatedStudy(tmp_path_factory.mktemp("recheck"), workload__emulated=QUICK)
     for config in (RADIX_OFF, RENAMED, PLAIN):
         run.enqueue(config)
-    run.optimize(4)
+    run.optimize(4, "--seed", "1")  # seeded: the radix-off configuration wins on 0.5.9 (2,355 against 2,189)
     result = run.run("recheck", str(run.path), "--emulate", "--port", str(run.port), "--top", "3", "--runs", "2",
                      env=UPGRADED, timeout=600)
     return run, result
@@ -127,7 +127,7 @@ def test_ctrl_c_keeps_every_finished_run_and_the_recheck_continues(upgraded) -> 
     started = [ln for ln in again.stderr.splitlines() if ln.startswith("recheck run ")]
     assert not any("baseline" in ln for ln in started), again.stderr  # its stored run is not repeated
     assert len(started) <= 1  # the winner's third run, unless it ended before the signal
-    assert set(_runs(run).values()) == {3}
+    assert sorted(_runs(run).values()) == [2, 3, 3]  # the baseline and the winner; the third of --top 3 kept
 
 
 def _runs(run: EmulatedStudy) -> dict[str, int]:
