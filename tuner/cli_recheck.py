@@ -36,16 +36,17 @@ def recheck(
 ) -> None:
     """Re-measure the baseline, the exported winner and the next configurations on the engine
     installed now; say whether the winner still wins (runs kept in <study>-recheck-<version>)."""
-    from tuner.recheck import RecheckOptions, run_recheck
+    from tuner.recheck import RecheckOptions, plan_recheck, run_recheck
     from tuner.space import load_space
 
     space = load_space(space_path)
     url, name = storage_and_name(space, storage, study_name, emulate)
     shown = " ".join([*([f"--storage {storage}"] if storage else []), *(["--emulate"] if emulate else [])])
+    options = RecheckOptions(storage=url, study_name=name, top=top, runs=runs, emulate=emulate,
+                             skip_doctor=skip_doctor, shown_options=shown)
+    plan_recheck(space, options)  # nothing to recheck: one line, exit 2, before the host is opened
     target = on.target(space, emulate)
     try:
-        options = RecheckOptions(storage=url, study_name=name, top=top, runs=runs, emulate=emulate,
-                                 skip_doctor=skip_doctor, shown_options=shown)
         run_recheck(space, target, options, Console(stderr=True, soft_wrap=True))
     finally:
         target.close()

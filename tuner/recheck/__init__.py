@@ -30,7 +30,7 @@ from tuner.recheck._check import (
 )
 from tuner.recheck._measure import RecheckRuns, recheck_study_name
 from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
-from tuner.recheck._run import RecheckOptions, RecheckResult, run_recheck
+from tuner.recheck._run import RecheckOptions, RecheckResult, plan_recheck, run_recheck
 from tuner.recheck._seed import Seeded, UpgradeStart, seed_from_study
 from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
 
@@ -56,6 +56,7 @@ __all__ = [
     "interleaved",
     "launch_flags",
     "parse_help",
+    "plan_recheck",
     "recheck_study_name",
     "run_recheck",
     "say_version_breaks",

@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from tuner.errors import TunerError
+from tuner.errors import ConfigError, TunerError
 from tuner.handover import read_gpu_state
 from tuner.recheck._check import VersionCheck, check_version, installed_interface
 from tuner.recheck._measure import RecheckRuns, recheck_study_name, source_of
@@ -44,7 +44,7 @@ from tuner.study.record import (
 from tuner.study.storage import create_or_resume, load_existing_study, open_storage
 from tuner.study.trial import TrialRunner, request_source
 
-__all__ = ["RecheckOptions", "RecheckResult", "run_recheck"]
+__all__ = ["RecheckOptions", "RecheckResult", "plan_recheck", "run_recheck"]
 
 # Preflight checks a recheck reports through the version check instead of stopping on: an
 # upgrade is expected to change the version, and what it breaks is the recheck's finding.
@@ -97,16 +97,19 @@ def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
         raise TunerError(f"preflight failed: {stopping[0].name}: {stopping[0].detail}; fix: {stopping[0].fix}")
 
 
-def run_recheck(space: Any, target: Any, options: RecheckOptions, console: Console) -> RecheckResult:
-    """Recheck the study's winner on the installed engine (see the module docstring)."""
+def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject]]:
+    """The study's view and what the recheck measures; a bad input raises ConfigError (exit 2)
+    before anything touches the host."""
     if space.objective.minimize or space.objective.metric == "goodput":
-        from tuner.errors import ConfigError
-
         raise ConfigError(f"{space.path}: objective: recheck compares one figure per configuration; "
                           "fix: recheck a study with a single throughput objective")
-    old = load_existing_study(options.storage, options.study_name)
-    view = read_view(old, space)
-    subjects = choose_subjects(view, options.top)  # nothing to recheck: exit 2, host untouched
+    view = read_view(load_existing_study(options.storage, options.study_name), space)
+    return view, choose_subjects(view, options.top)
+
+
+def run_recheck(space: Any, target: Any, options: RecheckOptions, console: Console) -> RecheckResult:
+    """Recheck the study's winner on the installed engine (see the module docstring)."""
+    view, subjects = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
     requests = request_source(space.workload_for(options.emulate), space.path)
     claim = claim_host(target, options.study_name, console)
     patches = patch_manager(space, target)
