@@ -70,8 +70,8 @@ def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name:
     old = load_existing_study(storage_url, old_name)
     recheck_name = recheck_study_name(old_name, version)
     done = read_view(study, space)
-    seeded_before = any(str(r.user_attrs.get(WARM_START_FROM, "")).startswith(f"{old_name}")
-                        for r in done.records)
+    sources = {str(r.user_attrs.get(WARM_START_FROM) or "").rpartition("#")[0] for r in done.records}
+    seeded_before = bool(sources & {old_name, recheck_name})
     if seeded_before:
         return Seeded(0, 0, None)
     known = {r.config_key for r in done.records if r.config_key}
