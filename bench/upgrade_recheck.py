@@ -5,16 +5,24 @@ Per seed: a study of ``--old-budget`` trials on a generated landscape (the old v
 new version is the same landscape with every effect shifted by a drawn amount (each factor
 times ``uniform(1 - shift, 1 + shift)``, :class:`ShiftedLandscape`). The target is the old
 winner's noise-free figure on the old version (what the deployed launch gave before the
-upgrade), or the new version's best (the bench's oracle) when that is lower. The seeded run pays the recheck's runs
-(``--top``+1 configurations x ``--runs``), then runs the product's loop on a study seeded by
+upgrade), or the new version's best (the bench's oracle) when that is lower. The seeded run
+pays the recheck's runs (``--top``+1 configurations x ``--runs``), then runs the product's loop on a study seeded by
 :func:`tuner.recheck.seed_from_study`; the cold run is the loop on a fresh study. Both count
 host runs until a configuration reaches :data:`search_efficiency.REACH` of the target.
 
-    python3 bench/upgrade_recheck.py --seeds 1-6 --old-budget 15 --budget 30
+    python3 bench/upgrade_recheck.py --seeds 1-16 --old-budget 15 --budget 30
+    python3 bench/upgrade_recheck.py --seeds 1-16 --old-budget 15 --budget 30 --top 1 --runs 1
 
-gave (2026-12-06, 6 seeds, effects shifted by up to 15%): seeded 6 host runs on every seed (the
-recheck's 6, which already hold the old winner), cold 2, 4, 17, 4, 4, 13: median cold/seeded
-0.67x (cold is faster at the median; seeded bounds the worst case at 6 against 17).
+gave (2026-12-06, 16 seeds, effects shifted by up to 15%, guided strategy, 95% of the target):
+
+- the recheck's defaults (``--top 2 --runs 2``: 6 runs): median 6 host runs seeded (recheck
+  included) against 9.5 cold, cold/seeded 1.58x; seeded fewer on 7 seeds, more on 8;
+- ``--top 1 --runs 1`` (2 runs): median 2 against 9.5, 4.75x; fewer on 12 seeds, more on 1.
+
+On 10 of the 16 seeds the old winner still reaches the target after the shift, so the recheck
+alone finds it; on the 5 where it does not and a search reaches it (seeds 1, 2, 9, 14, 15), the
+seeded search took 22, 17, 17, 18, 11 runs (``--top 1 --runs 1``) against cold's 18, 17, 23, 19,
+16: beyond the recheck itself, the seed saves little; on seed 8 neither reached it in 30.
 """
 
 from __future__ import annotations
