@@ -100,8 +100,11 @@ def optimize(
     no_feasibility: Annotated[bool, typer.Option(
         "--no-feasibility", help="run sampled configurations even when they look like ones that crashed")] = False,
     client_workers: ClientWorkersOpt = 1,
+    from_study: Annotated[Optional[str], typer.Option(
+        "--from-study", help="after an engine upgrade: seed from this study of the same storage (its recheck's figures, its ranking)")] = None,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
+    from tuner.recheck import UpgradeStart
     from tuner.study.loop import OptimizeOptions, run_optimize
     from tuner.study.strategies import resolve_strategy
     from tuner.study.strategies import Strategy
@@ -127,7 +130,7 @@ def optimize(
             trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
             emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
             heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
-            requests=requests,
+            requests=requests, upgrade=UpgradeStart(url, from_study),
         )
         run_optimize(space, target, options, _console())
     finally:
@@ -288,12 +291,14 @@ from tuner.cli_bench import bench  # noqa: E402 (commands written in their own m
 from tuner.cli_best import AtOpt, best, best_trial_at  # noqa: E402
 from tuner.cli_init import INIT_SETTINGS, init  # noqa: E402
 from tuner.cli_report import report, trials  # noqa: E402
+from tuner.cli_recheck import recheck  # noqa: E402
 
 app.command("bench")(bench)
 app.command("init", context_settings=INIT_SETTINGS)(init)
 app.command("best")(best)
 app.command("report")(report)
 app.command("trials")(trials)
+app.command("recheck")(recheck)
 
 
 def _quiet_optuna() -> None:

@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from tuner.emulator.sglang_flags import DEPRECATED_SWITCHES, OPTIONS, SWITCHES
+from tuner.emulator.versions import installed
 
 __all__ = ["build_parser", "parse_server_args", "server_args_from_flags"]
 
@@ -39,10 +40,12 @@ def _positive_float(text: str) -> float:
 
 
 def build_parser(prog: str = "python -m sglang.launch_server") -> argparse.ArgumentParser:
-    """An argparse parser that accepts exactly SGLang 0.5.9's flags plus the emulator's."""
+    """An argparse parser that accepts exactly SGLang 0.5.9's flags plus the emulator's (as the
+    emulated version renames them: :mod:`tuner.emulator.versions`)."""
+    version = installed()
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="EMULATED GLM-5 host (tuner.emulator): SGLang 0.5.9 launch_server flags.",
+        description=f"EMULATED GLM-5 host (tuner.emulator): SGLang {version.version} launch_server flags.",
     )
     for names in SWITCHES:
         parser.add_argument(*names.split(), action="store_true")
@@ -61,7 +64,10 @@ def build_parser(prog: str = "python -m sglang.launch_server") -> argparse.Argum
                 kwargs["const"] = ""
         if names.split()[0] == "--model-path":
             kwargs["required"] = True
-        parser.add_argument(*names.split(), **kwargs)
+        renamed = [version.renamed.get(name, name) for name in names.split()]
+        if renamed != names.split() and "dest" not in kwargs:  # the engine reads the old name
+            kwargs["dest"] = names.split()[0].lstrip("-").replace("-", "_")
+        parser.add_argument(*renamed, **kwargs)
     emulator = parser.add_argument_group("emulator (not SGLang)")
     emulator.add_argument(
         "--time-scale", type=_positive_float, default=1.0,
@@ -75,13 +81,21 @@ def build_parser(prog: str = "python -m sglang.launch_server") -> argparse.Argum
     return parser
 
 
-@cache
 def _parser() -> argparse.ArgumentParser:
+    return _parser_of(installed().version)
+
+
+@cache
+def _parser_of(version: str) -> argparse.ArgumentParser:
     return build_parser()
 
 
-@cache
 def _names() -> dict[str, str]:
+    return _names_of(installed().version)
+
+
+@cache
+def _names_of(version: str) -> dict[str, str]:
     """Every way to name a flag (``--tp-size``, ``tp_size``, ``--model``) -> its server-args name."""
     names: dict[str, str] = {}
     for action in _parser()._actions:

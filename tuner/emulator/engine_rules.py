@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.emulator.calibration import GPU, KV, MEMORY_LIMITS
+from tuner.emulator.versions import CALIBRATED, VERSIONS, installed
 from tuner.emulator.parallelism import Parallelism, ParallelismRefused, resolve_parallelism
 from tuner.emulator.speculative import (SPEC_GB, Speculation, SpeculationRefused,
                                         resolve_speculation)
@@ -28,7 +29,7 @@ MIN_RESERVE, MAX_RESERVE = 0.5, 1.1  # --schedule-conservativeness, as the share
 UNCHUNKED_PREFILL_TOKENS = 16384  # SGLang's --max-prefill-tokens default
 BF16_KV_TOKENS = 0.9  # the DSA cache keeps its fp8 indexer keys either way (emulator reading)
 # Invented speed effects (calibration.md: each at most +-10% alone; tuner/emulator/README.md).
-RADIX_OFF_SPEED = 1.01  # --disable-radix-cache: its bookkeeping goes
+RADIX_OFF_SPEED = VERSIONS[CALIBRATED].radix_off_speed  # --disable-radix-cache: its bookkeeping goes
 OVERLAP_OFF_SPEED = 0.94  # --disable-overlap-schedule
 BF16_KV_SPEED = (1.02, 0.01)  # bf16 KV: +2% at a batch of 64, 1% less by 512
 # Per GPU, from the calibration's pool (25.49 GB) and free memory (5.70 GB) at f = 0.92.
@@ -107,7 +108,7 @@ class EngineSettings:
         speed = ATTENTION_SPEED[self.attention_backend] * MOE_SPEED[self.moe_backend]
         speed *= self.parallel.speed(batch)
         if not self.radix_cache:
-            speed *= RADIX_OFF_SPEED
+            speed *= installed().radix_off_speed  # RADIX_OFF_SPEED on 0.5.9; an upgrade changes it
         if not self.overlap_schedule:
             speed *= OVERLAP_OFF_SPEED
         if self.kv_cache_dtype == "bfloat16":  # no dequantisation; more bytes read

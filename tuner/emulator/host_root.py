@@ -70,6 +70,8 @@ def prepare_host_root(root: Path) -> dict[str, str]:
         shutil.copytree(STANDIN_PACKAGE, staging,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         staging.rename(package)
+    # Its version line follows the emulated host's (never a patched file: patches change srt/).
+    shutil.copyfile(STANDIN_PACKAGE / "__init__.py", package / "__init__.py")
     shutil.copyfile(NVIDIA_SMI, bin_dir / "nvidia-smi")
     (bin_dir / "nvidia-smi").chmod(0o755)
     wrapper = _python_wrapper()

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tuner.emulator.versions import installed
 from tuner.emulator import gpu_state
 from tuner.emulator.auth import ApiKeys
 from tuner.emulator.batch_core import BatchCore, CoreRequest
@@ -62,7 +63,7 @@ def _server_info(args: dict[str, Any], settings: EngineSettings | StartFailure,
             attention_backend=settings.attention_backend, max_total_num_tokens=settings.kv_tokens,
             max_req_input_len=settings.kv_tokens - 1,
         )
-    info["version"] = "0.5.9"
+    info["version"] = installed().version
     info["emulator"] = {
         "time_scale": time_scale, "emulated": True, "seed": seed,
         "patched_gate": source.patched_gate, "forced_allreduce": source.forced_allreduce,

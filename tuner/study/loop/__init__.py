@@ -18,6 +18,7 @@ from tuner.study.loop._optimize import (
     optimize_study,
     OptimizeSummary,
     MAX_IDLE_ASKS,
+    local_runs_dir,
 )
 from tuner.study.loop._progress import ProgressView
 from tuner.study.loop._confirm import Confirmation
@@ -57,6 +58,7 @@ __all__ = [
     "OptimizeSummary",
     "ensure_baseline_queued",
     "MAX_IDLE_ASKS",
+    "local_runs_dir",
     "ProgressView",
     "Confirmation",
     "require_power",

@@ -77,6 +77,9 @@ class OptimizeOptions:
     warm_start: str | None = None
     feasibility: bool = True
     requests: Any = None  # the workload's request source, made by the caller (read once)
+    # after an engine upgrade (tuner.recheck.UpgradeStart): what the installed version breaks of
+    # the stored configurations, said before any host time; --from-study's seeding
+    upgrade: Any = None
 
 
 def patch_manager(space: SearchSpace, target: Target) -> PatchManager:
@@ -180,9 +183,12 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
+        check = options.upgrade.check(study, space, target, patches, console) if options.upgrade else None
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
         target.gpu_idle = read_gpu_state(target.host, target.env)  # each start waits for it
         require_power(space, target.gpu_idle)  # tokens_per_joule on a host without nvidia-smi
+        if options.upgrade is not None:
+            options.upgrade.seed(study, space, target, check, console)
         if options.warm_start:
             queued = warm_start(study, space, options.warm_start)
             console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")
