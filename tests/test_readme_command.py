@@ -12,7 +12,7 @@ def test_the_readme_s_test_command_is_what_ci_run_runs() -> None:
           if line.startswith("bash .ci/install")]
     assert len(ci) == 1, ci
     command = ci[0]
-    assert command.startswith("bash .ci/install && python3 -m pytest -q")
+    assert command.startswith("bash .ci/install && bash .ci/lint && python3 -m pytest -q")
     readme = (REPO / "README.md").read_text()
     quick_start = readme.split("```bash\n", 1)[1].split("```", 1)[0]
     assert any(line.split("  #")[0].rstrip() == command for line in quick_start.splitlines()), \

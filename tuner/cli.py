@@ -42,13 +42,18 @@ def _print_version(value: bool) -> None:
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_print_version, help="print the version and exit")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="print the version and exit"
+        ),
+    ] = False,
 ) -> None:
     """Bayesian launch-configuration optimizer for LLM inference servers (SGLang, vLLM)."""
     if ctx.invoked_subcommand is None:  # bare `tuner`: the help, and success
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
+
 
 from tuner.cli_options import (  # noqa: E402
     ClientWorkersOpt,
@@ -79,29 +84,63 @@ def _load(space_path: Path):  # noqa: ANN202 (SearchSpace, imported late for a f
 @with_host_options
 def optimize(
     space_path: SpaceArg,
-    trials: Annotated[int, typer.Option("--trials", min=1, help="configurations to run on the host")] = 40,
+    trials: Annotated[
+        int, typer.Option("--trials", min=1, help="configurations to run on the host")
+    ] = 40,
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
-    strategy: Annotated[Optional[StrategyName], typer.Option(
-        "--strategy", help=f"how the next configuration is chosen (default {DEFAULT_STRATEGY})")] = None,
-    sampler: Annotated[Optional[SamplerName], typer.Option(
-        "--sampler", help="older option: a strategy, or an Optuna sampler alone")] = None,
+    strategy: Annotated[
+        Optional[StrategyName],
+        typer.Option(
+            "--strategy", help=f"how the next configuration is chosen (default {DEFAULT_STRATEGY})"
+        ),
+    ] = None,
+    sampler: Annotated[
+        Optional[SamplerName],
+        typer.Option("--sampler", help="older option: a strategy, or an Optuna sampler alone"),
+    ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="sampler seed")] = None,
     emulate: EmulateOpt = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")] = False,
-    allow_changed: Annotated[bool, typer.Option("--allow-changed", help="resume although the space or workload changed")] = False,
-    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="do not run the preflight checks")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print what would run and an estimate of host hours")
+    ] = False,
+    allow_changed: Annotated[
+        bool, typer.Option("--allow-changed", help="resume although the space or workload changed")
+    ] = False,
+    skip_doctor: Annotated[
+        bool, typer.Option("--skip-doctor", help="do not run the preflight checks")
+    ] = False,
     on: HostOptions = HostOptions(),
-    heartbeat_seconds: Annotated[Optional[int], typer.Option(
-        "--heartbeat-seconds", min=1,
-        help="send a heartbeat this often; a trial silent for 3x as long is FAIL worker-died and runs again")] = None,
-    warm_start: Annotated[Optional[str], typer.Option(
-        "--warm-start", help="queue the best stable configurations of an earlier study (a .db file or URL)")] = None,
-    no_feasibility: Annotated[bool, typer.Option(
-        "--no-feasibility", help="run sampled configurations even when they look like ones that crashed")] = False,
+    heartbeat_seconds: Annotated[
+        Optional[int],
+        typer.Option(
+            "--heartbeat-seconds",
+            min=1,
+            help="send a heartbeat this often; a trial silent for 3x as long is FAIL worker-died and runs again",
+        ),
+    ] = None,
+    warm_start: Annotated[
+        Optional[str],
+        typer.Option(
+            "--warm-start",
+            help="queue the best stable configurations of an earlier study (a .db file or URL)",
+        ),
+    ] = None,
+    no_feasibility: Annotated[
+        bool,
+        typer.Option(
+            "--no-feasibility",
+            help="run sampled configurations even when they look like ones that crashed",
+        ),
+    ] = False,
     client_workers: ClientWorkersOpt = 1,
-    from_study: Annotated[Optional[str], typer.Option(
-        "--from-study", help="after an engine upgrade: seed from this study of the same storage (its recheck's figures, its ranking)")] = None,
+    from_study: Annotated[
+        Optional[str],
+        typer.Option(
+            "--from-study",
+            help="after an engine upgrade: seed from this study of the same storage (its recheck's figures, its ranking)",
+        ),
+    ] = None,
 ) -> None:
     """Run or resume the study: the baseline first, then sampled configurations."""
     from tuner.recheck import UpgradeStart
@@ -127,10 +166,20 @@ def optimize(
     target.client_workers = client_workers
     try:
         options = OptimizeOptions(
-            trials=trials, storage=url, study_name=name, strategy=strategy, sampler=sampler, seed=seed,
-            emulate=emulate, allow_changed=allow_changed, skip_doctor=skip_doctor,
-            heartbeat_s=heartbeat_seconds, warm_start=warm_start, feasibility=not no_feasibility,
-            requests=requests, upgrade=UpgradeStart(url, from_study),
+            trials=trials,
+            storage=url,
+            study_name=name,
+            strategy=strategy,
+            sampler=sampler,
+            seed=seed,
+            emulate=emulate,
+            allow_changed=allow_changed,
+            skip_doctor=skip_doctor,
+            heartbeat_s=heartbeat_seconds,
+            warm_start=warm_start,
+            feasibility=not no_feasibility,
+            requests=requests,
+            upgrade=UpgradeStart(url, from_study),
         )
         run_optimize(space, target, options, _console())
     finally:
@@ -158,7 +207,9 @@ def export(
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
-    trial: Annotated[Optional[int], typer.Option("--trial", help="export this trial instead of the best")] = None,
+    trial: Annotated[
+        Optional[int], typer.Option("--trial", help="export this trial instead of the best")
+    ] = None,
     at: AtOpt = None,
     port: PortOpt = None,
 ) -> None:
@@ -203,7 +254,9 @@ def doctor(
 @app.command()
 def enqueue(
     space_path: SpaceArg,
-    assignments: Annotated[list[str], typer.Option("--set", help="name=value (YAML scalar; null = unset)")],
+    assignments: Annotated[
+        list[str], typer.Option("--set", help="name=value (YAML scalar; null = unset)")
+    ],
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
@@ -219,8 +272,14 @@ def enqueue(
     config = configuration_with(space, parse_assignments(assignments))
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = create_or_resume(
-        open_storage(url), name, space.fingerprint(), sampler=make_sampler("tpe", None),
-        pruner=study_pruner(space, emulate), directions=study_directions(space), allow_changed=False, attrs={},
+        open_storage(url),
+        name,
+        space.fingerprint(),
+        sampler=make_sampler("tpe", None),
+        pruner=study_pruner(space, emulate),
+        directions=study_directions(space),
+        allow_changed=False,
+        attrs={},
     )
     ensure_baseline_queued(study, space)  # the baseline always runs first
     enqueue_configuration(study, space, config)
@@ -234,9 +293,18 @@ def validate(
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="how many of the best stable trials")] = 3,
-    duration: Annotated[Optional[float], typer.Option("--duration", min=1, help="soak host seconds per configuration (default 600)")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", min=2, help="measurements per soak, for the spread")] = 3,
+    top: Annotated[
+        int, typer.Option("--top", min=1, help="how many of the best stable trials")
+    ] = 3,
+    duration: Annotated[
+        Optional[float],
+        typer.Option(
+            "--duration", min=1, help="soak host seconds per configuration (default 600)"
+        ),
+    ] = None,
+    repeats: Annotated[
+        int, typer.Option("--repeats", min=2, help="measurements per soak, for the spread")
+    ] = 3,
     on: HostOptions = HostOptions(),
 ) -> None:
     """Soak the best configurations at their peak concurrency; unstable ones are never exported."""
@@ -246,15 +314,23 @@ def validate(
 
     space = _load(space_path)
     if space.objective.metric == "goodput":
-        raise ConfigError(f"{space_path}: objective.metric goodput: validate soaks at a concurrency, "
-                          "not yet at a request rate; fix: compare goodput trials with `tuner trials`")
+        raise ConfigError(
+            f"{space_path}: objective.metric goodput: validate soaks at a concurrency, "
+            "not yet at a request rate; fix: compare goodput trials with `tuner trials`"
+        )
     url, name = storage_and_name(space, storage, study_name, emulate)
     study = load_existing_study(url, name)
     target = on.target(space, emulate)
     try:
         results = validate_study(
-            space, study, target, patch_manager(space, target), top=top,
-            duration_s=duration or DEFAULT_SOAK_S, repeats=repeats, console=_console(),
+            space,
+            study,
+            target,
+            patch_manager(space, target),
+            top=top,
+            duration_s=duration or DEFAULT_SOAK_S,
+            repeats=repeats,
+            console=_console(),
         )
     finally:
         target.close()
@@ -283,7 +359,9 @@ def dashboard(
     program = shutil.which("optuna-dashboard")
     if program is None:
         raise ConfigError("optuna-dashboard is not installed; fix: pip install optuna-dashboard")
-    Console(stderr=True).print(f"optuna-dashboard {url} on http://127.0.0.1:{port}/", highlight=False)
+    Console(stderr=True).print(
+        f"optuna-dashboard {url} on http://127.0.0.1:{port}/", highlight=False
+    )
     os.execv(program, [program, url, "--host", "127.0.0.1", "--port", str(port)])
 
 

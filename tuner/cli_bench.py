@@ -89,16 +89,29 @@ def _latency(level: LevelMetrics, kind: str, percentile: float) -> float | None:
     return level.percentiles.get(key, getattr(level, key.replace(".", "_"), None))
 
 
-def _table(url: str, levels: list[LevelMetrics], kinds: tuple[str, ...] = ("ttft", "tpot", "itl"),
-           percentiles: tuple[float, ...] = (99.0,)) -> Table:
+def _table(
+    url: str,
+    levels: list[LevelMetrics],
+    kinds: tuple[str, ...] = ("ttft", "tpot", "itl"),
+    percentiles: tuple[float, ...] = (99.0,),
+) -> Table:
     emulated = any(level.emulated for level in levels)
     title = f"tuner bench {url}"
     if emulated:
         title += f" (emulated, host time: K={levels[0].time_scale:g})"
     table = Table(title=title, caption="latencies in ms (p50 = median); peak = best 1 s")
     shown = [(kind, q) for kind in kinds for q in dict.fromkeys((50.0, *percentiles))]
-    headers = ["concurrency", "done", "failed", "out tok/s", "total tok/s", "req/s",
-               *(f"{_LABELS[kind]} p{q:g}" for kind, q in shown), "peak tok/s", "stopped"]
+    headers = [
+        "concurrency",
+        "done",
+        "failed",
+        "out tok/s",
+        "total tok/s",
+        "req/s",
+        *(f"{_LABELS[kind]} p{q:g}" for kind, q in shown),
+        "peak tok/s",
+        "stopped",
+    ]
     for header in headers:
         table.add_column(header, justify="left" if header == "stopped" else "right")
     for level in levels:
@@ -126,9 +139,12 @@ def _api_key(value: str | None) -> str | None:
         return value
     key = os.environ.get(match.group(1))
     if not key:
-        raise _fail(f"--api-key: ${{{match.group(1)}}} is not set in the environment; fix: "
-                    f"export {match.group(1)}=... (the server's --api-key) before running "
-                    "tuner bench", 2)
+        raise _fail(
+            f"--api-key: ${{{match.group(1)}}} is not set in the environment; fix: "
+            f"export {match.group(1)}=... (the server's --api-key) before running "
+            "tuner bench",
+            2,
+        )
     return key
 
 
@@ -141,67 +157,144 @@ def _check_url(url: str) -> None:
     """An http(s) URL with a host, else a bad argument (exit 2, before any request)."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"URL {url}: not an http(s) address; fix: give the running server's "
-                          "address, e.g. http://127.0.0.1:30000")
+        raise ConfigError(
+            f"URL {url}: not an http(s) address; fix: give the running server's "
+            "address, e.g. http://127.0.0.1:30000"
+        )
 
 
 def bench(
-    url: Annotated[str, typer.Argument(
-        metavar="URL", show_default=False,
-        help="the running server, e.g. http://127.0.0.1:30000")],
-    concurrency: Annotated[str, typer.Option(
-        "--concurrency", "--max-concurrency",
-        help="comma-separated concurrency levels, run in order")] = "64,256,1024",
-    num_prompts: Annotated[int | None, typer.Option(
-        "--num-prompts", min=1, help="requests per level (default: 2 x concurrency, at least 128)")] = None,
-    input_len: Annotated[int, typer.Option(
-        "--input-len", "--random-input-len", min=1, help="prompt tokens per request")] = 256,
-    output_len: Annotated[int, typer.Option(
-        "--output-len", "--random-output-len", min=1, help="output tokens per request")] = 256,
+    url: Annotated[
+        str,
+        typer.Argument(
+            metavar="URL",
+            show_default=False,
+            help="the running server, e.g. http://127.0.0.1:30000",
+        ),
+    ],
+    concurrency: Annotated[
+        str,
+        typer.Option(
+            "--concurrency",
+            "--max-concurrency",
+            help="comma-separated concurrency levels, run in order",
+        ),
+    ] = "64,256,1024",
+    num_prompts: Annotated[
+        int | None,
+        typer.Option(
+            "--num-prompts",
+            min=1,
+            help="requests per level (default: 2 x concurrency, at least 128)",
+        ),
+    ] = None,
+    input_len: Annotated[
+        int,
+        typer.Option("--input-len", "--random-input-len", min=1, help="prompt tokens per request"),
+    ] = 256,
+    output_len: Annotated[
+        int,
+        typer.Option(
+            "--output-len", "--random-output-len", min=1, help="output tokens per request"
+        ),
+    ] = 256,
     api: Annotated[Api, typer.Option("--api", "--backend", help="request format")] = DEFAULT_API,
-    model: Annotated[str | None, typer.Option(
-        "--model", help="the model's name in OpenAI requests (default: the first of GET "
-        "/v1/models); transformers serve takes the path it was started with")] = None,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="the server takes no extension of the OpenAI API (transformers serve): "
-        "no ignore_eos, text prompts of about --input-len tokens, replies that end early "
-        "counted as short")] = False,
-    request_rate: Annotated[float | None, typer.Option(
-        "--request-rate",
-        help="requests/s (open loop, capped by the concurrency); default: closed loop")] = None,
-    arrival: Annotated[Arrival, typer.Option(
-        "--arrival", help="arrivals at a request rate")] = DEFAULT_ARRIVAL,
-    warmup: Annotated[int, typer.Option(
-        "--warmup", "--num-warmups", min=0, help="warm-up requests before each level")] = 1,
-    time_limit: Annotated[float, typer.Option(
-        "--time-limit", help="seconds a level may last at most (above 0)")] = 600.0,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", "--dataset-path", help="dataset file, by its content: ShareGPT JSON, or "
-        'JSONL of {"prompt", "output_len"} or of chat {"messages"}')] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="the model's name in OpenAI requests (default: the first of GET "
+            "/v1/models); transformers serve takes the path it was started with",
+        ),
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="the server takes no extension of the OpenAI API (transformers serve): "
+            "no ignore_eos, text prompts of about --input-len tokens, replies that end early "
+            "counted as short",
+        ),
+    ] = False,
+    request_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--request-rate",
+            help="requests/s (open loop, capped by the concurrency); default: closed loop",
+        ),
+    ] = None,
+    arrival: Annotated[
+        Arrival, typer.Option("--arrival", help="arrivals at a request rate")
+    ] = DEFAULT_ARRIVAL,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", "--num-warmups", min=0, help="warm-up requests before each level"
+        ),
+    ] = 1,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="seconds a level may last at most (above 0)")
+    ] = 600.0,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            "--dataset-path",
+            help="dataset file, by its content: ShareGPT JSON, or "
+            'JSONL of {"prompt", "output_len"} or of chat {"messages"}',
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of prompts and arrival times")] = 0,
-    json_output: Annotated[bool, typer.Option(
-        "--json", help="print one JSON document instead of a table")] = False,
-    save: Annotated[Path | None, typer.Option(
-        "--save-result", metavar="FILE",
-        help="also write the run to FILE as JSON: date, URL, model, API, lengths, dataset, "
-        "seed, tuner version and every level")] = None,
-    result_filename: Annotated[str | None, typer.Option(
-        "--result-filename", metavar="NAME",
-        help="as in vllm bench serve: write the run to NAME in --result-dir")] = None,
-    result_dir: Annotated[Path, typer.Option(
-        "--result-dir", metavar="DIR", help="the folder of --result-filename")] = Path("."),
-    percentile_metrics: Annotated[str, typer.Option(
-        "--percentile-metrics", help="latencies whose percentiles are reported: ttft, tpot, "
-        "itl, e2el")] = "ttft,tpot,itl",
-    metric_percentiles: Annotated[str, typer.Option(
-        "--metric-percentiles", help="the percentiles reported, e.g. 50,90,99 "
-        "(keys p50_ttft_ms, ...)")] = "99",
-    no_progress: Annotated[bool, typer.Option(
-        "--no-progress", "--disable-tqdm", help="no progress bar while a level runs")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="print one JSON document instead of a table")
+    ] = False,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-result",
+            metavar="FILE",
+            help="also write the run to FILE as JSON: date, URL, model, API, lengths, dataset, "
+            "seed, tuner version and every level",
+        ),
+    ] = None,
+    result_filename: Annotated[
+        str | None,
+        typer.Option(
+            "--result-filename",
+            metavar="NAME",
+            help="as in vllm bench serve: write the run to NAME in --result-dir",
+        ),
+    ] = None,
+    result_dir: Annotated[
+        Path, typer.Option("--result-dir", metavar="DIR", help="the folder of --result-filename")
+    ] = Path("."),
+    percentile_metrics: Annotated[
+        str,
+        typer.Option(
+            "--percentile-metrics",
+            help="latencies whose percentiles are reported: ttft, tpot, itl, e2el",
+        ),
+    ] = "ttft,tpot,itl",
+    metric_percentiles: Annotated[
+        str,
+        typer.Option(
+            "--metric-percentiles",
+            help="the percentiles reported, e.g. 50,90,99 (keys p50_ttft_ms, ...)",
+        ),
+    ] = "99",
+    no_progress: Annotated[
+        bool,
+        typer.Option("--no-progress", "--disable-tqdm", help="no progress bar while a level runs"),
+    ] = False,
     client_workers: ClientWorkersOpt = 1,
-    api_key: Annotated[str | None, typer.Option(
-        "--api-key", help="the server's --api-key, sent as Authorization: Bearer; write "
-        "'${NAME}' (quoted) to read it from the environment variable NAME")] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="the server's --api-key, sent as Authorization: Bearer; write "
+            "'${NAME}' (quoted) to read it from the environment variable NAME",
+        ),
+    ] = None,
 ) -> None:
     """Benchmark a running server at several concurrency levels (same client as the study)."""
     levels = parse_concurrency(concurrency)
@@ -209,17 +302,23 @@ def bench(
     api_name, arrival_name = api.value, arrival.value
     try:
         if save is not None and result_filename is not None:
-            raise ConfigError("--save-result with --result-filename: both name the result file; "
-                              "fix: give one of them")
+            raise ConfigError(
+                "--save-result with --result-filename: both name the result file; "
+                "fix: give one of them"
+            )
         if result_filename is not None:
             save = result_dir / result_filename
         _check_url(url)
         if not time_limit > 0:
-            raise ConfigError(f"--time-limit {time_limit:g}: not above 0 seconds; fix: give the "
-                              "seconds a level may last, e.g. --time-limit 600")
+            raise ConfigError(
+                f"--time-limit {time_limit:g}: not above 0 seconds; fix: give the "
+                "seconds a level may last, e.g. --time-limit 600"
+            )
         if request_rate is not None and not request_rate > 0:
-            raise ConfigError(f"--request-rate {request_rate:g}: not above 0 requests/s; fix: "
-                              "leave it out for a closed loop")
+            raise ConfigError(
+                f"--request-rate {request_rate:g}: not above 0 requests/s; fix: "
+                "leave it out for a closed loop"
+            )
         kinds = parse_percentile_metrics(percentile_metrics)
         percentiles = parse_metric_percentiles(metric_percentiles)
         source = None
@@ -233,20 +332,22 @@ def bench(
             typer.echo(f"dataset: {source.describe()}", err=True)
         specs: list[LevelSpec] = []
         for level in levels:  # each level after the ones before it: no prompt sent twice
-            specs.append(LevelSpec(
-                concurrency=level,
-                num_requests=num_prompts or max(2 * level, 128),
-                input_len=input_len,
-                output_len=output_len,
-                time_limit_s=time_limit,
-                request_rate=request_rate,
-                arrival=arrival_name,
-                warmup=warmup,
-                seed=seed,
-                dataset=source,
-                first_request=sum(spec.num_requests for spec in specs),
-                percentiles=percentiles,
-            ))
+            specs.append(
+                LevelSpec(
+                    concurrency=level,
+                    num_requests=num_prompts or max(2 * level, 128),
+                    input_len=input_len,
+                    output_len=output_len,
+                    time_limit_s=time_limit,
+                    request_rate=request_rate,
+                    arrival=arrival_name,
+                    warmup=warmup,
+                    seed=seed,
+                    dataset=source,
+                    first_request=sum(spec.num_requests for spec in specs),
+                    percentiles=percentiles,
+                )
+            )
     except ConfigError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     try:
@@ -265,33 +366,63 @@ def bench(
     def report(level: LevelMetrics) -> None:
         progress.level_done(level)
         if not json_output:
-            rate = (f", {level.achieved_request_rate:,.2f} req/s sent of {level.request_rate:g} asked"
-                    if level.achieved_request_rate is not None else "")
+            rate = (
+                f", {level.achieved_request_rate:,.2f} req/s sent of {level.request_rate:g} asked"
+                if level.achieved_request_rate is not None
+                else ""
+            )
             console.print(
                 f"concurrency {level.concurrency}: {level.output_throughput:,.1f} output tok/s, "
                 f"{level.completed} done, {level.failed} failed{rate}"
                 + (" (input tokens estimated)" if level.input_tokens_estimated else "")
-                + (f"; {level.short_replies} replies ended before {output_len} tokens"
-                   if level.short_replies else "")
-                + (f", {level.repeated_prompts} prompts repeated (the dataset's sample ran out)"
-                   if level.repeated_prompts else ""),
+                + (
+                    f"; {level.short_replies} replies ended before {output_len} tokens"
+                    if level.short_replies
+                    else ""
+                )
+                + (
+                    f", {level.repeated_prompts} prompts repeated (the dataset's sample ran out)"
+                    if level.repeated_prompts
+                    else ""
+                ),
                 highlight=False,
             )
             if level.measurement_bound:
-                seen = f" ({level.in_flight:,.0f} of {level.concurrency} in flight)" if level.in_flight is not None else ""
-                console.print(f"  measurement-bound{seen}: {level.measurement_bound}", highlight=False)
+                seen = (
+                    f" ({level.in_flight:,.0f} of {level.concurrency} in flight)"
+                    if level.in_flight is not None
+                    else ""
+                )
+                console.print(
+                    f"  measurement-bound{seen}: {level.measurement_bound}", highlight=False
+                )
 
     with LevelProgress(console, console.is_terminal and not no_progress, scale.rate) as progress:
         measured = run_levels(
-            url, specs, api=dialect, on_level=report, time_scale=scale,
-            client_workers=client_workers, headers=headers, on_progress=progress.update,
+            url,
+            specs,
+            api=dialect,
+            on_level=report,
+            time_scale=scale,
+            client_workers=client_workers,
+            headers=headers,
+            on_progress=progress.update,
         )
     stopped = next((level for level in measured if level.stop_reason), None)
     error = f"level {stopped.concurrency} stopped: {stopped.stop_reason}" if stopped else None
-    facts = RunFacts(url=url, api=api_name, model=model, input_len=input_len,
-                     output_len=output_len, dataset=dataset, seed=seed,
-                     request_rate=request_rate, arrival=arrival_name,
-                     emulated=scale.emulated, time_scale=scale.factor)
+    facts = RunFacts(
+        url=url,
+        api=api_name,
+        model=model,
+        input_len=input_len,
+        output_len=output_len,
+        dataset=dataset,
+        seed=seed,
+        request_rate=request_rate,
+        arrival=arrival_name,
+        emulated=scale.emulated,
+        time_scale=scale.factor,
+    )
     document = result_document(facts, measured, kinds, error)
     if save is not None:
         save_result(save, document)
@@ -307,8 +438,10 @@ def bench(
 
         figure = trial_figure([level.to_dict() for level in measured])
         if figure.value is not None:
-            console_out.print(f"figure (as a study ranks it): {figure.value:,.1f} output tok/s at "
-                              f"c={figure.concurrency}" + (", a lower bound: the client fell behind"
-                                                           if figure.bound else ""))
+            console_out.print(
+                f"figure (as a study ranks it): {figure.value:,.1f} output tok/s at "
+                f"c={figure.concurrency}"
+                + (", a lower bound: the client fell behind" if figure.bound else "")
+            )
     if error:
         raise _fail(f"{error}; fix: see the server's log, or lower the concurrency", 1)

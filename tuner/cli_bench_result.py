@@ -53,8 +53,10 @@ def parse_percentile_metrics(text: str) -> tuple[str, ...]:
     names = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [name for name in names if name not in LATENCY_METRICS]
     if unknown or not names:
-        raise ConfigError(f"--percentile-metrics {text}: {', '.join(unknown) or 'empty'} unknown; "
-                          f"fix: use a comma-separated list of {', '.join(LATENCY_METRICS)}")
+        raise ConfigError(
+            f"--percentile-metrics {text}: {', '.join(unknown) or 'empty'} unknown; "
+            f"fix: use a comma-separated list of {', '.join(LATENCY_METRICS)}"
+        )
     return tuple(LATENCY_METRICS[name] for name in names)
 
 
@@ -65,8 +67,10 @@ def parse_metric_percentiles(text: str) -> tuple[float, ...]:
     except ValueError:
         values = ()
     if not values or not all(0.0 <= value <= 100.0 for value in values):
-        raise ConfigError(f"--metric-percentiles {text}: not a list of percentiles; "
-                          "fix: use numbers from 0 to 100, e.g. 50,90,99")
+        raise ConfigError(
+            f"--metric-percentiles {text}: not a list of percentiles; "
+            "fix: use numbers from 0 to 100, e.g. 50,90,99"
+        )
     return values
 
 
@@ -90,12 +94,18 @@ class RunFacts:
 def _level(level: LevelMetrics, kinds: tuple[str, ...]) -> dict[str, Any]:
     document = level.to_dict()
     percentiles = document.pop("percentiles", {})
-    document.update({key: value for key, value in percentiles.items()
-                     if key.split("_")[1] in kinds})
+    document.update(
+        {key: value for key, value in percentiles.items() if key.split("_")[1] in kinds}
+    )
     document.update({vllm: document[ours] for vllm, ours in VLLM_KEYS.items()})
     # vllm bench serve names the end-to-end latency e2el (``p99_e2el_ms``)
-    document.update({key.replace("_e2e_ms", "_e2el_ms"): value for key, value in list(document.items())
-                     if key.endswith("_e2e_ms")})
+    document.update(
+        {
+            key.replace("_e2e_ms", "_e2el_ms"): value
+            for key, value in list(document.items())
+            if key.endswith("_e2e_ms")
+        }
+    )
     return document
 
 
@@ -141,9 +151,14 @@ class LevelProgress:
     def __init__(self, console: Console, enabled: bool, rate: Any) -> None:
         self._rate = rate  # server tokens/s -> host tokens/s (the emulator's time scale)
         self._bar = Progress(
-            TextColumn("concurrency {task.fields[level]}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[speed]} out tok/s"), TimeElapsedColumn(),
-            console=console, disable=not enabled, transient=False,
+            TextColumn("concurrency {task.fields[level]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[speed]} out tok/s"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
         )
         self._tasks: dict[int, Any] = {}
         self._started: dict[int, float] = {}
@@ -159,7 +174,9 @@ class LevelProgress:
     def update(self, spec: LevelSpec, log: Any) -> None:
         key = self._current = spec.first_request
         if key not in self._tasks:
-            self._tasks[key] = self._bar.add_task("", total=log.size, level=spec.concurrency, speed="-")
+            self._tasks[key] = self._bar.add_task(
+                "", total=log.size, level=spec.concurrency, speed="-"
+            )
             self._started[key] = time.perf_counter()
         done = log.size - log.status.count(0)
         seconds = max(time.perf_counter() - self._started[key], 1e-9)
@@ -169,6 +186,9 @@ class LevelProgress:
     def level_done(self, level: LevelMetrics) -> None:
         """Show the level's end: its requests finished and its measured output tokens/s."""
         if self._current is not None:
-            self._bar.update(self._tasks[self._current], completed=level.completed + level.failed,
-                             speed=f"{level.output_throughput:,.0f}")
+            self._bar.update(
+                self._tasks[self._current],
+                completed=level.completed + level.failed,
+                speed=f"{level.output_throughput:,.0f}",
+            )
             self._current = None

@@ -25,11 +25,21 @@ if TYPE_CHECKING:
 
 __all__ = ["AtOpt", "best", "best_trial_at"]
 
-AtOpt = Annotated[Optional[int], typer.Option(
-    "--at", min=1, help="the best stable trial at this concurrency level (one the study measured)")]
+AtOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--at",
+        min=1,
+        help="the best stable trial at this concurrency level (one the study measured)",
+    ),
+]
 
-_UNITS = {"output_throughput": "output tok/s", "total_throughput": "total tok/s",
-          "request_throughput": "req/s", "tokens_per_joule": "output tok/J"}
+_UNITS = {
+    "output_throughput": "output tok/s",
+    "total_throughput": "total tok/s",
+    "request_throughput": "req/s",
+    "tokens_per_joule": "output tok/J",
+}
 
 
 def best_trial_at(space: SearchSpace, study: optuna.Study, concurrency: int):  # noqa: ANN201 (tuner.study.record.LoadBest)
@@ -42,10 +52,17 @@ def best_trial_at(space: SearchSpace, study: optuna.Study, concurrency: int):  #
 
     objective = space.objective
     if objective.metric == "goodput":
-        raise ConfigError(f"{space.path}: --at {concurrency}: a goodput study's levels are request "
-                          "rates, not concurrency levels; fix: leave out --at")
-    return best_at(records(study), concurrency, objective.metric, objective.max_failed_fraction,
-                   study_noise(study).relative)
+        raise ConfigError(
+            f"{space.path}: --at {concurrency}: a goodput study's levels are request "
+            "rates, not concurrency levels; fix: leave out --at"
+        )
+    return best_at(
+        records(study),
+        concurrency,
+        objective.metric,
+        objective.max_failed_fraction,
+        study_noise(study).relative,
+    )
 
 
 def _level_line(level: Level, label: str) -> str:
@@ -57,16 +74,24 @@ def _level_line(level: Level, label: str) -> str:
 def _print_at(console: Console, found: Any, unit: str, label: str) -> None:
     record = found.trial
     runs = f" (mean of {found.runs} runs)" if found.runs > 1 else ""
-    console.print(f"best stable trial at c={found.concurrency}: trial {record.number}: "
-                  f"{found.figure:,.4g} {unit}{runs}{label}")
-    console.print("  stable: every level of the study ran clean; a configuration that failed or "
-                  "dropped requests at any level is left out, even where it read more")
+    console.print(
+        f"best stable trial at c={found.concurrency}: trial {record.number}: "
+        f"{found.figure:,.4g} {unit}{runs}{label}"
+    )
+    console.print(
+        "  stable: every level of the study ran clean; a configuration that failed or "
+        "dropped requests at any level is left out, even where it read more"
+    )
     for left in found.excluded:
-        console.print(f"  left out: trial {left.trial} read {left.figure:,.4g} at c={found.concurrency} "
-                      f"but {left.why}")
+        console.print(
+            f"  left out: trial {left.trial} read {left.figure:,.4g} at c={found.concurrency} "
+            f"but {left.why}"
+        )
     if found.runner_up is not None:
         other, figure = found.runner_up
-        console.print(f"  runner-up: trial {other.number}: {figure:,.4g} ({(figure - found.figure) / found.figure:+.1%})")
+        console.print(
+            f"  runner-up: trial {other.number}: {figure:,.4g} ({(figure - found.figure) / found.figure:+.1%})"
+        )
     for level in record.levels:
         console.print(_level_line(level, label))
     console.print(f"command: {record.command_line}", soft_wrap=True, highlight=False)
@@ -94,15 +119,33 @@ def best(
     spread = record.spread(study_noise(study).relative)
     assert spread is not None  # a stable trial has a value
     if as_json:
-        print(json.dumps({
-            "study": name, "trial": record.number, "emulated": emulated,
-            "output_throughput": record.value, "config": record.config,
-            "command_line": record.command_line, "levels": [level.to_dict() for level in record.levels],
-            "mean": spread.mean, "spread": spread.sd, "runs": spread.runs,
-            **({"at": at, "figure_at": found.figure, "runs_at": found.runs,
-                "left_out": [vars(e) for e in found.excluded]}
-               if found is not None else {}),
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "study": name,
+                    "trial": record.number,
+                    "emulated": emulated,
+                    "output_throughput": record.value,
+                    "config": record.config,
+                    "command_line": record.command_line,
+                    "levels": [level.to_dict() for level in record.levels],
+                    "mean": spread.mean,
+                    "spread": spread.sd,
+                    "runs": spread.runs,
+                    **(
+                        {
+                            "at": at,
+                            "figure_at": found.figure,
+                            "runs_at": found.runs,
+                            "left_out": [vars(e) for e in found.excluded],
+                        }
+                        if found is not None
+                        else {}
+                    ),
+                },
+                indent=2,
+            )
+        )
         return
     label = " (emulated)" if emulated else ""
     console = Console()

@@ -77,7 +77,9 @@ def usage_line(error: Exception) -> str:
         hint = getattr(error, "param_hint", None)
         if isinstance(hint, (list, tuple)):
             hint = " / ".join(hint)
-        where = str(hint).replace("'", "") if hint else (_name(param) if param is not None else where)
+        where = (
+            str(hint).replace("'", "") if hint else (_name(param) if param is not None else where)
+        )
         choices = _choices(param)
         if choices:
             value = re.match(r"'(.*)' is not one of", what)

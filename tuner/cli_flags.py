@@ -37,8 +37,11 @@ def _where(space: Any, flag: str) -> tuple[str | int, ...]:
         return ("server", "flags", flag)
     for name, param in space.model.parameters.items():
         if flag in param.flags():
-            return ("parameters", name, "flag") if getattr(param, "flag", None) == flag else (
-                "parameters", name)
+            return (
+                ("parameters", name, "flag")
+                if getattr(param, "flag", None) == flag
+                else ("parameters", name)
+            )
     return ()
 
 
@@ -63,7 +66,12 @@ def check_flags_known(space: Any) -> None:
         field = ".".join(str(part) for part in path) or "flags"
         where = f"{space.path}:{line}" if line else str(space.path)
         hint = did_you_mean(name, known)
-        fix = (f"{hint} (or drop it; `tuner doctor` checks against the installed engine)" if hint
-               else "drop it or use a flag of `python -m sglang.launch_server --help`")
-        raise ConfigError(f"{where}: {field}: {name} is not a flag of {space.profile.name} "
-                          f"{space.model.engine_version}; fix: {fix}")
+        fix = (
+            f"{hint} (or drop it; `tuner doctor` checks against the installed engine)"
+            if hint
+            else "drop it or use a flag of `python -m sglang.launch_server --help`"
+        )
+        raise ConfigError(
+            f"{where}: {field}: {name} is not a flag of {space.profile.name} "
+            f"{space.model.engine_version}; fix: {fix}"
+        )

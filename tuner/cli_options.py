@@ -49,12 +49,17 @@ StrategyName = Enum("StrategyName", {name: name for name in STRATEGIES}, type=st
 # here for a fast --help; tests/cli/test_conventions.py checks that the two agree).
 SAMPLER_NAMES = ("tpe", "random", "gp", "cmaes", "qmc", "nsga2", "bruteforce")
 SamplerName = Enum(  # type: ignore[misc]
-    "SamplerName", {name: name for name in dict.fromkeys((*STRATEGIES, *SAMPLER_NAMES))}, type=str)
+    "SamplerName", {name: name for name in dict.fromkeys((*STRATEGIES, *SAMPLER_NAMES))}, type=str
+)
 Api = Enum("Api", {name: name for name in APIS}, type=str)  # type: ignore[misc]
 Arrival = Enum("Arrival", {name: name for name in ARRIVALS}, type=str)  # type: ignore[misc]
 
-SpaceArg = Annotated[Path, typer.Argument(
-    metavar="SPACE", show_default=False, help="search-space YAML, e.g. search_spaces/glm5.yaml")]
+SpaceArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="SPACE", show_default=False, help="search-space YAML, e.g. search_spaces/glm5.yaml"
+    ),
+]
 StorageOpt = Annotated[
     str | None,
     typer.Option(
@@ -77,14 +82,16 @@ KnownHostsOpt = Annotated[
     str | None, typer.Option("--known-hosts", help="known_hosts file (default ~/.ssh/known_hosts)")
 ]
 AcceptKeyOpt = Annotated[
-    bool, typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time")
+    bool,
+    typer.Option("--accept-new-host-key", help="trust an SSH host key seen for the first time"),
 ]
 ClientWorkersOpt = Annotated[
     int,
     typer.Option(
-        "--client-workers", min=1,
+        "--client-workers",
+        min=1,
         help="load-generator processes that share each level's streams (use more when a level "
-             "is reported measurement-bound)",
+        "is reported measurement-bound)",
     ),
 ]
 PortOpt = Annotated[int | None, typer.Option("--port", help="server port (default: the YAML's)")]
@@ -124,8 +131,10 @@ def _require_postgres_driver(url: str) -> None:
     if importlib.util.find_spec("psycopg2") is None:
         from tuner.errors import ConfigError
 
-        raise ConfigError(f"--storage {url}: PostgreSQL needs psycopg2, not installed here; "
-                          "fix: pip install -e '.[postgres]'")
+        raise ConfigError(
+            f"--storage {url}: PostgreSQL needs psycopg2, not installed here; "
+            "fix: pip install -e '.[postgres]'"
+        )
 
 
 @dataclass(frozen=True)
@@ -143,8 +152,12 @@ class HostOptions:
         from tuner.study.trial import build_target
 
         return build_target(
-            space, emulate=emulate, host_override=self.host, key_path=self.ssh_key,
-            known_hosts=self.known_hosts, accept_new_host_key=self.accept_new_host_key,
+            space,
+            emulate=emulate,
+            host_override=self.host,
+            key_path=self.ssh_key,
+            known_hosts=self.known_hosts,
+            accept_new_host_key=self.accept_new_host_key,
             port=self.port,
         )
 
@@ -152,8 +165,11 @@ class HostOptions:
 _HOST_PARAMETERS = [
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
     for name, annotation, default in (
-        ("host", HostOpt, None), ("ssh_key", KeyOpt, None), ("known_hosts", KnownHostsOpt, None),
-        ("accept_new_host_key", AcceptKeyOpt, False), ("port", PortOpt, None),
+        ("host", HostOpt, None),
+        ("ssh_key", KeyOpt, None),
+        ("known_hosts", KnownHostsOpt, None),
+        ("accept_new_host_key", AcceptKeyOpt, False),
+        ("port", PortOpt, None),
     )
 ]
 

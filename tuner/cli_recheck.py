@@ -26,12 +26,21 @@ __all__ = ["recheck"]
 @with_host_options
 def recheck(
     space_path: SpaceArg,
-    top: Annotated[int, typer.Option("--top", min=1, help="the winner and the next K-1 distinct stable configurations")] = 2,
-    runs: Annotated[int, typer.Option("--runs", min=1, help="fresh server starts of each, interleaved")] = 2,
+    top: Annotated[
+        int,
+        typer.Option(
+            "--top", min=1, help="the winner and the next K-1 distinct stable configurations"
+        ),
+    ] = 2,
+    runs: Annotated[
+        int, typer.Option("--runs", min=1, help="fresh server starts of each, interleaved")
+    ] = 2,
     storage: StorageOpt = None,
     study_name: StudyOpt = None,
     emulate: EmulateOpt = False,
-    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="do not run the preflight checks")] = False,
+    skip_doctor: Annotated[
+        bool, typer.Option("--skip-doctor", help="do not run the preflight checks")
+    ] = False,
     on: HostOptions = HostOptions(),  # noqa: B008 (the five host options, as in tuner.cli)
 ) -> None:
     """Re-measure the baseline, the exported winner and the next configurations on the engine
@@ -41,9 +50,18 @@ def recheck(
 
     space = load_space(space_path)
     url, name = storage_and_name(space, storage, study_name, emulate)
-    shown = " ".join([*([f"--storage {storage}"] if storage else []), *(["--emulate"] if emulate else [])])
-    options = RecheckOptions(storage=url, study_name=name, top=top, runs=runs, emulate=emulate,
-                             skip_doctor=skip_doctor, shown_options=shown)
+    shown = " ".join(
+        [*([f"--storage {storage}"] if storage else []), *(["--emulate"] if emulate else [])]
+    )
+    options = RecheckOptions(
+        storage=url,
+        study_name=name,
+        top=top,
+        runs=runs,
+        emulate=emulate,
+        skip_doctor=skip_doctor,
+        shown_options=shown,
+    )
     plan_recheck(space, options)  # nothing to recheck: one line, exit 2, before the host is opened
     target = on.target(space, emulate)
     try:

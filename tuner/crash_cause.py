@@ -14,11 +14,13 @@ from collections.abc import Sequence
 __all__ = ["crash_cause"]
 
 # ``AttributeError: ...``, ``torch.OutOfMemoryError: ...``, ``SystemExit``: not indented.
-_EXCEPTION = re.compile(
-    r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault)(?::\s.*)?$")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault)(?::\s.*)?$")
 _IN_LINE = re.compile(r":\s((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::\s.*)?)$")
-_TRACEBACK_PARTS = ("Traceback (most recent call last)", "During handling of the above",
-                    "The above exception was the direct cause")
+_TRACEBACK_PARTS = (
+    "Traceback (most recent call last)",
+    "During handling of the above",
+    "The above exception was the direct cause",
+)
 
 
 def crash_cause(fatal_line: str, after: Sequence[str]) -> str | None:

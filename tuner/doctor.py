@@ -255,7 +255,11 @@ def check_gpus_idle(
     others: dict[str, tuple[str, int, float]] = {}  # PID -> (name, GPUs, MiB)
     for line in outputs[0].splitlines():
         cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) < 4 or not cells[0].isdigit() or (watched is not None and cells[3] not in watched):
+        if (
+            len(cells) < 4
+            or not cells[0].isdigit()
+            or (watched is not None and cells[3] not in watched)
+        ):
             continue
         memory = float(cells[2]) if cells[2].replace(".", "", 1).isdigit() else 0.0
         held[cells[3]] = held.get(cells[3], 0.0) + memory
@@ -280,10 +284,15 @@ def check_gpus_idle(
             "wait until they end or ask their owner; the tuner never stops them",
         )
     if stopped_tuners:
-        return Check("gpus idle", True, (
-            f"no other process on the {len(gpus)} GPU(s) but PID(s) "
-            f"{', '.join(sorted(stopped_tuners, key=int))} of a server a stopped tuner left "
-            "running; `tuner optimize` stops it first"))
+        return Check(
+            "gpus idle",
+            True,
+            (
+                f"no other process on the {len(gpus)} GPU(s) but PID(s) "
+                f"{', '.join(sorted(stopped_tuners, key=int))} of a server a stopped tuner left "
+                "running; `tuner optimize` stops it first"
+            ),
+        )
     which = "" if server_gpus is None else " the server uses"
     return Check("gpus idle", True, f"no other process on the {len(gpus)} GPU(s){which}")
 
@@ -343,9 +352,14 @@ def check_port_free(host: Host, port: int, left: Sequence[LeftServer] = ()) -> C
     if not free:
         mine = [server.handle for server in left if server.handle.port == port]
         if mine:
-            return Check("port free", True, (
-                f"port {port} is held by a server a stopped tuner left running (PID "
-                f"{mine[0].pid}, {mine[0].run_dir}); `tuner optimize` stops it first"))
+            return Check(
+                "port free",
+                True,
+                (
+                    f"port {port} is held by a server a stopped tuner left running (PID "
+                    f"{mine[0].pid}, {mine[0].run_dir}); `tuner optimize` stops it first"
+                ),
+            )
         return Check(
             "port free",
             False,
@@ -416,9 +430,16 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
             checks.append(Check(name, False, str(error), "drop or pin the dimension"))
             continue
         if state == "clean" and left:
-            checks.append(Check(name, True, (
-                f"applies to {path} (the file is patched now by a tuner run that was stopped; "
-                f"`tuner optimize` restores the original from {manager.journal_path} first)")))
+            checks.append(
+                Check(
+                    name,
+                    True,
+                    (
+                        f"applies to {path} (the file is patched now by a tuner run that was stopped; "
+                        f"`tuner optimize` restores the original from {manager.journal_path} first)"
+                    ),
+                )
+            )
         elif state == "clean":
             checks.append(Check(name, True, f"applies to {path}"))
         elif state == "applied":
@@ -440,8 +461,14 @@ def check_patches(manager: PatchManager, patches: Sequence[PatchSpec]) -> list[C
     return checks
 
 
-def check_client_capacity(host: Host, run_root: str, python: str, levels: Sequence[int],
-                          output_len: int, workers: int = 1) -> Check:
+def check_client_capacity(
+    host: Host,
+    run_root: str,
+    python: str,
+    levels: Sequence[int],
+    output_len: int,
+    workers: int = 1,
+) -> Check:
     """The client's own capacity at the study's top level and output length (the client's
     busiest level; one request a stream), against a server that streams as fast as it can on
     the host's loopback (:func:`tuner.loadgen.client_capacity`; through the SSH forward when the
@@ -451,17 +478,23 @@ def check_client_capacity(host: Host, run_root: str, python: str, levels: Sequen
 
     top = max(levels)
     try:
-        found = client_capacity(host, run_root, python, [top], output_len, workers=workers,
-                                requests=top)
+        found = client_capacity(
+            host, run_root, python, [top], output_len, workers=workers, requests=top
+        )
     except TunerError as error:
-        return Check("client capacity", False, str(error),
-                     "check that the host's Python runs and a port in 29170-29229 is free on it")
+        return Check(
+            "client capacity",
+            False,
+            str(error),
+            "check that the host's Python runs and a port in 29170-29229 is free on it",
+        )
     best = max(found, key=lambda c: c.tokens_per_s)
     drives = [c for c in levels if c <= top]
     return Check(
         "client capacity",
         True,
-        f"through {best.via}, output_len {output_len}: " + "; ".join(c.text() for c in found)
+        f"through {best.via}, output_len {output_len}: "
+        + "; ".join(c.text() for c in found)
         + f". Levels {', '.join(map(str, sorted(drives)))} are measured as long as their server "
         f"serves under {best.tokens_per_s:,.0f} output tok/s; above it a level measures the client: "
         "it is run again with more client processes (up to this machine's cores), then counted "

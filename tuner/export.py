@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["render_launch_script", "write_launch_script"]
 
 
-_PATCH_PY = r'''
+_PATCH_PY = r"""
 import hashlib, importlib.util, json, os, sys
 patch = json.loads(sys.argv[1])
 spec = importlib.util.find_spec(patch["package"])
@@ -59,7 +59,7 @@ elif text.count(patch["find"]) == 1:
     print(f"patch {patch['name']}: applied to {path} (sha256 {hashlib.sha256(new.encode()).hexdigest()[:16]}, original kept as {backup})")
 else:
     sys.exit(f"patch {patch['name']}: {path} does not hold the expected text; not touching it")
-'''
+"""
 
 _EMULATED_ENV_PY = (
     "import shlex, sys; from pathlib import Path; "
@@ -68,7 +68,7 @@ _EMULATED_ENV_PY = (
     "print('\\n'.join(f'export {k}={shlex.quote(v)}' for k, v in env.items()))"
 )
 
-_WAIT_PY = r'''
+_WAIT_PY = r"""
 import sys, time, urllib.request
 url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -80,11 +80,13 @@ while time.monotonic() < deadline:
         pass
     time.sleep(1)
 sys.exit(f"not ready: {url}")
-'''
+"""
 
 
 def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[str]:
-    label = " (EMULATED host: figures come from tuner's emulator, not from a GPU)" if emulated else ""
+    label = (
+        " (EMULATED host: figures come from tuner's emulator, not from a GPU)" if emulated else ""
+    )
     lines = [
         "#!/usr/bin/env bash",
         f"# Launch script exported by tuner on {dt.date.today().isoformat()}{label}",
@@ -98,10 +100,14 @@ def _header(study: optuna.Study, record: TrialRecord, emulated: bool) -> list[st
             f"p99 TTFT {level.p99_ttft_ms:,.0f} ms, median TPOT {level.median_tpot_ms:,.1f} ms"
         )
     spread = record.spread()
-    if spread is not None and spread.runs > 1:  # re-measured as a close winner (tuner.study.loop._confirm)
+    if (
+        spread is not None and spread.runs > 1
+    ):  # re-measured as a close winner (tuner.study.loop._confirm)
         lines.append(f"# re-measured: {spread.text('output tok/s')}")
     if record.bound_levels:
-        lines.append(f"# lower bounds (the client fell behind): c={', '.join(map(str, record.bound_levels))}")
+        lines.append(
+            f"# lower bounds (the client fell behind): c={', '.join(map(str, record.bound_levels))}"
+        )
     validation = record.user_attrs.get(VALIDATION)
     if validation:
         lines.append(
@@ -126,7 +132,10 @@ def _measured_line(record: TrialRecord, emulated: bool) -> str:
 
 
 def render_launch_script(
-    space: SearchSpace, study: optuna.Study, trial_number: int | None = None, port: int | None = None
+    space: SearchSpace,
+    study: optuna.Study,
+    trial_number: int | None = None,
+    port: int | None = None,
 ) -> str:
     """The bash script for ``trial_number`` (default: the best stable, validated first)."""
     if trial_number is None:
@@ -142,8 +151,11 @@ def render_launch_script(
     placeholder = "tuner-emulator"
     port = port or space.server.port
     launch = space.render(
-        config, command=placeholder if emulated else None, port=port,
-        local=True if emulated else None, resolve=False,
+        config,
+        command=placeholder if emulated else None,
+        port=port,
+        local=True if emulated else None,
+        resolve=False,
     )
     lines = _header(study, record, emulated)
     lines += ["set -euo pipefail", 'PYTHON="${PYTHON:-python3}"', ""]
@@ -158,8 +170,20 @@ def render_launch_script(
         ]
     for name in sorted(launch.patches):
         patch = space.patches[name]
-        spec = {"name": name, "package": patch.package, "file": patch.file, "find": patch.find, "replace": patch.replace}
-        lines += ["", f"# source patch: {name}", f'"$PYTHON" - {shlex.quote(json.dumps(spec))} <<\'TUNER_PATCH\'', _PATCH_PY.strip(), "TUNER_PATCH"]
+        spec = {
+            "name": name,
+            "package": patch.package,
+            "file": patch.file,
+            "find": patch.find,
+            "replace": patch.replace,
+        }
+        lines += [
+            "",
+            f"# source patch: {name}",
+            f"\"$PYTHON\" - {shlex.quote(json.dumps(spec))} <<'TUNER_PATCH'",
+            _PATCH_PY.strip(),
+            "TUNER_PATCH",
+        ]
     if emulated:
         scale = float(study.user_attrs.get(TIME_SCALE, 1))
         interval = space.workload_for(True).stream_interval
@@ -177,7 +201,7 @@ def render_launch_script(
         f"{cmd} &",
         "SERVER_PID=$!",
         "trap 'kill -TERM \"$SERVER_PID\" 2>/dev/null || true' INT TERM",
-        f'"$PYTHON" - {shlex.quote(health)} {ready_timeout:.0f} <<\'TUNER_WAIT\'',
+        f"\"$PYTHON\" - {shlex.quote(health)} {ready_timeout:.0f} <<'TUNER_WAIT'",
         _WAIT_PY.strip(),
         "TUNER_WAIT",
         f'echo "server ready on port {port} (PID $SERVER_PID)"',
@@ -189,7 +213,11 @@ def render_launch_script(
 
 
 def write_launch_script(
-    space: SearchSpace, study: optuna.Study, out: Path, trial_number: int | None = None, port: int | None = None
+    space: SearchSpace,
+    study: optuna.Study,
+    out: Path,
+    trial_number: int | None = None,
+    port: int | None = None,
 ) -> Path:
     """Write the script (executable) and return its path."""
     text = render_launch_script(space, study, trial_number, port)

@@ -72,8 +72,14 @@ class FailureClass(StrEnum):
         return None
 
 
-_BLAMED = frozenset({
-    FailureClass.STARTUP_CRASH, FailureClass.OOM_AT_START, FailureClass.UNSTABLE, FailureClass.HANG,
-    FailureClass.WRONG_OUTPUT, FailureClass.TIMEOUT,
-})
+_BLAMED = frozenset(
+    {
+        FailureClass.STARTUP_CRASH,
+        FailureClass.OOM_AT_START,
+        FailureClass.UNSTABLE,
+        FailureClass.HANG,
+        FailureClass.WRONG_OUTPUT,
+        FailureClass.TIMEOUT,
+    }
+)
 _LONGEST_FIRST = sorted(FailureClass, key=lambda member: -len(member.value))

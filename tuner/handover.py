@@ -121,7 +121,9 @@ class GpuState:
         """What keeps this state from being ``idle``'s: processes not listed then (or holding
         more than ``margin_mib`` more than then), GPUs whose memory is above idle's by more than
         ``margin_mib``. Empty when idle again."""
-        found = [app.describe() for app in self.apps if not _as_at_preflight(app, idle, margin_mib)]
+        found = [
+            app.describe() for app in self.apps if not _as_at_preflight(app, idle, margin_mib)
+        ]
         for index, used in sorted(self.memory_mib.items()):
             before = idle.memory_mib.get(index, 0.0)
             if used > before + margin_mib:
@@ -164,7 +166,9 @@ def server_gpus(state: GpuState | None, argv: Sequence[str]) -> frozenset[int] |
             if entry.isdigit():
                 found: int | None = int(entry)
             elif entry.lower().startswith("gpu-"):
-                matches = [index for uuid, index in by_uuid.items() if uuid.startswith(entry.lower())]
+                matches = [
+                    index for uuid, index in by_uuid.items() if uuid.startswith(entry.lower())
+                ]
                 found = matches[0] if len(matches) == 1 else None
             else:
                 found = None  # MIG-..., a typo: CUDA stops reading the list there

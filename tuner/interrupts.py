@@ -102,14 +102,22 @@ def stop_cleanly(
         seen.pressed += 1
         left = presses_to_abandon - seen.pressed
         if seen.pressed == 1:
-            _say(out, f"tuner: stopping cleanly (interrupt {left} more times to abandon the clean-up)")
+            _say(
+                out,
+                f"tuner: stopping cleanly (interrupt {left} more times to abandon the clean-up)",
+            )
             raise KeyboardInterrupt(f"signal {signum}")
         if left > 0:
-            _say(out, f"tuner: still stopping cleanly; interrupt {left} more time(s) to abandon it")
+            _say(
+                out, f"tuner: still stopping cleanly; interrupt {left} more time(s) to abandon it"
+            )
             return
         seen.abandoned = True
-        _say(out, "tuner: clean-up abandoned: a server or a patch may be left on the host; "
-                  "the next `tuner optimize` there stops and reverts them")
+        _say(
+            out,
+            "tuner: clean-up abandoned: a server or a patch may be left on the host; "
+            "the next `tuner optimize` there stops and reverts them",
+        )
         raise CleanUpAbandoned(f"signal {signum}")
 
     with _handlers(signums, on_interrupt):

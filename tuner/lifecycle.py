@@ -108,8 +108,9 @@ class ServerSession:
         self.handover_timeout_s = handover_timeout_s
         self.handover_wait_s = 0.0
         self.secret_flags = dict(secret_flags or {})
-        self.scrubber = Scrubber.of([*secrets, *(v for v in self.secret_flags.values()
-                                                if isinstance(v, str))])
+        self.scrubber = Scrubber.of(
+            [*secrets, *(v for v in self.secret_flags.values() if isinstance(v, str))]
+        )
         self.client_headers: dict[str, str] = auth_headers(api_key)
         self._secret_file: str | None = None  # set before it is written: removed on every path
         self.handle: ServerHandle | None = None
@@ -118,8 +119,11 @@ class ServerSession:
         # The numbers the profile's log patterns find (KV pool, running and queued requests).
         self.observer = LogObserver(profile.log_observations) if profile.log_observations else None
         # ... and what its /metrics say, sampled by the client during each level (tuner.signals).
-        self.metrics = (MetricsObserver(profile.metrics_observations, profile.metrics_path)
-                        if profile.metrics_observations else None)
+        self.metrics = (
+            MetricsObserver(profile.metrics_observations, profile.metrics_path)
+            if profile.metrics_observations
+            else None
+        )
         self._tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         self._offset = 0
         self._partial = ""
@@ -136,7 +140,9 @@ class ServerSession:
         """Where the client reaches the server: over SSH, a local port forwarded to the host's
         loopback when the server binds it (the default: nothing on the network reaches it)."""
         if self._base_url is None:
-            self._base_url = self.host.client_url(self.port, _bind(self.argv, self.profile.host_flag))
+            self._base_url = self.host.client_url(
+                self.port, _bind(self.argv, self.profile.host_flag)
+            )
         return self._base_url
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -158,12 +164,17 @@ class ServerSession:
                 second server and a second watcher would share one log offset.
         """
         if self.handle is not None or self._watcher is not None:
-            raise RuntimeError(f"ServerSession.start(): already started (PID {self.handle.pid if self.handle else '?'}); "
-                               "`with session:` starts it, start() once")
+            raise RuntimeError(
+                f"ServerSession.start(): already started (PID {self.handle.pid if self.handle else '?'}); "
+                "`with session:` starts it, start() once"
+            )
         if self.idle_gpus is not None:
             try:
                 self.handover_wait_s = wait_until_idle(
-                    self.host, self.idle_gpus, self.env, argv=self.argv,
+                    self.host,
+                    self.idle_gpus,
+                    self.env,
+                    argv=self.argv,
                     timeout_s=self.handover_timeout_s,
                 )
             except HostError as error:
@@ -190,12 +201,15 @@ class ServerSession:
         if not self.secret_flags:
             return []
         if not self.profile.config_flag:
-            raise ConfigError(f"engine {self.profile.name} reads no flags from a file: "
-                              "pass secrets through server.env")
+            raise ConfigError(
+                f"engine {self.profile.name} reads no flags from a file: "
+                "pass secrets through server.env"
+            )
         self._secret_file = f"{self.run_dir.rstrip('/')}/secret-flags.yaml"
         # created 0600 in a run folder created 0700 (Host.write_file): never readable by others
-        self.host.write_file(self._secret_file, secret_flags_yaml(self.secret_flags).encode(),
-                             mode=0o600)
+        self.host.write_file(
+            self._secret_file, secret_flags_yaml(self.secret_flags).encode(), mode=0o600
+        )
         return [self.profile.config_flag, self._secret_file]
 
     def _remove_secret_file(self) -> None:
@@ -300,7 +314,9 @@ class ServerSession:
             try:
                 self._poll_once()
             except HostError as exc:  # the connection dropped: the trial cannot go on
-                self._set_failure(ServerFailure(FailureClass.HOST_ERROR, str(exc), self.log_excerpt()))
+                self._set_failure(
+                    ServerFailure(FailureClass.HOST_ERROR, str(exc), self.log_excerpt())
+                )
                 return
             if self.failure() is not None:
                 return
@@ -321,8 +337,11 @@ class ServerSession:
             # read a moment later.
             if "Traceback" in fatal:
                 deadline = time.monotonic() + FATAL_WRITE_S
-                while (self._cause_after(fatal) is None and time.monotonic() < deadline
-                       and self.host.is_running(self.handle)):
+                while (
+                    self._cause_after(fatal) is None
+                    and time.monotonic() < deadline
+                    and self.host.is_running(self.handle)
+                ):
                     time.sleep(min(0.1, self.poll_s))
                     self._read_new_lines()
             else:
@@ -369,7 +388,9 @@ class ServerSession:
         excerpt = self.log_excerpt()
         kind = signature.reason if signature else FailureClass.STARTUP_CRASH
         # A dead process's log is read in full: an OOM line anywhere makes it an OOM.
-        if kind is FailureClass.STARTUP_CRASH and any("out of memory" in ln.lower() for ln in excerpt.splitlines()):
+        if kind is FailureClass.STARTUP_CRASH and any(
+            "out of memory" in ln.lower() for ln in excerpt.splitlines()
+        ):
             kind = FailureClass.OOM_AT_START
         detail = self._crash_detail(fatal_line)
         if kind in (FailureClass.HANG, FailureClass.HOST_ERROR):  # a host error: the port taken
@@ -395,8 +416,9 @@ class ServerSession:
         preflight (None: none, or no idle state to compare with)."""
         if self.idle_gpus is None or self.handle is None:
             return None
-        return memory_held_elsewhere(self.host, self.handle.pgid, self.env,
-                                     idle=self.idle_gpus, argv=self.argv)
+        return memory_held_elsewhere(
+            self.host, self.handle.pgid, self.env, idle=self.idle_gpus, argv=self.argv
+        )
 
     def _crash_detail(self, fatal_line: str | None) -> str:
         """The error that caused the crash (the traceback's last line), else the fatal line."""
@@ -404,7 +426,7 @@ class ServerSession:
             tail = list(self._tail)
         if fatal_line is None:
             start = max((i for i, ln in enumerate(tail) if "Traceback" in ln), default=None)
-            cause = crash_cause(tail[start], tail[start + 1:]) if start is not None else None
+            cause = crash_cause(tail[start], tail[start + 1 :]) if start is not None else None
             return f"the server process exited ({cause})" if cause else "the server process exited"
         return self._cause_after(fatal_line) or fatal_line.strip()
 
@@ -413,7 +435,7 @@ class ServerSession:
         with self._lock:
             tail = list(self._tail)
         index = max((i for i, ln in enumerate(tail) if ln == fatal_line), default=len(tail))
-        return crash_cause(fatal_line, tail[index + 1:])
+        return crash_cause(fatal_line, tail[index + 1 :])
 
     def _set_failure(self, failure: ServerFailure) -> None:
         with self._lock:

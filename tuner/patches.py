@@ -306,8 +306,10 @@ class PatchManager:
         backup = str(entry["backup"])
         if (path, backup) in self._vetted:
             return
-        packages = [str(entry["package"])] if entry.get("package") else sorted(
-            {p.package for p in self._known.values()}
+        packages = (
+            [str(entry["package"])]
+            if entry.get("package")
+            else sorted({p.package for p in self._known.values()})
         )
         inside = any(
             _within(path, self._package_dir(package, "(journal)")) for package in packages

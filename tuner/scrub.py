@@ -76,11 +76,14 @@ class Scrubber:
         import os
         import tempfile
 
-        descriptor, temporary = tempfile.mkstemp(prefix=".scrubbed-",
-                                                 dir=os.path.dirname(os.path.abspath(target)))
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=".scrubbed-", dir=os.path.dirname(os.path.abspath(target))
+        )
         try:
-            with open(descriptor, "w", encoding="utf-8", errors="replace", newline="") as out, \
-                    open(source, encoding="utf-8", errors="replace", newline="") as stream:
+            with (
+                open(descriptor, "w", encoding="utf-8", errors="replace", newline="") as out,
+                open(source, encoding="utf-8", errors="replace", newline="") as stream,
+            ):
                 for line in stream:
                     out.write(self.text(line))
             os.replace(temporary, target)

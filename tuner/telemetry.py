@@ -186,8 +186,10 @@ def busy_span(samples: Sequence[GpuSample], *, every_idle_tick: bool = False) ->
     per_tick = len({s.index for s in samples}) or 1
     if len(samples) % per_tick:
         return list(samples)
-    ticks = [samples[i:i + per_tick] for i in range(0, len(samples), per_tick)]
-    busy = [k for k, tick in enumerate(ticks) if any((s.utilization_pct or 0.0) > 0.0 for s in tick)]
+    ticks = [samples[i : i + per_tick] for i in range(0, len(samples), per_tick)]
+    busy = [
+        k for k, tick in enumerate(ticks) if any((s.utilization_pct or 0.0) > 0.0 for s in tick)
+    ]
     if not busy:  # an emulated level no tick saw serving has no power of its own to give
         return [] if every_idle_tick else list(samples)
     kept = busy if every_idle_tick else range(busy[0], busy[-1] + 1)
@@ -291,7 +293,9 @@ class GpuSampler:
         deadline = time.monotonic() + self.first_sample_s
         while time.monotonic() < deadline:
             try:
-                if self.host.read_file(handle.log_path).strip() or not self.host.is_running(handle):
+                if self.host.read_file(handle.log_path).strip() or not self.host.is_running(
+                    handle
+                ):
                     return
             except HostError:  # no file yet
                 pass
@@ -310,10 +314,14 @@ class GpuSampler:
         try:
             self.host.stop_server(handle, grace_s=2.0, port=None, wait_gpu_s=0.0, env=self.env)
             text = self.host.read_file(handle.log_path).decode("utf-8", errors="replace")
-            self.samples = busy_span([
-                sample for sample in parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
-                if self.gpus is None or sample.index in self.gpus
-            ], every_idle_tick=self.busy_only)
+            self.samples = busy_span(
+                [
+                    sample
+                    for sample in parse_gpu_csv(text, SAMPLER_FIELDS, strict=False)
+                    if self.gpus is None or sample.index in self.gpus
+                ],
+                every_idle_tick=self.busy_only,
+            )
             self.summary = summarise(self.samples)
         except (HostError, ValueError):
             self.summary = None

@@ -18,7 +18,12 @@ from typing import Any
 from tuner.emulator.outputs import Completion, text_to_ids
 
 __all__ = [
-    "GenerationRequest", "RequestError", "StreamCursor", "event", "parse_request", "reply",
+    "GenerationRequest",
+    "RequestError",
+    "StreamCursor",
+    "event",
+    "parse_request",
+    "reply",
     "usage_chunk",
 ]
 
@@ -99,10 +104,14 @@ def parse_request(api: str, body: Any, incremental: bool = False) -> GenerationR
         temperature = params.get("temperature", 1.0)
         ignore_eos = bool(params.get("ignore_eos", False))
     else:
-        ids = _chat_ids(body.get("messages")) if api == "chat" else _prompt_ids(
-            body.get("prompt"), "prompt")
+        ids = (
+            _chat_ids(body.get("messages"))
+            if api == "chat"
+            else _prompt_ids(body.get("prompt"), "prompt")
+        )
         max_new = body.get("max_completion_tokens") or body.get(
-            "max_tokens", OPENAI_DEFAULT_MAX_TOKENS)
+            "max_tokens", OPENAI_DEFAULT_MAX_TOKENS
+        )
         temperature = body.get("temperature", 1.0)
         ignore_eos = bool(body.get("ignore_eos", False))
     options = body.get("stream_options") or {}
@@ -139,10 +148,16 @@ def _finish(request: GenerationRequest, count: int, total: int, done: bool) -> s
     return "length" if count >= request.max_new_tokens else "stop"
 
 
-def _meta_info(request: GenerationRequest, rid: str, count: int, reason: str | None,
-               meta: dict[str, Any]) -> dict[str, Any]:
-    info = {"id": rid, "finish_reason": None, "prompt_tokens": len(request.prompt_ids),
-            "completion_tokens": count, **meta}
+def _meta_info(
+    request: GenerationRequest, rid: str, count: int, reason: str | None, meta: dict[str, Any]
+) -> dict[str, Any]:
+    info = {
+        "id": rid,
+        "finish_reason": None,
+        "prompt_tokens": len(request.prompt_ids),
+        "completion_tokens": count,
+        **meta,
+    }
     if reason == "length":
         info["finish_reason"] = {"type": "length", "length": count}
     elif reason == "stop":
@@ -150,9 +165,17 @@ def _meta_info(request: GenerationRequest, rid: str, count: int, reason: str | N
     return info
 
 
-def event(request: GenerationRequest, rid: str, output: Completion, count: int, done: bool,
-          cursor: StreamCursor, meta: dict[str, Any], model: str,
-          clock: tuple[float, float] | None = None) -> bytes:
+def event(
+    request: GenerationRequest,
+    rid: str,
+    output: Completion,
+    count: int,
+    done: bool,
+    cursor: StreamCursor,
+    meta: dict[str, Any],
+    model: str,
+    clock: tuple[float, float] | None = None,
+) -> bytes:
     """The SSE line (``data: {...}``) of the streamed chunk after ``count`` tokens.
 
     ``clock`` is ``(arrived, now)`` on the emulator's virtual clock (server seconds): sent as
@@ -166,18 +189,25 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
     if request.api == "generate":
         first = start if request.incremental else 0
         info = json.dumps(_meta_info(request, rid, count, reason, meta))
-        return (f'data: {{"text": "{output.text_between(first, count)}", "output_ids": '
-                f'{output.ids_json(first, count)}, "meta_info": {info}{stamp}}}\n\n').encode()
+        return (
+            f'data: {{"text": "{output.text_between(first, count)}", "output_ids": '
+            f'{output.ids_json(first, count)}, "meta_info": {info}{stamp}}}\n\n'
+        ).encode()
     delta_text = output.text_between(start, count)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
     if request.api == "chat":
-        choice["delta"] = {"role": "assistant", "content": delta_text} if start == 0 else {
-            "content": delta_text}
+        choice["delta"] = (
+            {"role": "assistant", "content": delta_text} if start == 0 else {"content": delta_text}
+        )
     else:
         choice["text"] = delta_text
-    chunk: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk" if request.api == "chat"
-             else "text_completion", "created": int(time.time()), "model": model,
-             "choices": [choice]}
+    chunk: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk" if request.api == "chat" else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+    }
     if request.continuous_usage:
         chunk["usage"] = _usage(request, count)
     if clock is not None:
@@ -185,33 +215,63 @@ def event(request: GenerationRequest, rid: str, output: Completion, count: int, 
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
-def usage_chunk(request: GenerationRequest, rid: str, count: int, model: str,
-                clock: tuple[float, float] | None = None) -> bytes:
+def usage_chunk(
+    request: GenerationRequest,
+    rid: str,
+    count: int,
+    model: str,
+    clock: tuple[float, float] | None = None,
+) -> bytes:
     """The SSE line of the final ``choices: []`` chunk that ``include_usage`` asks for, with
     the virtual ``clock`` as every other event has it (a client reading the emulator's clock
     refuses an event without one)."""
     kind = "chat.completion.chunk" if request.api == "chat" else "text_completion"
-    chunk: dict[str, Any] = {"id": rid, "object": kind, "created": int(time.time()),
-                             "model": model, "choices": [], "usage": _usage(request, count)}
+    chunk: dict[str, Any] = {
+        "id": rid,
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": _usage(request, count),
+    }
     if clock is not None:
         chunk["emulator_clock"] = [round(clock[0], 7), round(clock[1], 7)]
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
-def reply(request: GenerationRequest, rid: str, output: Completion, count: int,
-          meta: dict[str, Any], model: str) -> dict[str, Any]:
+def reply(
+    request: GenerationRequest,
+    rid: str,
+    output: Completion,
+    count: int,
+    meta: dict[str, Any],
+    model: str,
+) -> dict[str, Any]:
     """The non-streamed answer."""
     reason = _finish(request, count, len(output.ids), True)
     if request.api == "generate":
-        return {"text": output.text_of(count), "output_ids": list(output.ids[:count]),
-                "meta_info": _meta_info(request, rid, count, reason, meta)}
+        return {
+            "text": output.text_of(count),
+            "output_ids": list(output.ids[:count]),
+            "meta_info": _meta_info(request, rid, count, reason, meta),
+        }
     text = output.text_of(count)
     if request.api == "chat":
-        choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                  "logprobs": None, "finish_reason": reason}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": None,
+            "finish_reason": reason,
+        }
         kind = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
         kind = "text_completion"
-    return {"id": rid, "object": kind, "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": _usage(request, count)}
+    return {
+        "id": rid,
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": _usage(request, count),
+    }

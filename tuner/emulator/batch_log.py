@@ -51,9 +51,13 @@ class BatchLog:
         cached = sum(r.cached_len for r in action.batch)
         if self.metrics is not None:
             total = action.tokens + cached
-            self.metrics.batch_stats(len(core.running) - len(action.batch), len(core.waiting),
-                                     core.kv_used, float(_usage(core)),
-                                     cache_hit_rate=cached / total if total else 0.0)
+            self.metrics.batch_stats(
+                len(core.running) - len(action.batch),
+                len(core.waiting),
+                core.kv_used,
+                float(_usage(core)),
+                cache_hit_rate=cached / total if total else 0.0,
+            )
         self.log.tp(
             f"Prefill batch, #new-seq: {len(action.batch)}, #new-token: {action.tokens}, "
             f"#cached-token: {cached}, token usage: {_usage(core)}, "
@@ -74,8 +78,9 @@ class BatchLog:
         rate = (tokens_out - before) / max(now - then, 1e-9)
         self._last_log = (now, tokens_out)
         if self.metrics is not None:
-            self.metrics.batch_stats(batch, len(core.waiting), core.kv_used, float(_usage(core)),
-                                     gen_throughput=rate)
+            self.metrics.batch_stats(
+                batch, len(core.waiting), core.kv_used, float(_usage(core)), gen_throughput=rate
+            )
         self.log.tp(
             f"Decode batch, #running-req: {batch}, #token: {core.kv_used}, "
             f"token usage: {_usage(core)}, {self.speculation}"

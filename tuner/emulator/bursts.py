@@ -28,7 +28,17 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
-    "DECLARED_MAX_HOLD_S", "DECLARED_QUIET_S", "OPEN_LOOP", "open_loop", "FIRST_ARRIVAL_S_PER_REQUEST", "DeclaredLevel", "MAX_HOLD_S", "QUIET_S", "REACTION_S", "Burst", "quiet_for",
+    "DECLARED_MAX_HOLD_S",
+    "DECLARED_QUIET_S",
+    "OPEN_LOOP",
+    "open_loop",
+    "FIRST_ARRIVAL_S_PER_REQUEST",
+    "DeclaredLevel",
+    "MAX_HOLD_S",
+    "QUIET_S",
+    "REACTION_S",
+    "Burst",
+    "quiet_for",
 ]
 
 
@@ -72,7 +82,9 @@ class Burst:
     last: float = 0.0
     first: float | None = None
     superseded: bool = False
-    refill_of: float | None = None  # a start burst at an idle engine that may be a refill of this many
+    refill_of: float | None = (
+        None  # a start burst at an idle engine that may be a refill of this many
+    )
     max_hold: float = MAX_HOLD_S
 
     @classmethod
@@ -146,4 +158,3 @@ class DeclaredLevel:
     def owed(self, finished: int) -> int:
         """Requests the client sends back for ``finished`` finished ones."""
         return max(0, min(finished, self.total - self.sent))
-

@@ -34,11 +34,15 @@ CALIBRATION_LEVELS = (64, 256, 512, 1024)
 
 # Fixed flags of every configuration of the table.
 FIXED_ARGV = (
-    "--model-path", "/models/GLM-5-NVFP4",
-    "--tp-size", "8",
-    "--quantization", "modelopt_fp4",
+    "--model-path",
+    "/models/GLM-5-NVFP4",
+    "--tp-size",
+    "8",
+    "--quantization",
+    "modelopt_fp4",
     "--trust-remote-code",
-    "--mem-fraction-static", "0.92",
+    "--mem-fraction-static",
+    "0.92",
 )
 
 
@@ -75,26 +79,44 @@ _N_ON_ARGV = ("--moe-runner-backend", "flashinfer_cutlass", "--attention-backend
 CALIBRATION_POINTS: tuple[CalibrationPoint, ...] = (
     CalibrationPoint(
         "B",
-        ("--moe-runner-backend", "flashinfer_trtllm", "--attention-backend", "flashinfer",
-         "--max-running-requests", "64"),
-        patched_gate=False, forced_allreduce=False,
+        (
+            "--moe-runner-backend",
+            "flashinfer_trtllm",
+            "--attention-backend",
+            "flashinfer",
+            "--max-running-requests",
+            "64",
+        ),
+        patched_gate=False,
+        forced_allreduce=False,
         throughput=_figures(c64=757, c256=880, c512=880, c1024=880),
     ),
     CalibrationPoint(
-        "N-off", (*_N_ON_ARGV, "--disable-cuda-graph"), patched_gate=True, forced_allreduce=False,
+        "N-off",
+        (*_N_ON_ARGV, "--disable-cuda-graph"),
+        patched_gate=True,
+        forced_allreduce=False,
         throughput=_figures(c64=689, c256=1950, c512=CRASH),
     ),
     CalibrationPoint(
-        "N-on", _N_ON_ARGV, patched_gate=True, forced_allreduce=False,
+        "N-on",
+        _N_ON_ARGV,
+        patched_gate=True,
+        forced_allreduce=False,
         throughput=_figures(c64=760, c256=2000, c512=2800, c1024=3740),
     ),
     CalibrationPoint(
-        "N-on-unpatched", _N_ON_ARGV, patched_gate=False, forced_allreduce=False,
+        "N-on-unpatched",
+        _N_ON_ARGV,
+        patched_gate=False,
+        forced_allreduce=False,
         throughput=_figures(c64=740, c256=1550, c512=2150, c1024=2800),
     ),
     CalibrationPoint(
-        "F", (*_N_ON_ARGV, "--enable-flashinfer-allreduce-fusion"),
-        patched_gate=True, forced_allreduce=True,
+        "F",
+        (*_N_ON_ARGV, "--enable-flashinfer-allreduce-fusion"),
+        patched_gate=True,
+        forced_allreduce=True,
         throughput=_figures(c64=236, c256=236, c512=236, c1024=236),
     ),
 )

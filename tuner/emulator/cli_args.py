@@ -70,12 +70,16 @@ def build_parser(prog: str = "python -m sglang.launch_server") -> argparse.Argum
         parser.add_argument(*renamed, **kwargs)
     emulator = parser.add_argument_group("emulator (not SGLang)")
     emulator.add_argument(
-        "--time-scale", type=_positive_float, default=1.0,
+        "--time-scale",
+        type=_positive_float,
+        default=1.0,
         help="divide every duration by K (start-up, prefill, token steps); published in "
         "/server_info as emulator.time_scale",
     )
     emulator.add_argument(
-        "--emulator-seed", type=int, default=None,
+        "--emulator-seed",
+        type=int,
+        default=None,
         help="seed of the performance noise (default: random)",
     )
     return parser
@@ -145,7 +149,7 @@ def _merge_config(argv: list[str]) -> list[str]:
             merged += [f"--{key}", *(str(item) for item in value)] if value else []
         else:
             merged += [f"--{key}", str(value)]
-    return merged + argv[:index] + argv[index + 2:]
+    return merged + argv[:index] + argv[index + 2 :]
 
 
 def server_args_from_flags(flags: Mapping[str, object]) -> dict[str, Any]:

@@ -14,8 +14,12 @@ from typing import Any
 from tuner.emulator.calibration import GPU, KV, MEMORY_LIMITS
 from tuner.emulator.versions import CALIBRATED, VERSIONS, installed
 from tuner.emulator.parallelism import Parallelism, ParallelismRefused, resolve_parallelism
-from tuner.emulator.speculative import (SPEC_GB, Speculation, SpeculationRefused,
-                                        resolve_speculation)
+from tuner.emulator.speculative import (
+    SPEC_GB,
+    Speculation,
+    SpeculationRefused,
+    resolve_speculation,
+)
 
 __all__ = ["EngineSettings", "StartFailure", "resolve_settings"]
 
@@ -29,7 +33,9 @@ MIN_RESERVE, MAX_RESERVE = 0.5, 1.1  # --schedule-conservativeness, as the share
 UNCHUNKED_PREFILL_TOKENS = 16384  # SGLang's --max-prefill-tokens default
 BF16_KV_TOKENS = 0.9  # the DSA cache keeps its fp8 indexer keys either way (emulator reading)
 # Invented speed effects (calibration.md: each at most +-10% alone; tuner/emulator/README.md).
-RADIX_OFF_SPEED = VERSIONS[CALIBRATED].radix_off_speed  # --disable-radix-cache: its bookkeeping goes
+RADIX_OFF_SPEED = VERSIONS[
+    CALIBRATED
+].radix_off_speed  # --disable-radix-cache: its bookkeeping goes
 OVERLAP_OFF_SPEED = 0.94  # --disable-overlap-schedule
 BF16_KV_SPEED = (1.02, 0.01)  # bf16 KV: +2% at a batch of 64, 1% less by 512
 # Per GPU, from the calibration's pool (25.49 GB) and free memory (5.70 GB) at f = 0.92.
@@ -37,8 +43,14 @@ TOTAL_GB = GPU.memory_mib / 1024
 WEIGHTS_GB = TOTAL_GB * KV.reference_fraction - KV.pool_gb_at_reference  # 62.45
 RUNTIME_GB = TOTAL_GB * (1 - KV.reference_fraction) - KV.free_gb_at_reference  # context, NCCL
 
-ATTENTION_SPEED = {"flashinfer": 1.0, "trtllm_mha": 1.0, "fa3": 1.0, "triton": 0.93,
-                   "flex_attention": 0.91, "torch_native": 0.90}
+ATTENTION_SPEED = {
+    "flashinfer": 1.0,
+    "trtllm_mha": 1.0,
+    "fa3": 1.0,
+    "triton": 0.93,
+    "flex_attention": 0.91,
+    "torch_native": 0.90,
+}
 ATTENTION_START_ERRORS = {
     "nsa": "RuntimeError: deep_gemm.get_paged_mqa_logits_metadata is not supported on sm_120",
     "trtllm_mla": "RuntimeError: TllmGenFmhaRunner: Unsupported architecture",
@@ -46,8 +58,14 @@ ATTENTION_START_ERRORS = {
     "flashmla": "RuntimeError: FlashMLA is only supported on sm_90a",
     "fa4": "RuntimeError: FlashAttention-4 requires sm_100",
 }
-MOE_SPEED = {"flashinfer_cutlass": 1.0, "flashinfer_trtllm": 1.0, "auto": 0.92, "cutlass": 0.95,
-             "triton": 0.85, "triton_kernel": 0.85}
+MOE_SPEED = {
+    "flashinfer_cutlass": 1.0,
+    "flashinfer_trtllm": 1.0,
+    "auto": 0.92,
+    "cutlass": 0.95,
+    "triton": 0.85,
+    "triton_kernel": 0.85,
+}
 MOE_START_ERRORS = {
     "deep_gemm": "ValueError: DeepGEMM MoE runner does not support modelopt_fp4 weights",
     "flashinfer_mxfp4": "ValueError: flashinfer_mxfp4 MoE runner requires mxfp4 quantization",
@@ -120,8 +138,10 @@ class EngineSettings:
         """The last log line of a failure under load (``crash`` or ``oom``)."""
         if kind == "crash":
             return "AttributeError: 'PrefillMetadata' object has no attribute 'topk_indices'"
-        return ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.25 GiB. "
-                f"GPU 0 has a total capacity of {GPU.memory_mib / 1024:.2f} GiB")
+        return (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.25 GiB. "
+            f"GPU 0 has a total capacity of {GPU.memory_mib / 1024:.2f} GiB"
+        )
 
 
 def _refusal(args: dict[str, Any]) -> StartFailure | None:
@@ -136,22 +156,29 @@ def _refusal_line(args: dict[str, Any]) -> str | None:
         if quant not in CUTLASS_QUANT:
             return (
                 f"AssertionError: Invalid quantization '{quant}'. FlashInfer Cutlass MOE "
-                "supports only: 'modelopt_fp4', 'modelopt_fp8', or bfloat16 (None).")
+                "supports only: 'modelopt_fp4', 'modelopt_fp8', or bfloat16 (None)."
+            )
         if args["ep_size"] not in (1, args["tp_size"]):
-            return ("AssertionError: The expert parallel size must be 1 or the same as the "
-                    "tensor parallel size")
+            return (
+                "AssertionError: The expert parallel size must be 1 or the same as the "
+                "tensor parallel size"
+            )
     if moe == "flashinfer_trtllm" and quant not in TRTLLM_QUANT:
         return (
             f"AssertionError: Invalid quantization '{quant}'. FlashInfer TRTLLM MOE supports "
             "only: 'modelopt_fp4', 'fp8', 'modelopt_fp8', 'compressed-tensors', or bfloat16 "
-            "(None).")
+            "(None)."
+        )
     if args["kv_cache_dtype"] not in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
-        return "AssertionError: DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"
+        return (
+            "AssertionError: DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"
+        )
     if quant not in (None, "modelopt_fp4"):
         return (
             "ValueError: Quantization method specified in the model config (modelopt_fp4) does "
             f"not match the quantization method specified in the `quantization` argument "
-            f"({quant}).")
+            f"({quant})."
+        )
     return None
 
 
@@ -159,29 +186,47 @@ def _start_failure(args: dict[str, Any], fraction: float) -> StartFailure | None
     """Failures while loading and warming up: GPUs, weights, kernels, memory."""
     replicas = 1 if args["enable_dp_attention"] else max(1, args["dp_size"])
     if args["tp_size"] * args["pp_size"] * replicas > GPU.count:
-        return StartFailure("startup-crash", "load",
-                            "RuntimeError: CUDA error: invalid device ordinal")
+        return StartFailure(
+            "startup-crash", "load", "RuntimeError: CUDA error: invalid device ordinal"
+        )
     per_gpu_gb = WEIGHTS_GB * GPU.count / (args["tp_size"] * args["pp_size"])
     usable_gb = TOTAL_GB - RUNTIME_GB
     if per_gpu_gb > usable_gb:
-        return StartFailure("oom-at-start", "load", (
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a "
-            f"total capacity of {GPU.memory_mib / 1024:.2f} GiB of which 1.12 GiB is free."),
-            at_shard_fraction=usable_gb / per_gpu_gb)
+        return StartFailure(
+            "oom-at-start",
+            "load",
+            (
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a "
+                f"total capacity of {GPU.memory_mib / 1024:.2f} GiB of which 1.12 GiB is free."
+            ),
+            at_shard_fraction=usable_gb / per_gpu_gb,
+        )
     moe, attention = args["moe_runner_backend"], _attention(args)
     prefill = args["prefill_attention_backend"] or attention
     if moe in MOE_START_ERRORS:
         return StartFailure("startup-crash", "init", MOE_START_ERRORS[moe])
     for backend in (attention, prefill):
         if backend not in ATTENTION_SPEED:
-            return StartFailure("startup-crash", "init", ATTENTION_START_ERRORS.get(
-                backend, f"RuntimeError: attention backend {backend} is not available on CUDA"))
+            return StartFailure(
+                "startup-crash",
+                "init",
+                ATTENTION_START_ERRORS.get(
+                    backend, f"RuntimeError: attention backend {backend} is not available on CUDA"
+                ),
+            )
     if fraction <= KV.zero_fraction + 0.01:
-        return StartFailure("oom-at-start", "kv", "RuntimeError: Not enough memory. Please try "
-                            "to increase --mem-fraction-static.")
+        return StartFailure(
+            "oom-at-start",
+            "kv",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        )
     if fraction >= MEMORY_LIMITS.oom_at_start_fraction and args["disable_cuda_graph"]:
-        return StartFailure("oom-at-start", "init", "torch.OutOfMemoryError: CUDA out of memory. "
-                            "Tried to allocate 2.00 GiB during the warm-up forward.")
+        return StartFailure(
+            "oom-at-start",
+            "init",
+            "torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 2.00 GiB during the warm-up forward.",
+        )
     return None
 
 
@@ -204,8 +249,11 @@ def resolve_settings(
         stage = getattr(refused, "stage", "args")  # a check at start, or the model at init
         if stage == "args":
             return failure or StartFailure("refused", stage, str(refused))
-        return failure or _start_failure(args, fraction) or StartFailure(
-            "startup-crash", stage, str(refused))
+        return (
+            failure
+            or _start_failure(args, fraction)
+            or StartFailure("startup-crash", stage, str(refused))
+        )
     failure = failure or _start_failure(args, fraction)
     if failure:
         return failure
@@ -217,12 +265,20 @@ def resolve_settings(
     graph_gb = GRAPH_GB_AT_DEFAULT * max_bs / DEFAULT_CUDA_GRAPH_MAX_BS if graphs else 0.0
     kv_dtype = "bfloat16" if args["kv_cache_dtype"] in ("bf16", "bfloat16") else "fp8_e4m3"
     dtype_tokens = BF16_KV_TOKENS if kv_dtype == "bfloat16" else 1.0
-    kv_gb = KV.pool_gb_at_reference * (fraction - KV.zero_fraction) / (
-        KV.reference_fraction - KV.zero_fraction) + GRAPH_GB_AT_DEFAULT - graph_gb
+    kv_gb = (
+        KV.pool_gb_at_reference
+        * (fraction - KV.zero_fraction)
+        / (KV.reference_fraction - KV.zero_fraction)
+        + GRAPH_GB_AT_DEFAULT
+        - graph_gb
+    )
     kv_gb -= parallel.attention_gb() + (SPEC_GB if speculation else 0.0)
     if kv_gb <= 0:
-        return StartFailure("oom-at-start", "kv", "RuntimeError: Not enough memory. Please try "
-                            "to increase --mem-fraction-static.")
+        return StartFailure(
+            "oom-at-start",
+            "kv",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        )
     kv_tokens = parallel.kv_tokens(int(kv_gb * TOKENS_PER_GB * dtype_tokens))
     if args["max_total_tokens"]:
         kv_tokens = min(kv_tokens, args["max_total_tokens"])
@@ -230,11 +286,15 @@ def resolve_settings(
     if chunk < 0:
         chunk = UNCHUNKED_PREFILL_TOKENS
     flashinfer_attention = "flashinfer" in (attention, prefill_attention)
-    crash = (MEMORY_LIMITS.prefill_metadata_crash_concurrency
-             if not graphs and flashinfer_attention else None)
+    crash = (
+        MEMORY_LIMITS.prefill_metadata_crash_concurrency
+        if not graphs and flashinfer_attention
+        else None
+    )
     oom = MEMORY_LIMITS.oom_under_load_fraction <= fraction < MEMORY_LIMITS.oom_at_start_fraction
-    autotune = (moe == "flashinfer_cutlass" and patched_gate
-                and not args["disable_flashinfer_autotune"])
+    autotune = (
+        moe == "flashinfer_cutlass" and patched_gate and not args["disable_flashinfer_autotune"]
+    )
     return EngineSettings(
         moe_backend=moe,
         moe_family="trtllm" if moe == "flashinfer_trtllm" else "cutlass",
@@ -257,9 +317,12 @@ def resolve_settings(
         forced_allreduce=forced_allreduce and args["enable_flashinfer_allreduce_fusion"],
         torch_compile=args["enable_torch_compile"],
         capture_failure=StartFailure(
-            "oom-at-start", "graphs",
+            "oom-at-start",
+            "graphs",
             "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.",
-        ) if graphs and fraction >= MEMORY_LIMITS.oom_at_start_fraction else None,
+        )
+        if graphs and fraction >= MEMORY_LIMITS.oom_at_start_fraction
+        else None,
         parallel=parallel,
         speculation=speculation,
     )

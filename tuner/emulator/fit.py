@@ -19,8 +19,14 @@ from tuner.emulator.perf_model import predict_throughput
 
 __all__ = ["FITTED_NAMES", "fit", "predictions", "render"]
 
-FITTED_NAMES = ("CUTLASS_STEP_S", "AUTOTUNE_GAIN", "EAGER_GAIN", "TRTLLM_GAIN_64", "IDLE_WAKEUP_S",
-                "FORCED_ALLREDUCE_STEP_S")
+FITTED_NAMES = (
+    "CUTLASS_STEP_S",
+    "AUTOTUNE_GAIN",
+    "EAGER_GAIN",
+    "TRTLLM_GAIN_64",
+    "IDLE_WAKEUP_S",
+    "FORCED_ALLREDUCE_STEP_S",
+)
 
 ROUNDS = 25
 

@@ -27,7 +27,9 @@ def _gpus(text: str) -> tuple[int, ...]:
     try:
         gpus = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--gpus {text!r}: give GPU numbers, e.g. 0 or 4,5") from None
+        raise argparse.ArgumentTypeError(
+            f"--gpus {text!r}: give GPU numbers, e.g. 0 or 4,5"
+        ) from None
     if not gpus or min(gpus) < 0:
         raise argparse.ArgumentTypeError(f"--gpus {text!r}: give GPU numbers, e.g. 0 or 4,5")
     return gpus
@@ -35,16 +37,19 @@ def _gpus(text: str) -> tuple[int, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Hold the memory until stopped; the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m tuner.emulator.foreign_process",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tuner.emulator.foreign_process", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--gpus", type=_gpus, required=True, help="GPU numbers, e.g. 0 or 4,5")
     parser.add_argument("--mib", type=int, default=23_456, help="MiB held on each GPU")
     parser.add_argument("--seconds", type=float, default=None, help="end after this long")
     args = parser.parse_args(argv)
     if not os.environ.get(gpu_state.STATE_ENV):
-        print(f"python -m tuner.emulator.foreign_process: ${gpu_state.STATE_ENV} is not set: "
-              "run it with the emulated host's environment (tuner.emulator.prepare_host_root)",
-              file=sys.stderr)
+        print(
+            f"python -m tuner.emulator.foreign_process: ${gpu_state.STATE_ENV} is not set: "
+            "run it with the emulated host's environment (tuner.emulator.prepare_host_root)",
+            file=sys.stderr,
+        )
         return 2
     stopping: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -53,8 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     until = None if args.seconds is None else time.monotonic() + args.seconds
     try:
         while not stopping and (until is None or time.monotonic() < until):
-            gpu_state.write_load(gpu_state.GpuLoad(me, "foreign", args.mib, updated=gpu_state.now(),
-                                                   gpus=args.gpus))
+            gpu_state.write_load(
+                gpu_state.GpuLoad(me, "foreign", args.mib, updated=gpu_state.now(), gpus=args.gpus)
+            )
             time.sleep(_PERIOD_S)
     finally:
         gpu_state.clear_load(me)

@@ -26,8 +26,18 @@ from typing import Any
 from tuner.emulator.calibration import GPU
 
 __all__ = [
-    "FOREIGN_ENV", "GPUS_ENV", "STATE_ENV", "GpuLoad", "clear_load", "foreign_process",
-    "held_by_others", "host_gpu_count", "now", "read_loads", "server_devices", "write_load",
+    "FOREIGN_ENV",
+    "GPUS_ENV",
+    "STATE_ENV",
+    "GpuLoad",
+    "clear_load",
+    "foreign_process",
+    "held_by_others",
+    "host_gpu_count",
+    "now",
+    "read_loads",
+    "server_devices",
+    "write_load",
 ]
 
 STATE_ENV = "TUNER_EMULATOR_STATE"

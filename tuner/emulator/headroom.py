@@ -27,8 +27,18 @@ from tuner.emulator.calibration import WORKLOAD, point
 from tuner.emulator.cli_args import parse_server_args
 from tuner.emulator.perf_model import predict_throughput
 
-__all__ = ["BOUND", "MEASURED_FLAGS", "SEARCHED", "Contribution", "Figure", "Workload", "best_figure",
-           "calibration_workload", "contributions", "seeds_figure"]
+__all__ = [
+    "BOUND",
+    "MEASURED_FLAGS",
+    "SEARCHED",
+    "Contribution",
+    "Figure",
+    "Workload",
+    "best_figure",
+    "calibration_workload",
+    "contributions",
+    "seeds_figure",
+]
 
 # The best configuration on the calibration workload stays within this factor of N-on's figure
 # (calibration.md: "a few percent").
@@ -100,9 +110,15 @@ def _figure(flags: Mapping[str, object], workload: Workload) -> float:
     args = parse_server_args(argv)
     args.pop("time_scale")
     args.pop("emulator_seed")
-    result = predict_throughput(args, _SEEDS.patched_gate, _SEEDS.forced_allreduce,
-                                workload.concurrency, workload.input_len, workload.output_len,
-                                num_requests=workload.num_requests)
+    result = predict_throughput(
+        args,
+        _SEEDS.patched_gate,
+        _SEEDS.forced_allreduce,
+        workload.concurrency,
+        workload.input_len,
+        workload.output_len,
+        num_requests=workload.num_requests,
+    )
     return result if isinstance(result, float) else 0.0
 
 
@@ -111,8 +127,9 @@ def seeds_figure(workload: Workload) -> float:
     return _figure({}, workload)
 
 
-def best_figure(workload: Workload,
-                searched: Mapping[str, tuple[object, ...]] = SEARCHED) -> Figure:
+def best_figure(
+    workload: Workload, searched: Mapping[str, tuple[object, ...]] = SEARCHED
+) -> Figure:
     """The best of every combination of ``searched`` on top of N-on (a failure scores 0)."""
     best = Figure((), seeds_figure(workload))
     names = list(searched)

@@ -45,8 +45,8 @@ def _python_wrapper() -> str:
     return (
         "#!/bin/sh\n"
         "# The emulated host's Python: the interpreter the tuner runs on (tuner.emulator).\n"
-        f"PYTHONPATH=\"${{PYTHONPATH:+$PYTHONPATH:}}{tuner_parent}\" "
-        f"exec {shlex.quote(sys.executable)} \"$@\"\n"
+        f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{tuner_parent}" '
+        f'exec {shlex.quote(sys.executable)} "$@"\n'
     )
 
 
@@ -67,8 +67,9 @@ def prepare_host_root(root: Path) -> dict[str, str]:
     if not package.exists():
         staging = site / ".sglang.tmp"
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(STANDIN_PACKAGE, staging,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            STANDIN_PACKAGE, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         staging.rename(package)
     # Its version line follows the emulated host's (never a patched file: patches change srt/).
     shutil.copyfile(STANDIN_PACKAGE / "__init__.py", package / "__init__.py")

@@ -22,8 +22,12 @@ from tuner.emulator.fit import FITTED_NAMES, _predict_row, fit
 __all__ = ["LooResult", "leave_one_out", "main"]
 
 ROUNDS = 25
-ROW_CURVES = {"N-on-unpatched": "CUTLASS_STEP_S", "N-on": "AUTOTUNE_GAIN",
-              "N-off": "EAGER_GAIN", "F": "FORCED_ALLREDUCE_STEP_S"}
+ROW_CURVES = {
+    "N-on-unpatched": "CUTLASS_STEP_S",
+    "N-on": "AUTOTUNE_GAIN",
+    "N-off": "EAGER_GAIN",
+    "F": "FORCED_ALLREDUCE_STEP_S",
+}
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,10 @@ def table(results: list[LooResult]) -> str:
     errors = sorted(abs(r.error) for r in results if r.error is not None)
     if errors:
         lines.append("")
-        lines.append(f"Median absolute error {errors[len(errors) // 2]:.1%}, "
-                     f"worst {errors[-1]:.1%}, over {len(errors)} figures.")
+        lines.append(
+            f"Median absolute error {errors[len(errors) // 2]:.1%}, "
+            f"worst {errors[-1]:.1%}, over {len(errors)} figures."
+        )
     return "\n".join(lines)
 
 

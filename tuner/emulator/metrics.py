@@ -24,7 +24,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 __all__ = ["SchedulerMetrics", "CONTENT_TYPE"]
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_LATEST
+CONTENT_TYPE = (
+    "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_LATEST
+)
 
 
 class SchedulerMetrics:
@@ -37,8 +39,13 @@ class SchedulerMetrics:
 
     def __init__(self, model_name: str, max_total_num_tokens: int) -> None:
         self.registry = CollectorRegistry()
-        self.labels = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0",
-                       "pp_rank": "0", "moe_ep_rank": "0"}
+        self.labels = {
+            "model_name": model_name,
+            "engine_type": "unified",
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+        }
         self._gauges: dict[str, Gauge] = {}
         for name, documentation in (
             ("num_running_reqs", "The number of running requests."),
@@ -49,17 +56,34 @@ class SchedulerMetrics:
             ("cache_hit_rate", "The prefix cache hit rate."),
             ("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."),
         ):
-            self._gauges[name] = Gauge(f"sglang:{name}", documentation, list(self.labels),
-                                       registry=self.registry)
+            self._gauges[name] = Gauge(
+                f"sglang:{name}", documentation, list(self.labels), registry=self.registry
+            )
         self._gauges["max_total_num_tokens"].labels(**self.labels).set(max_total_num_tokens)
-        self._passes = Counter("sglang:cuda_graph_passes", "Total number of forward passes categorized by CUDA graph.",
-                               [*self.labels, "mode"], registry=self.registry)
+        self._passes = Counter(
+            "sglang:cuda_graph_passes",
+            "Total number of forward passes categorized by CUDA graph.",
+            [*self.labels, "mode"],
+            registry=self.registry,
+        )
 
-    def batch_stats(self, running: int, queued: int, used_tokens: int, token_usage: float,
-                    cache_hit_rate: float = 0.0, gen_throughput: float | None = None) -> None:
+    def batch_stats(
+        self,
+        running: int,
+        queued: int,
+        used_tokens: int,
+        token_usage: float,
+        cache_hit_rate: float = 0.0,
+        gen_throughput: float | None = None,
+    ) -> None:
         """What one Prefill or Decode batch's stats set (SGLang's ``log_stats`` of them)."""
-        values = {"num_running_reqs": running, "num_queue_reqs": queued, "num_used_tokens": used_tokens,
-                  "token_usage": token_usage, "cache_hit_rate": cache_hit_rate}
+        values = {
+            "num_running_reqs": running,
+            "num_queue_reqs": queued,
+            "num_used_tokens": used_tokens,
+            "token_usage": token_usage,
+            "cache_hit_rate": cache_hit_rate,
+        }
         if gen_throughput is not None:
             values["gen_throughput"] = gen_throughput
         for name, value in values.items():

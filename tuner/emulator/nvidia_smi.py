@@ -109,8 +109,10 @@ def _plain() -> str:
     lines = [
         time.strftime("%a %b %d %H:%M:%S %Y"),
         "+" + "-" * 89 + "+",
-        (f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     "
-         f"CUDA Version: {CUDA_VERSION}     |"),
+        (
+            f"| NVIDIA-SMI {DRIVER_VERSION}             Driver Version: {DRIVER_VERSION}     "
+            f"CUDA Version: {CUDA_VERSION}     |"
+        ),
         bar,
         "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
         "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
@@ -121,12 +123,18 @@ def _plain() -> str:
         lines.append(f"| {g.index:3d}  {name:<31}On  |   {g.bus_id} Off |{'Off':>21} |")
         usage = f"{g.memory_used_mib}MiB / {GPU.memory_mib}MiB"
         fan = g.temperature
-        lines.append(f"|{fan:>3}%  {g.temperature:>3}C    {g.pstate}{g.power_w:>15.0f}W / "
-                     f"{GPU.power_limit_w:>4.0f}W | {usage:>22} |{g.utilization:>7}%      Default |")
+        lines.append(
+            f"|{fan:>3}%  {g.temperature:>3}C    {g.pstate}{g.power_w:>15.0f}W / "
+            f"{GPU.power_limit_w:>4.0f}W | {usage:>22} |{g.utilization:>7}%      Default |"
+        )
         lines.append(bar)
-    lines += ["", "+" + "-" * 89 + "+", "| Processes:" + " " * 78 + "|",
-              "|  GPU   GI   CI              PID   Type   Process name" + " " * 24
-              + "GPU Memory |", "|" + "=" * 89 + "|"]
+    lines += [
+        "",
+        "+" + "-" * 89 + "+",
+        "| Processes:" + " " * 78 + "|",
+        "|  GPU   GI   CI              PID   Type   Process name" + " " * 24 + "GPU Memory |",
+        "|" + "=" * 89 + "|",
+    ]
     processes = [(g.index, pid, mib) for g in readings for pid, mib in g.processes]
     for index, pid, mib in processes:
         name = _name(pid)[-37:]
@@ -145,10 +153,12 @@ def _topology() -> str:
         links = ["X" if i == j else ("NODE" if i // 4 == j // 4 else "SYS") for j in range(count)]
         cpus = "0-31,64-95" if i < 4 else "32-63,96-127"
         rows.append(f"GPU{i}\t" + "\t".join(f" {link} " for link in links) + f"\t{cpus}\t{i // 4}")
-    return "\n".join(rows) + "\n\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe " \
-        "as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n  NODE = " \
-        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges " \
+    return (
+        "\n".join(rows) + "\n\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe "
+        "as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n  NODE = "
+        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
         "within a NUMA node"
+    )
 
 
 def _loop_seconds(options: dict[str, str]) -> float | None:

@@ -81,16 +81,20 @@ class Completion:
 
     def text_between(self, start: int, end: int) -> str:
         """The text of tokens ``start`` to ``end`` (exclusive)."""
-        return self.text[self.offsets[start]: self.offsets[end]]
+        return self.text[self.offsets[start] : self.offsets[end]]
 
     def ids_json(self, start: int, end: int) -> str:
         """The JSON array of ids ``start`` to ``end`` (exclusive)."""
         first = self.ids_offsets[start] + (2 if start else 0)
-        return "[" + self.ids_csv[first: self.ids_offsets[end]] + "]" if end > start else "[]"
+        return "[" + self.ids_csv[first : self.ids_offsets[end]] + "]" if end > start else "[]"
 
 
 def completion(
-    prompt_ids: list[int], length: int, *, garbage: bool = False, temperature: float = 0.0,
+    prompt_ids: list[int],
+    length: int,
+    *,
+    garbage: bool = False,
+    temperature: float = 0.0,
     seed: int | None = None,
 ) -> Completion:
     """The ``length`` output tokens for a prompt.

@@ -37,8 +37,13 @@ from typing import Any
 
 from tuner.emulator.curves import interpolate
 
-__all__ = ["ATTENTION_HEADS", "ATTENTION_WEIGHTS_GB", "Parallelism", "ParallelismRefused",
-           "resolve_parallelism"]
+__all__ = [
+    "ATTENTION_HEADS",
+    "ATTENTION_WEIGHTS_GB",
+    "Parallelism",
+    "ParallelismRefused",
+    "resolve_parallelism",
+]
 
 ATTENTION_HEADS = 64  # assumed: GLM-5's config is not in this repository
 ATTENTION_WEIGHTS_GB = 16.0  # invented: MLA + DSA indexer weights of the whole model, bf16
@@ -47,11 +52,11 @@ EP_SPEED = ((1, 0.96), (64, 0.96), (512, 1.0), (1024, 1.02))  # invented
 A2A_START_ERRORS = {
     "deepep": "AssertionError: GPU 0 and GPU 1 are not connected via NVLink",
     "mooncake": "ImportError: Mooncake EP needs the mooncake transfer engine with RDMA devices; "
-                "none found",
+    "none found",
     "mori": "RuntimeError: MoRI EP is only supported on AMD GPUs",
     "ascend_fuseep": "RuntimeError: Ascend fused EP requires an Ascend NPU",
     "flashinfer": "RuntimeError: FlashInfer MoE A2A needs multi-node NVLink (MNNVL), not "
-                  "available on these GPUs",
+    "available on these GPUs",
 }
 
 
@@ -61,7 +66,6 @@ class ParallelismRefused(Exception):
     def __init__(self, message: str, stage: str) -> None:
         super().__init__(message)
         self.stage = stage  # args (a start-up check) or init (the model or the MoE backend)
-
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,9 @@ def resolve_parallelism(args: dict[str, Any]) -> Parallelism:
         args["enable_dp_attention"] = False
     if args["enable_two_batch_overlap"] and a2a == "none":
         raise ParallelismRefused(
-            "ValueError: When enabling two batch overlap, moe_a2a_backend cannot be 'none'.", "args")
+            "ValueError: When enabling two batch overlap, moe_a2a_backend cannot be 'none'.",
+            "args",
+        )
     dp_attention = 1
     if args["enable_dp_attention"]:
         if tp % args["dp_size"]:

@@ -151,7 +151,6 @@ class EngineModel:
         )
 
 
-
 def _base_step(batch: int) -> float:
     """Decode step seconds of flashinfer_cutlass with CUDA graphs, before any gain."""
     points = ((1, SINGLE_STREAM_STEP_S), *fitted.CUTLASS_STEP_S)
@@ -165,7 +164,8 @@ def _step_seconds(settings: EngineSettings, batch: int) -> float:
     """Host seconds per output token of a request in a decode batch of ``batch``."""
     if settings.speculation is not None:
         return settings.speculation.round_seconds(
-            lambda size: _target_step(settings, size), _base_step, batch)
+            lambda size: _target_step(settings, size), _base_step, batch
+        )
     return _target_step(settings, batch)
 
 
@@ -249,7 +249,7 @@ def predict_throughput(
         kind = "crash-under-load" if result == "crash" else "oom-under-load"
         return Failure(kind, engine.settings.failure_line(result), at_concurrency=concurrency)
     if engine.settings.garbage_output:
-        return Failure("wrong-output", "fa3 attention on SM120 serves NaN-derived garbage",
-                       throughput=result)
+        return Failure(
+            "wrong-output", "fa3 attention on SM120 serves NaN-derived garbage", throughput=result
+        )
     return result
-

@@ -131,8 +131,12 @@ class Scheduler:
 
     def lag_report(self) -> dict[str, float]:
         """How far behind its schedule the scheduler runs, in wall seconds (for /server_info)."""
-        return {"virtual_s": round(self.virtual_now(), 6), "lag_s": round(self.lag_s, 4),
-                "peak_lag_s": round(self.peak_lag_s, 4), "busy_periods": self.busy_periods}
+        return {
+            "virtual_s": round(self.virtual_now(), 6),
+            "lag_s": round(self.lag_s, 4),
+            "peak_lag_s": round(self.peak_lag_s, 4),
+            "busy_periods": self.busy_periods,
+        }
 
     def _submit_declared(self, request: CoreRequest, level: tuple[str, int, int]) -> Stream:
         """A request of a declared closed loop: a new level starts a burst of its first
@@ -173,8 +177,13 @@ class Scheduler:
         self._wake.set()
         return stream
 
-    def submit(self, request: CoreRequest, follow_up: bool = False,
-               level: tuple[str, int, int] | None = None, open_loop: bool = False) -> Stream:
+    def submit(
+        self,
+        request: CoreRequest,
+        follow_up: bool = False,
+        level: tuple[str, int, int] | None = None,
+        open_loop: bool = False,
+    ) -> Stream:
         """Queue a request; its :class:`Stream` shows its progress.
 
         Args:
@@ -233,8 +242,11 @@ class Scheduler:
             self._burst = None
         if burst.refill and not burst.arrived and not burst.superseded:
             self._refills_expected = False
-        if not burst.refill and (burst.refill_of is None or burst.arrived > burst.refill_of) \
-                and not burst.superseded:
+        if (
+            not burst.refill
+            and (burst.refill_of is None or burst.arrived > burst.refill_of)
+            and not burst.superseded
+        ):
             # More came than had finished: a new level, not a closed loop's refill; it starts
             # after the gathering time, without the idle wake-up (as in predict_throughput).
             self.core.forget_idle()
@@ -242,15 +254,21 @@ class Scheduler:
         if self.trace is not None:
             kind = "refill" if burst.refill else "start"
             gap = -1.0 if burst.first is None else burst.first - burst.opened
-            self.trace.write(f"{time.monotonic():.4f} burst {kind} held={held:.4f} "
-                             f"arrived={burst.arrived} expected={burst.expected} "
-                             f"first_gap={gap:.4f}\n")
+            self.trace.write(
+                f"{time.monotonic():.4f} burst {kind} held={held:.4f} "
+                f"arrived={burst.arrived} expected={burst.expected} "
+                f"first_gap={gap:.4f}\n"
+            )
         return held
 
     def _left(self, burst: Burst, now: float) -> float:
         left = burst.left(now)
-        if left <= 0 and not burst.refill and not burst.superseded and (
-                now - burst.opened < MAX_HOLD_S and self._awaiting_connections(now)):
+        if (
+            left <= 0
+            and not burst.refill
+            and not burst.superseded
+            and (now - burst.opened < MAX_HOLD_S and self._awaiting_connections(now))
+        ):
             return 0.01
         return left
 
@@ -303,9 +321,11 @@ class Scheduler:
                     await asyncio.sleep(0)
             self._finish(action, self.virtual)
             if self.trace is not None:
-                self.trace.write(f"{clock():.4f} {self.virtual:.6f} {action.kind} "
-                                 f"{len(action.batch)} running={len(self.core.running)} "
-                                 f"waiting={len(self.core.waiting)} lag={self.lag_s:.4f}\n")
+                self.trace.write(
+                    f"{clock():.4f} {self.virtual:.6f} {action.kind} "
+                    f"{len(action.batch)} running={len(self.core.running)} "
+                    f"waiting={len(self.core.waiting)} lag={self.lag_s:.4f}\n"
+                )
 
     def _finish(self, action: Action, now: float) -> None:
         running_before = len(self.core.running)
@@ -334,13 +354,19 @@ class Scheduler:
             owed = self._level.owed(declared) if self._level is not None else 0
             if owed:  # the declared closed loop sends these at once: wait for them
                 if self._burst is None:
-                    self._burst = Burst(opened=time.monotonic(), refill=True, expected=0,
-                                        quiet=DECLARED_QUIET_S, max_hold=DECLARED_MAX_HOLD_S)
+                    self._burst = Burst(
+                        opened=time.monotonic(),
+                        refill=True,
+                        expected=0,
+                        quiet=DECLARED_QUIET_S,
+                        max_hold=DECLARED_MAX_HOLD_S,
+                    )
                 self._burst.expected += owed
             return
         unfilled = finished - len(self.core.waiting)
         if unfilled > 0 and self._refills_expected:  # wait for the client to refill them
             if self._burst is None:
-                self._burst = Burst(opened=time.monotonic(), refill=True, expected=0,
-                                    quiet=self.quiet_s)
+                self._burst = Burst(
+                    opened=time.monotonic(), refill=True, expected=0, quiet=self.quiet_s
+                )
             self._burst.expected += unfilled

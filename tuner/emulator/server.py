@@ -63,9 +63,16 @@ class EmulatedServer:
         metrics_enabled: SGLang's ``--enable-metrics``: ``/metrics`` is served.
     """
 
-    def __init__(self, server_info: dict[str, Any], model_name: str, rng: random.Random,
-                 stream_output: bool = False, stream_interval: int = 1,
-                 keys: ApiKeys = ApiKeys(), metrics_enabled: bool = False) -> None:
+    def __init__(
+        self,
+        server_info: dict[str, Any],
+        model_name: str,
+        rng: random.Random,
+        stream_output: bool = False,
+        stream_interval: int = 1,
+        keys: ApiKeys = ApiKeys(),
+        metrics_enabled: bool = False,
+    ) -> None:
         self.engine: EngineModel | None = None
         self.scheduler: Scheduler | None = None
         self.server_info = server_info
@@ -82,8 +89,9 @@ class EmulatedServer:
         self._generating_connections: weakref.WeakSet[Any] = weakref.WeakSet()
         self._seen_connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def serve(self, engine: EngineModel, scheduler: Scheduler,
-              metrics: SchedulerMetrics | None = None) -> None:
+    def serve(
+        self, engine: EngineModel, scheduler: Scheduler, metrics: SchedulerMetrics | None = None
+    ) -> None:
         """Start answering generation requests with ``engine``, paced by ``scheduler`` (whose
         gauges ``metrics`` are, with ``--enable-metrics``)."""
         self.engine, self.scheduler, self.metrics = engine, scheduler, metrics
@@ -91,8 +99,9 @@ class EmulatedServer:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(client_max_size=64 << 20,
-                              middlewares=[self._first_request, self._authorized])
+        app = web.Application(
+            client_max_size=64 << 20, middlewares=[self._first_request, self._authorized]
+        )
         app.router.add_get("/health", self.health)
         app.router.add_get("/health_generate", self.health)
         app.router.add_get("/model_info", self.model_info)
@@ -120,8 +129,9 @@ class EmulatedServer:
     @web.middleware
     async def _authorized(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """SGLang's API-key middleware: 401 ``{"error": "Unauthorized"}`` without the key."""
-        if not self.keys.allows(request.method, request.path,
-                                request.headers.get("Authorization")):
+        if not self.keys.allows(
+            request.method, request.path, request.headers.get("Authorization")
+        ):
             return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
@@ -137,13 +147,19 @@ class EmulatedServer:
 
     async def model_info(self, request: web.Request) -> web.Response:
         path = self.server_info["model_path"]
-        return web.json_response({
-            "model_path": path, "tokenizer_path": self.server_info.get("tokenizer_path") or path,
-            "is_generation": True, "preferred_sampling_params": None,
-            "weight_version": "default", "has_image_understanding": False,
-            "has_audio_understanding": False, "model_type": "glm_moe_dsa",
-            "architectures": ["GlmMoeDsaForCausalLM"],
-        })
+        return web.json_response(
+            {
+                "model_path": path,
+                "tokenizer_path": self.server_info.get("tokenizer_path") or path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "glm_moe_dsa",
+                "architectures": ["GlmMoeDsaForCausalLM"],
+            }
+        )
 
     async def get_server_info(self, request: web.Request) -> web.Response:
         info = dict(self.server_info)
@@ -151,15 +167,21 @@ class EmulatedServer:
             return web.json_response(info)
         info["emulator"] = {**info["emulator"], "schedule": self.scheduler.lag_report()}
         core = self.scheduler.core
-        info["internal_states"] = [{
-            "last_gen_throughput": 0.0,
-            "memory_usage": {"weight": round(WEIGHTS_GB, 2),
-                             "kvcache": round(self.engine.settings.kv_gb, 2),
-                             "token_capacity": self.engine.settings.kv_tokens, "graph": 1.2},
-            "effective_max_running_requests_per_dp": self.engine.settings.max_running,
-            "avg_spec_accept_length": None,
-            "running_requests": len(core.running), "queued_requests": len(core.waiting),
-        }]
+        info["internal_states"] = [
+            {
+                "last_gen_throughput": 0.0,
+                "memory_usage": {
+                    "weight": round(WEIGHTS_GB, 2),
+                    "kvcache": round(self.engine.settings.kv_gb, 2),
+                    "token_capacity": self.engine.settings.kv_tokens,
+                    "graph": 1.2,
+                },
+                "effective_max_running_requests_per_dp": self.engine.settings.max_running,
+                "avg_spec_accept_length": None,
+                "running_requests": len(core.running),
+                "queued_requests": len(core.waiting),
+            }
+        ]
         return web.json_response(info)
 
     async def get_metrics(self, request: web.Request) -> web.Response:
@@ -169,10 +191,21 @@ class EmulatedServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{
-            "id": self.model_name, "object": "model", "created": int(time.time()),
-            "owned_by": "sglang", "root": self.model_name, "max_model_len": CONTEXT_LENGTH,
-        }]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.model_name,
+                        "max_model_len": CONTEXT_LENGTH,
+                    }
+                ],
+            }
+        )
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         if self.scheduler is not None and self.scheduler.core.busy:
@@ -205,21 +238,34 @@ class EmulatedServer:
         if not self.ready or engine is None or scheduler is None:
             return _error(503, "The server is not ready yet (starting up).")
         try:
-            request = api.parse_request(kind, json.loads(await http.read()),
-                                        incremental=self.stream_output)
+            request = api.parse_request(
+                kind, json.loads(await http.read()), incremental=self.stream_output
+            )
         except (ValueError, api.RequestError) as error:
             return _error(400, str(error))
         length = self._output_length(request)
         limit = min(CONTEXT_LENGTH, engine.settings.kv_tokens)
         if len(request.prompt_ids) + request.max_new_tokens > limit:
-            return _error(400, f"The input ({len(request.prompt_ids)} tokens) plus "
-                          f"max_new_tokens ({request.max_new_tokens}) exceeds the maximum of "
-                          f"{limit} tokens.")
-        output = completion(request.prompt_ids, length, garbage=engine.settings.garbage_output,
-                            temperature=request.temperature, seed=self.rng.getrandbits(63))
+            return _error(
+                400,
+                f"The input ({len(request.prompt_ids)} tokens) plus "
+                f"max_new_tokens ({request.max_new_tokens}) exceeds the maximum of "
+                f"{limit} tokens.",
+            )
+        output = completion(
+            request.prompt_ids,
+            length,
+            garbage=engine.settings.garbage_output,
+            temperature=request.temperature,
+            seed=self.rng.getrandbits(63),
+        )
         self._next_id += 1
-        core_request = CoreRequest(self._next_id, len(request.prompt_ids), length,
-                                   self._cached_tokens(engine, request.prompt_ids))
+        core_request = CoreRequest(
+            self._next_id,
+            len(request.prompt_ids),
+            length,
+            self._cached_tokens(engine, request.prompt_ids),
+        )
         rid = request.rid or uuid.uuid4().hex
         started = time.monotonic()
         connection = http.transport
@@ -227,8 +273,12 @@ class EmulatedServer:
         if connection is not None:
             self._generating_connections.add(connection)
         declared = http.headers.get(LEVEL_HEADER)
-        stream = scheduler.submit(core_request, follow_up=follow_up,
-                                  level=DeclaredLevel.parse(declared), open_loop=open_loop(declared))
+        stream = scheduler.submit(
+            core_request,
+            follow_up=follow_up,
+            level=DeclaredLevel.parse(declared),
+            open_loop=open_loop(declared),
+        )
         if not request.stream:
             try:
                 while not stream.finished:
@@ -237,13 +287,17 @@ class EmulatedServer:
             finally:
                 scheduler.cancel(stream)
             meta = self._meta(core_request, started, True)
-            return web.json_response(api.reply(request, rid, output, stream.generated, meta,
-                                               self.model_name))
+            return web.json_response(
+                api.reply(request, rid, output, stream.generated, meta, self.model_name)
+            )
         return await self._stream(http, scheduler, request, rid, output, stream, started)
 
     def _meta(self, request: CoreRequest, started: float, done: bool) -> dict[str, Any]:
-        meta: dict[str, Any] = {"cached_tokens": request.cached_len, "weight_version": "default",
-                                "total_retractions": request.retractions}
+        meta: dict[str, Any] = {
+            "cached_tokens": request.cached_len,
+            "weight_version": "default",
+            "total_retractions": request.retractions,
+        }
         if done:
             meta["e2e_latency"] = time.monotonic() - started
         return meta
@@ -255,9 +309,16 @@ class EmulatedServer:
         points.update(p for p in (1, count) if sent < p <= count)
         return sorted(points)
 
-    async def _stream(self, http: web.Request, scheduler: Scheduler,
-                      request: api.GenerationRequest, rid: str, output: Any, stream: Stream,
-                      started: float) -> web.StreamResponse:
+    async def _stream(
+        self,
+        http: web.Request,
+        scheduler: Scheduler,
+        request: api.GenerationRequest,
+        rid: str,
+        output: Any,
+        stream: Stream,
+        started: float,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers=SSE_HEADERS)
         cursor = api.StreamCursor()
         try:
@@ -268,16 +329,31 @@ class EmulatedServer:
                 count, done = stream.generated, stream.finished
                 for point in self._event_counts(cursor.sent_tokens, count):
                     last = done and point == count
-                    await response.write(api.event(
-                        request, rid, output, point, last, cursor,
-                        self._meta(stream.request, started, last), self.model_name,
-                        clock=(stream.arrived, stream.stamp(point))))
+                    await response.write(
+                        api.event(
+                            request,
+                            rid,
+                            output,
+                            point,
+                            last,
+                            cursor,
+                            self._meta(stream.request, started, last),
+                            self.model_name,
+                            clock=(stream.arrived, stream.stamp(point)),
+                        )
+                    )
                 if done:
                     break
             if request.include_usage and request.api != "generate":
-                await response.write(api.usage_chunk(
-                    request, rid, stream.generated, self.model_name,
-                    clock=(stream.arrived, stream.stamp(stream.generated))))
+                await response.write(
+                    api.usage_chunk(
+                        request,
+                        rid,
+                        stream.generated,
+                        self.model_name,
+                        clock=(stream.arrived, stream.stamp(stream.generated)),
+                    )
+                )
             await response.write(b"data: [DONE]\n\n")
         except _DISCONNECTED:
             pass  # the client went away; its request is dropped below

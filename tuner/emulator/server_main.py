@@ -51,22 +51,35 @@ WARMUP_TOKENS = 8
 LISTEN_BACKLOG = 2048  # uvicorn's default, as SGLang serves: 1,024 clients connecting at once fit
 
 
-def _server_info(args: dict[str, Any], settings: EngineSettings | StartFailure,
-                 source: SourceState, time_scale: float, seed: int) -> dict[str, Any]:
-    info = {key: ("***" if key.endswith("api_key") and value else value)
-            for key, value in args.items()}
+def _server_info(
+    args: dict[str, Any],
+    settings: EngineSettings | StartFailure,
+    source: SourceState,
+    time_scale: float,
+    seed: int,
+) -> dict[str, Any]:
+    info = {
+        key: ("***" if key.endswith("api_key") and value else value) for key, value in args.items()
+    }
     if isinstance(settings, EngineSettings):
         info.update(
-            mem_fraction_static=settings.mem_fraction, max_running_requests=settings.max_running,
-            chunked_prefill_size=settings.chunk_tokens, kv_cache_dtype=settings.kv_cache_dtype,
-            cuda_graph_max_bs=settings.cuda_graph_max_bs or None, page_size=64,
-            attention_backend=settings.attention_backend, max_total_num_tokens=settings.kv_tokens,
+            mem_fraction_static=settings.mem_fraction,
+            max_running_requests=settings.max_running,
+            chunked_prefill_size=settings.chunk_tokens,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            cuda_graph_max_bs=settings.cuda_graph_max_bs or None,
+            page_size=64,
+            attention_backend=settings.attention_backend,
+            max_total_num_tokens=settings.kv_tokens,
             max_req_input_len=settings.kv_tokens - 1,
         )
     info["version"] = installed().version
     info["emulator"] = {
-        "time_scale": time_scale, "emulated": True, "seed": seed,
-        "patched_gate": source.patched_gate, "forced_allreduce": source.forced_allreduce,
+        "time_scale": time_scale,
+        "emulated": True,
+        "seed": seed,
+        "patched_gate": source.patched_gate,
+        "forced_allreduce": source.forced_allreduce,
         "sglang_package": str(source.package_dir),
     }
     return info
@@ -122,25 +135,42 @@ class _Telemetry:
                 last = (now, tokens)
                 running = len(self.scheduler.core.running)
                 queued = len(self.scheduler.core.waiting)
-            gpu_state.write_load(gpu_state.GpuLoad(
-                pid, self.phase, self.memory_mib, running, queued, rate, gpu_state.now(),
-                self.gpus))
+            gpu_state.write_load(
+                gpu_state.GpuLoad(
+                    pid,
+                    self.phase,
+                    self.memory_mib,
+                    running,
+                    queued,
+                    rate,
+                    gpu_state.now(),
+                    self.gpus,
+                )
+            )
             await asyncio.sleep(max(0.005, STATE_PERIOD_S / self.time_scale))
 
 
-def _scheduler(engine: EngineModel, args: dict[str, Any], log: SglangLog, rng: random.Random,
-               time_scale: float, metrics: SchedulerMetrics | None) -> Scheduler:
+def _scheduler(
+    engine: EngineModel,
+    args: dict[str, Any],
+    log: SglangLog,
+    rng: random.Random,
+    time_scale: float,
+    metrics: SchedulerMetrics | None,
+) -> Scheduler:
     settings = engine.settings
     core = BatchCore(engine.timing(Noise(rng), time_scale), notify_every=args["stream_interval"])
     trace_path = os.environ.get(TRACE_ENV)
     batch_log = BatchLog(
-        log, args["decode_log_interval"],
+        log,
+        args["decode_log_interval"],
         cuda_graph=lambda batch: settings.cuda_graphs and batch <= settings.cuda_graph_max_bs,
         speculation=decode_log_fields(settings.speculation),
         metrics=metrics,
     )
     return Scheduler(
-        core, batch_log,
+        core,
+        batch_log,
         on_failure=lambda kind: _fatal(log, settings, kind),
         trace=open(trace_path, "w", buffering=1 << 16) if trace_path else None,
         quiet_s=quiet_for(time_scale),
@@ -156,8 +186,14 @@ async def _warm_up(scheduler: Scheduler) -> None:
         stream.changed.clear()
 
 
-async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
-                 source: SourceState, log: SglangLog, time_scale: float, seed: int) -> int:
+async def _serve(
+    args: dict[str, Any],
+    settings: EngineSettings | StartFailure,
+    source: SourceState,
+    log: SglangLog,
+    time_scale: float,
+    seed: int,
+) -> int:
     rng = random.Random(seed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -166,20 +202,27 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     plan = plan_startup(settings, rng)
     info = _server_info(args, settings, source, time_scale, seed)
     info["emulator"]["startup_s"] = round(plan.total_s, 1)  # host seconds: what a host would spend
-    server = EmulatedServer(info,
-                            args["served_model_name"] or args["model_path"], rng,
-                            stream_output=args["stream_output"],
-                            stream_interval=args["stream_interval"],
-                            keys=ApiKeys(args["api_key"], args["admin_api_key"]),
-                            metrics_enabled=args["enable_metrics"])
+    server = EmulatedServer(
+        info,
+        args["served_model_name"] or args["model_path"],
+        rng,
+        stream_output=args["stream_output"],
+        stream_interval=args["stream_interval"],
+        keys=ApiKeys(args["api_key"], args["admin_api_key"]),
+        metrics_enabled=args["enable_metrics"],
+    )
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        listener = await loop.create_server(_counting(runner, server), args["host"], args["port"],
-                                            backlog=LISTEN_BACKLOG)
+        listener = await loop.create_server(
+            _counting(runner, server), args["host"], args["port"], backlog=LISTEN_BACKLOG
+        )
     except OSError as error:
-        log.main(f"ERROR: [Errno {error.errno}] error while attempting to bind on address "
-                 f"({args['host']!r}, {args['port']}): {error.strerror}", level=logging.ERROR)
+        log.main(
+            f"ERROR: [Errno {error.errno}] error while attempting to bind on address "
+            f"({args['host']!r}, {args['port']}): {error.strerror}",
+            level=logging.ERROR,
+        )
         await runner.cleanup()
         return 1
     gpus = gpu_state.server_devices(args)
@@ -187,21 +230,34 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
     tasks = [asyncio.create_task(telemetry.run())]
     try:
         if gpus is None and isinstance(settings, EngineSettings):  # a GPU that is not there
-            settings = StartFailure("startup-crash", "load",
-                                    "RuntimeError: CUDA error: invalid device ordinal")
-        failure = await run_startup(log, settings, source, plan,
-                                    time_scale, lambda mib: setattr(telemetry, "memory_mib", mib),
-                                    gpus)
+            settings = StartFailure(
+                "startup-crash", "load", "RuntimeError: CUDA error: invalid device ordinal"
+            )
+        failure = await run_startup(
+            log,
+            settings,
+            source,
+            plan,
+            time_scale,
+            lambda mib: setattr(telemetry, "memory_mib", mib),
+            gpus,
+        )
         if failure is not None or not isinstance(settings, EngineSettings):
             return 1
         log.raw(f"INFO:     Started server process [{os.getpid()}]", logging.INFO)
         log.raw("INFO:     Waiting for application startup.", logging.INFO)
         log.raw("INFO:     Application startup complete.", logging.INFO)
-        log.raw(f"INFO:     Uvicorn running on http://{args['host']}:{args['port']} "
-                "(Press CTRL+C to quit)", logging.INFO)
+        log.raw(
+            f"INFO:     Uvicorn running on http://{args['host']}:{args['port']} "
+            "(Press CTRL+C to quit)",
+            logging.INFO,
+        )
         engine = engine_from_settings(settings)
-        metrics = (SchedulerMetrics(args["served_model_name"] or args["model_path"], settings.kv_tokens)
-                   if args["enable_metrics"] else None)
+        metrics = (
+            SchedulerMetrics(args["served_model_name"] or args["model_path"], settings.kv_tokens)
+            if args["enable_metrics"]
+            else None
+        )
         if metrics is not None:  # speculative decoding's gauges (0 without speculation, as SGLang)
             for name, value in speculative_metrics(settings.speculation).items():
                 metrics.register_extra(name, f"{name} (emulated)", functools.partial(float, value))
@@ -211,7 +267,10 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
         tasks.append(asyncio.create_task(scheduler.run()))
         tasks[-1].add_done_callback(lambda task: _scheduler_ended(log, task))
         await _warm_up(scheduler)
-        log.raw(f'INFO:     127.0.0.1:{40000 + seed % 20000} - "POST /generate HTTP/1.1" 200 OK', logging.INFO)
+        log.raw(
+            f'INFO:     127.0.0.1:{40000 + seed % 20000} - "POST /generate HTTP/1.1" 200 OK',
+            logging.INFO,
+        )
         server.serve(engine, scheduler, metrics)
         log.main(READY_LINE)
         await stop.wait()
@@ -227,24 +286,45 @@ async def _serve(args: dict[str, Any], settings: EngineSettings | StartFailure,
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the emulated server; returns the process exit code."""
     args = parse_server_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
-                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stdout,
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
     time_scale = args.pop("time_scale")
     seed = args.pop("emulator_seed")
     seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
     source = read_source_state()
     log = SglangLog(source.package_dir, level=args["log_level"])
-    log.main(f"tuner.emulator: EMULATED GLM-5 host (not SGLang), time scale K={time_scale:g}, "
-             f"seed {seed}, sglang stand-in {source.package_dir}"
-             + (" (shipped, unpatched)" if source.shipped else ""), level=logging.WARNING)
+    log.main(
+        f"tuner.emulator: EMULATED GLM-5 host (not SGLang), time scale K={time_scale:g}, "
+        f"seed {seed}, sglang stand-in {source.package_dir}"
+        + (" (shipped, unpatched)" if source.shipped else ""),
+        level=logging.WARNING,
+    )
     # SGLang logs every field of its ServerArgs at start, its keys too (a log the tuner keeps is
     # scrubbed of them: tuner.scrub)
-    log.main("server_args=ServerArgs(" + ", ".join(
-        f"{key}={args[key]!r}" for key in ("model_path", "tp_size", "quantization",
-                                           "mem_fraction_static", "max_running_requests",
-                                           "moe_runner_backend", "attention_backend",
-                                           "disable_cuda_graph", "host", "port", "api_key",
-                                           "admin_api_key")) + ", ...)")
+    log.main(
+        "server_args=ServerArgs("
+        + ", ".join(
+            f"{key}={args[key]!r}"
+            for key in (
+                "model_path",
+                "tp_size",
+                "quantization",
+                "mem_fraction_static",
+                "max_running_requests",
+                "moe_runner_backend",
+                "attention_backend",
+                "disable_cuda_graph",
+                "host",
+                "port",
+                "api_key",
+                "admin_api_key",
+            )
+        )
+        + ", ...)"
+    )
     settings = resolve_settings(args, source.patched_gate, source.forced_allreduce)
     if isinstance(settings, StartFailure) and settings.stage == "args":
         log.refusal(settings.message)

@@ -24,38 +24,76 @@ SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one 
 
 _REFUSAL_FRAMES = (
     ("launch_server.py", 32, "<module>", "server_args = prepare_server_args(sys.argv[1:])"),
-    ("srt/server_args.py", 5593, "prepare_server_args",
-     "return ServerArgs.from_cli_args(raw_args)"),
-    ("srt/server_args.py", 5078, "from_cli_args",
-     "return cls(**{attr: getattr(args, attr) for attr in attrs})"),
+    (
+        "srt/server_args.py",
+        5593,
+        "prepare_server_args",
+        "return ServerArgs.from_cli_args(raw_args)",
+    ),
+    (
+        "srt/server_args.py",
+        5078,
+        "from_cli_args",
+        "return cls(**{attr: getattr(args, attr) for attr in attrs})",
+    ),
     ("srt/server_args.py", 640, "__post_init__", "self._handle_model_specific_adjustments()"),
 )
 _SCHEDULER_FRAMES = {
     "crash": (
-        ("srt/managers/scheduler.py", 2934, "run_scheduler_process",
-         "scheduler.event_loop_normal()"),
-        ("srt/managers/scheduler.py", 1088, "event_loop_normal",
-         "result = self.run_batch(batch)"),
-        ("srt/model_executor/model_runner.py", 2291, "forward_extend",
-         "return self.model.forward("),
-        ("srt/layers/attention/nsa_backend.py", 812, "forward_extend",
-         "topk_indices = forward_batch.attn_backend.forward_metadata.topk_indices"),
+        (
+            "srt/managers/scheduler.py",
+            2934,
+            "run_scheduler_process",
+            "scheduler.event_loop_normal()",
+        ),
+        ("srt/managers/scheduler.py", 1088, "event_loop_normal", "result = self.run_batch(batch)"),
+        (
+            "srt/model_executor/model_runner.py",
+            2291,
+            "forward_extend",
+            "return self.model.forward(",
+        ),
+        (
+            "srt/layers/attention/nsa_backend.py",
+            812,
+            "forward_extend",
+            "topk_indices = forward_batch.attn_backend.forward_metadata.topk_indices",
+        ),
     ),
     "oom": (
-        ("srt/managers/scheduler.py", 2934, "run_scheduler_process",
-         "scheduler.event_loop_overlap()"),
-        ("srt/managers/scheduler.py", 1140, "event_loop_overlap",
-         "batch_result = self.run_batch(batch)"),
-        ("srt/model_executor/model_runner.py", 2245, "forward_decode",
-         "return self.model.forward("),
-        ("srt/layers/moe/fused_moe_triton/layer.py", 1021, "forward",
-         "workspace = torch.empty(shape, dtype=dtype, device=device)"),
+        (
+            "srt/managers/scheduler.py",
+            2934,
+            "run_scheduler_process",
+            "scheduler.event_loop_overlap()",
+        ),
+        (
+            "srt/managers/scheduler.py",
+            1140,
+            "event_loop_overlap",
+            "batch_result = self.run_batch(batch)",
+        ),
+        (
+            "srt/model_executor/model_runner.py",
+            2245,
+            "forward_decode",
+            "return self.model.forward(",
+        ),
+        (
+            "srt/layers/moe/fused_moe_triton/layer.py",
+            1021,
+            "forward",
+            "workspace = torch.empty(shape, dtype=dtype, device=device)",
+        ),
     ),
     "startup": (
-        ("srt/managers/scheduler.py", 2921, "run_scheduler_process",
-         "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, ...)"),
-        ("srt/model_executor/model_runner.py", 412, "initialize",
-         "self.init_device_graphs()"),
+        (
+            "srt/managers/scheduler.py",
+            2921,
+            "run_scheduler_process",
+            "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, ...)",
+        ),
+        ("srt/model_executor/model_runner.py", 412, "initialize", "self.init_device_graphs()"),
     ),
 }
 
@@ -70,7 +108,9 @@ class SglangLog:
             below it are not written.
     """
 
-    def __init__(self, package_dir: Path, stream: TextIO | None = None, level: str = "info") -> None:
+    def __init__(
+        self, package_dir: Path, stream: TextIO | None = None, level: str = "info"
+    ) -> None:
         self.package_dir = package_dir
         self.stream = stream or sys.stdout
         threshold = logging.getLevelName(level.upper())
@@ -125,16 +165,22 @@ class SglangLog:
             kind: ``crash`` (prefill), ``oom`` (decode) or ``startup``.
             error_line: the exception's last line.
         """
-        self.tp(f"Scheduler hit an exception: {self._frames(_SCHEDULER_FRAMES[kind])}", level=logging.ERROR)
+        self.tp(
+            f"Scheduler hit an exception: {self._frames(_SCHEDULER_FRAMES[kind])}",
+            level=logging.ERROR,
+        )
         self.raw(error_line)
         self.raw("")
         self.main(SIGQUIT_LINE, level=logging.ERROR)
 
     def syntax_error(self, path: str, line: int, message: str, text: str) -> None:
         """A patched source file that no longer parses, as Python reports it on import."""
-        self.tp("Scheduler hit an exception: " + self._frames(_SCHEDULER_FRAMES["startup"][:1]),
-                level=logging.ERROR)
-        self.raw(f'  File "{path}", line {line}\n    {text.strip()}\n    ^\n'
-                 f"SyntaxError: {message}")
+        self.tp(
+            "Scheduler hit an exception: " + self._frames(_SCHEDULER_FRAMES["startup"][:1]),
+            level=logging.ERROR,
+        )
+        self.raw(
+            f'  File "{path}", line {line}\n    {text.strip()}\n    ^\nSyntaxError: {message}'
+        )
         self.raw("")
         self.main(SIGQUIT_LINE, level=logging.ERROR)

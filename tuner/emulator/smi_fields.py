@@ -65,7 +65,9 @@ def snapshot(rng: random.Random | None = None) -> list[GpuReading]:
         loads = [load for load in every if load.on(index)]
         memory = sum(load.memory_used_mib for load in loads)
         processes = [(load.pid, load.memory_used_mib) for load in loads]
-        serving = [load for load in loads if load.running > 0 or load.queued > 0]  # queued: prefilling
+        serving = [
+            load for load in loads if load.running > 0 or load.queued > 0
+        ]  # queued: prefilling
         rate = sum(load.output_tokens_per_s for load in serving)
         if serving:
             power, util = _busy_power(rng, rate), rng.randint(96, 100)
@@ -80,16 +82,18 @@ def snapshot(rng: random.Random | None = None) -> list[GpuReading]:
             memory += foreign[1]
             power, util = max(power, 142.0 + rng.uniform(-3, 3)), max(util, 37)
         busy = util > 0
-        readings.append(GpuReading(
-            index=index,
-            power_w=round(power, 2),
-            utilization=util,
-            memory_used_mib=min(memory, GPU.memory_mib),
-            temperature=(62 if busy else 33) + rng.randint(0, 4),
-            sm_clock_mhz=2430 if busy else (1290 if loads else 180),
-            pstate="P0" if loads or busy else "P8",
-            processes=tuple(processes),
-        ))
+        readings.append(
+            GpuReading(
+                index=index,
+                power_w=round(power, 2),
+                utilization=util,
+                memory_used_mib=min(memory, GPU.memory_mib),
+                temperature=(62 if busy else 33) + rng.randint(0, 4),
+                sm_clock_mhz=2430 if busy else (1290 if loads else 180),
+                pstate="P0" if loads or busy else "P8",
+                processes=tuple(processes),
+            )
+        )
     return readings
 
 

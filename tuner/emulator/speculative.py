@@ -32,8 +32,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DRAFT_STEP_SHARE", "FIRST_ACCEPT", "SPEC_GB", "Speculation", "SpeculationRefused",
-           "decode_log_fields", "resolve_speculation", "speculative_metrics"]
+__all__ = [
+    "DRAFT_STEP_SHARE",
+    "FIRST_ACCEPT",
+    "SPEC_GB",
+    "Speculation",
+    "SpeculationRefused",
+    "decode_log_fields",
+    "resolve_speculation",
+    "speculative_metrics",
+]
 
 FIRST_ACCEPT = 0.87  # DeepSeek-V3 report: 85-90% acceptance of the second token (MTP depth 1)
 DEPTH_DECAY = 0.85  # invented: each further step reuses the one MTP layer on its own guesses
@@ -65,7 +73,7 @@ class Speculation:
         width = max(1.0, min(float(self.topk), (self.draft_tokens - 1) / depth))
         run, length = 1.0, 1.0
         for k in range(depth):
-            accept = FIRST_ACCEPT * DEPTH_DECAY ** k
+            accept = FIRST_ACCEPT * DEPTH_DECAY**k
             run *= 1.0 - (1.0 - accept) ** width
             length += run
         return length
@@ -75,8 +83,9 @@ class Speculation:
         """Accepted over drafted tokens per round, as SGLang 0.5.9 computes it."""
         return self.accept_length / self.draft_tokens
 
-    def round_seconds(self, step: Callable[[int], float], raw: Callable[[int], float],
-                      batch: int) -> float:
+    def round_seconds(
+        self, step: Callable[[int], float], raw: Callable[[int], float], batch: int
+    ) -> float:
         """Seconds per output token of one request in a batch of ``batch`` decoding speculatively.
 
         Args:
@@ -98,17 +107,23 @@ def resolve_speculation(args: dict[str, Any], attention: str) -> Speculation | N
     if algorithm is None:
         return None
     if algorithm == "NGRAM":
-        raise SpeculationRefused("ValueError: emulator: NGRAM speculative decoding is not modelled")
+        raise SpeculationRefused(
+            "ValueError: emulator: NGRAM speculative decoding is not modelled"
+        )
     if algorithm in _NO_DRAFT_MODEL:
         raise SpeculationRefused(
             "OSError: GLM-5 ships no EAGLE3/standalone draft model; set "
-            "--speculative-draft-model-path (or use NEXTN, its MTP layer)")
+            "--speculative-draft-model-path (or use NEXTN, its MTP layer)"
+        )
     args["speculative_algorithm"] = "EAGLE"  # NEXTN is EAGLE on the model's own MTP layer
     if args["max_running_requests"] is None:
         args["max_running_requests"] = SPEC_MAX_RUNNING
     args["disable_overlap_schedule"] = True
-    steps, topk, draft = (args["speculative_num_steps"], args["speculative_eagle_topk"],
-                          args["speculative_num_draft_tokens"])
+    steps, topk, draft = (
+        args["speculative_num_steps"],
+        args["speculative_eagle_topk"],
+        args["speculative_num_draft_tokens"],
+    )
     if steps is None:
         if topk is not None or draft is not None:
             raise SpeculationRefused("AssertionError")  # the bare assert of 0.5.9
@@ -120,7 +135,8 @@ def resolve_speculation(args: dict[str, Any], attention: str) -> Speculation | N
         raise SpeculationRefused(
             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
             "incorrect results for paged attention backends. This combination is only supported "
-            "for the 'flashinfer' backend.")
+            "for the 'flashinfer' backend."
+        )
     draft = draft if draft is not None else steps + 1
     return Speculation(steps, topk, draft)
 
@@ -131,8 +147,10 @@ def speculative_metrics(speculation: Speculation | None) -> dict[str, float]:
     for the emulator's ``/metrics`` (``EngineSettings.speculation``)."""
     if speculation is None:
         return {"sglang:spec_accept_length": 0.0, "sglang:spec_accept_rate": 0.0}
-    return {"sglang:spec_accept_length": round(speculation.accept_length, 4),
-            "sglang:spec_accept_rate": round(speculation.accept_rate, 4)}
+    return {
+        "sglang:spec_accept_length": round(speculation.accept_length, 4),
+        "sglang:spec_accept_rate": round(speculation.accept_rate, 4),
+    }
 
 
 def decode_log_fields(speculation: Speculation | None) -> str:
@@ -140,5 +158,7 @@ def decode_log_fields(speculation: Speculation | None) -> str:
     (``scheduler_metrics_mixin.py``: ``accept len: {:.2f}, accept rate: {:.2f}, ``)."""
     if speculation is None:
         return ""
-    return (f"accept len: {speculation.accept_length:.2f}, "
-            f"accept rate: {speculation.accept_rate:.2f}, ")
+    return (
+        f"accept len: {speculation.accept_length:.2f}, "
+        f"accept rate: {speculation.accept_rate:.2f}, "
+    )

@@ -57,8 +57,13 @@ class StartupPlan:
     @property
     def total_s(self) -> float:
         """The host seconds of a start-up that succeeds (``/server_info``: ``startup_s``)."""
-        return (STARTUP.shards * self.shard_seconds + self.kv_and_warmup_s + self.autotune_s
-                + self.graph_capture_s + self.torch_compile_s)
+        return (
+            STARTUP.shards * self.shard_seconds
+            + self.kv_and_warmup_s
+            + self.autotune_s
+            + self.graph_capture_s
+            + self.torch_compile_s
+        )
 
 
 def plan_startup(settings: EngineSettings | StartFailure, rng: random.Random) -> StartupPlan:
@@ -111,17 +116,25 @@ async def run_startup(
     stage = failure.stage if failure is not None else None
     log.tp(f"Load weight begin. avail mem={TOTAL_GB - RUNTIME_GB:.2f} GB")
     shards = STARTUP.shards
-    fail_at = int(shards * failure.at_shard_fraction) if failure is not None and stage == "load" else None
+    fail_at = (
+        int(shards * failure.at_shard_fraction)
+        if failure is not None and stage == "load"
+        else None
+    )
     for shard in range(1, shards + 1):
         if fail_at is not None and shard > fail_at:
             return fail(failure)
         await wait(plan.shard_seconds)
         on_memory(int(1024 * (RUNTIME_GB + WEIGHTS_GB * shard / shards)))
-        log.raw(f"Loading safetensors checkpoint shards: {100 * shard // shards:3d}% Completed | "
-                f"{shard}/{shards} [00:{int(shard * plan.shard_seconds):02d}<00:00, "
-                f"{1 / plan.shard_seconds:.2f}it/s]")
-    log.tp(f"Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, "
-           f"avail mem={TOTAL_GB - RUNTIME_GB - WEIGHTS_GB:.2f} GB, mem usage={WEIGHTS_GB:.2f} GB.")
+        log.raw(
+            f"Loading safetensors checkpoint shards: {100 * shard // shards:3d}% Completed | "
+            f"{shard}/{shards} [00:{int(shard * plan.shard_seconds):02d}<00:00, "
+            f"{1 / plan.shard_seconds:.2f}it/s]"
+        )
+    log.tp(
+        f"Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, "
+        f"avail mem={TOTAL_GB - RUNTIME_GB - WEIGHTS_GB:.2f} GB, mem usage={WEIGHTS_GB:.2f} GB."
+    )
     if stage == "kv":
         return fail(failure)
     if stage == "init":
@@ -136,8 +149,12 @@ def captured_batch_sizes(max_bs: int, pool_size: int) -> list[int]:
     ``_generate_cuda_graph_batch_sizes`` and ``cuda_graph_runner.py``
     ``get_batch_sizes_to_capture``): its list up to ``max_bs``; when that reaches above the
     request pool (``--max-running-requests``), the pool's size is added and nothing above it kept."""
-    sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16))
-             + list(range(512, max_bs + 1, 32)))
+    sizes = (
+        [1, 2, 4, 8, 12]
+        + list(range(16, 257, 8))
+        + list(range(272, 512, 16))
+        + list(range(512, max_bs + 1, 32))
+    )
     sizes = [bs for bs in sizes if bs <= max_bs]
     if max(sizes) > pool_size:
         sizes.append(pool_size)
@@ -152,14 +169,20 @@ def _held_memory_failure(
     a stop; another user's job)."""
     held = held_by_others(os.getpid(), gpus)
     held_gb = sum(mib for _, mib in held) / 1024
-    need_gb = (settings.mem_fraction * TOTAL_GB if isinstance(settings, EngineSettings)
-               else WEIGHTS_GB + RUNTIME_GB)
+    need_gb = (
+        settings.mem_fraction * TOTAL_GB
+        if isinstance(settings, EngineSettings)
+        else WEIGHTS_GB + RUNTIME_GB
+    )
     if not held or held_gb + need_gb <= TOTAL_GB:
         return None
     free_mib = max(0, int((TOTAL_GB - held_gb - RUNTIME_GB) * 1024))
-    others = ", ".join(f"Process {pid} has {mib / 1024:.2f} GiB memory in use" for pid, mib in held)
+    others = ", ".join(
+        f"Process {pid} has {mib / 1024:.2f} GiB memory in use" for pid, mib in held
+    )
     return StartFailure(
-        "oom-at-start", "load",
+        "oom-at-start",
+        "load",
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
         f"total capacity of {TOTAL_GB:.2f} GiB of which {free_mib} MiB is free. {others}.",
         at_shard_fraction=0.1,
@@ -167,8 +190,11 @@ def _held_memory_failure(
 
 
 async def _memory_and_warmup(
-    log: SglangLog, settings: EngineSettings, plan: StartupPlan,
-    wait: Callable[[float], Awaitable[None]], on_memory: Callable[[int], None],
+    log: SglangLog,
+    settings: EngineSettings,
+    plan: StartupPlan,
+    wait: Callable[[float], Awaitable[None]],
+    on_memory: Callable[[int], None],
 ) -> StartFailure | None:
     kv_gb = settings.kv_gb
     log.tp(f"KV Cache is allocated. #tokens: {settings.kv_tokens}, KV size: {kv_gb:.2f} GB")
@@ -177,19 +203,25 @@ async def _memory_and_warmup(
     free_gb = TOTAL_GB * (1 - settings.mem_fraction) - RUNTIME_GB
     log.tp(f"Memory pool end. avail mem={free_gb:.2f} GB")
     await wait(plan.kv_and_warmup_s * 0.4)
-    log.tp(f"max_total_num_tokens={settings.kv_tokens}, "
-           f"chunked_prefill_size={settings.chunk_tokens}, max_prefill_tokens=16384, "
-           f"max_running_requests={settings.max_running}, context_len=202752, "
-           f"available_gpu_mem={free_gb:.2f} GB")
+    log.tp(
+        f"max_total_num_tokens={settings.kv_tokens}, "
+        f"chunked_prefill_size={settings.chunk_tokens}, max_prefill_tokens=16384, "
+        f"max_running_requests={settings.max_running}, context_len=202752, "
+        f"available_gpu_mem={free_gb:.2f} GB"
+    )
     await wait(plan.kv_and_warmup_s * 0.6 + plan.torch_compile_s)
     if plan.autotune_s:
         log.tp("Running FlashInfer autotune...")
         await wait(plan.autotune_s)
         log.tp("FlashInfer autotune completed.")
     if plan.graph_capture_s:
-        log.tp(f"Capture cuda graph bs {captured_batch_sizes(settings.cuda_graph_max_bs, settings.max_running)}")
-        log.tp(f"Capture cuda graph begin. This can take up to several minutes. "
-               f"avail mem={free_gb:.2f} GB")
+        log.tp(
+            f"Capture cuda graph bs {captured_batch_sizes(settings.cuda_graph_max_bs, settings.max_running)}"
+        )
+        log.tp(
+            f"Capture cuda graph begin. This can take up to several minutes. "
+            f"avail mem={free_gb:.2f} GB"
+        )
         if settings.capture_failure is not None:
             await wait(plan.graph_capture_s / 4)
             log.scheduler_exception("startup", settings.capture_failure.message)
@@ -197,6 +229,8 @@ async def _memory_and_warmup(
         await wait(plan.graph_capture_s)
         graph_gb = GRAPH_GB_AT_DEFAULT * settings.cuda_graph_max_bs / DEFAULT_CUDA_GRAPH_MAX_BS
         on_memory(int(1024 * (used_gb + graph_gb)))
-        log.tp(f"Capture cuda graph end. Time elapsed: {plan.graph_capture_s:.2f} s. "
-               f"mem usage={graph_gb:.2f} GB. avail mem={free_gb - graph_gb:.2f} GB.")
+        log.tp(
+            f"Capture cuda graph end. Time elapsed: {plan.graph_capture_s:.2f} s. "
+            f"mem usage={graph_gb:.2f} GB. avail mem={free_gb - graph_gb:.2f} GB."
+        )
     return None

@@ -70,7 +70,8 @@ def _run(server: int, linger_s: float) -> None:
     me = os.getpid()
     until = time.monotonic() + linger_s
     while time.monotonic() < until:
-        gpu_state.write_load(gpu_state.GpuLoad(me, "stopping", held, updated=gpu_state.now(),
-                                               gpus=gpus))
+        gpu_state.write_load(
+            gpu_state.GpuLoad(me, "stopping", held, updated=gpu_state.now(), gpus=gpus)
+        )
         time.sleep(min(1.0, max(0.0, until - time.monotonic())))
     gpu_state.clear_load(me)

@@ -38,7 +38,9 @@ class EmulatedVersion:
 VERSIONS: dict[str, EmulatedVersion] = {
     CALIBRATED: EmulatedVersion(CALIBRATED),
     "0.5.10": EmulatedVersion(
-        "0.5.10", renamed={"--cuda-graph-max-bs": "--cuda-graph-max-batch-size"}, radix_off_speed=0.88,
+        "0.5.10",
+        renamed={"--cuda-graph-max-bs": "--cuda-graph-max-batch-size"},
+        radix_off_speed=0.88,
     ),
 }
 

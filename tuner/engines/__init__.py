@@ -18,5 +18,16 @@ from tuner.engines._profile import (
     profile_names,
 )
 
-__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "REQUEST_FORMATS", "RequestExtension",
-           "RequestFormat", "SIGNATURE_REASONS", "TuningRule", "load_profile", "profile_names"]
+__all__ = [
+    "CapacityFlag",
+    "CrashSignature",
+    "EngineProfile",
+    "REQUEST_EXTENSIONS",
+    "REQUEST_FORMATS",
+    "RequestExtension",
+    "RequestFormat",
+    "SIGNATURE_REASONS",
+    "TuningRule",
+    "load_profile",
+    "profile_names",
+]

@@ -8,19 +8,39 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tuner.errors import ConfigError
 from tuner.failures import FailureClass
 
-__all__ = ["CapacityFlag", "CrashSignature", "EngineProfile", "REQUEST_EXTENSIONS", "RequestExtension", "RequestFormat",
-           "REQUEST_FORMATS", "SIGNATURE_REASONS", "TuningRule", "load_profile", "profile_names"]
+__all__ = [
+    "CapacityFlag",
+    "CrashSignature",
+    "EngineProfile",
+    "REQUEST_EXTENSIONS",
+    "RequestExtension",
+    "RequestFormat",
+    "REQUEST_FORMATS",
+    "SIGNATURE_REASONS",
+    "TuningRule",
+    "load_profile",
+    "profile_names",
+]
 
 _PROFILE_DIR = Path(__file__).parent
 
 # The short names a profile's crash signature gives its failure class by.
 SIGNATURE_REASONS = {
-    "crash": FailureClass.STARTUP_CRASH, "oom": FailureClass.OOM_AT_START, "hang": FailureClass.HANG,
+    "crash": FailureClass.STARTUP_CRASH,
+    "oom": FailureClass.OOM_AT_START,
+    "hang": FailureClass.HANG,
     "host": FailureClass.HOST_ERROR,
 }
 
@@ -56,7 +76,9 @@ class CrashSignature(BaseModel):
     @classmethod
     def _known_before_ready(cls, value: FailureClass) -> FailureClass:
         if value not in SIGNATURE_REASONS.values():
-            raise ValueError(f"a crash signature means one of {', '.join(SIGNATURE_REASONS)}, not {value}")
+            raise ValueError(
+                f"a crash signature means one of {', '.join(SIGNATURE_REASONS)}, not {value}"
+            )
         return value
 
     @field_validator("pattern")
@@ -104,11 +126,18 @@ class TuningRule(BaseModel):
 
     def fires(self, observations: dict[str, float]) -> bool:
         """Whether the observations of one trial meet this rule's conditions."""
-        if self.at_most is not None and not observations.get(self.observed, float("inf")) <= self.at_most:
+        if (
+            self.at_most is not None
+            and not observations.get(self.observed, float("inf")) <= self.at_most
+        ):
             return False
-        checks = {**({self.observed: self.at_least} if self.at_least is not None else {}),
-                  **self.also_at_least}
-        return all(observations.get(name, float("-inf")) >= bound for name, bound in checks.items())
+        checks = {
+            **({self.observed: self.at_least} if self.at_least is not None else {}),
+            **self.also_at_least,
+        }
+        return all(
+            observations.get(name, float("-inf")) >= bound for name, bound in checks.items()
+        )
 
 
 class CapacityFlag(BaseModel):
@@ -136,7 +165,10 @@ class CapacityFlag(BaseModel):
 # ``stream_options.continuous_usage_stats`` (a token count on every streamed event).
 RequestExtension = Literal["ignore_eos", "token_ids", "continuous_usage_stats"]
 REQUEST_EXTENSIONS: tuple[RequestExtension, ...] = (
-    "ignore_eos", "token_ids", "continuous_usage_stats")
+    "ignore_eos",
+    "token_ids",
+    "continuous_usage_stats",
+)
 
 # The parallel dimensions a profile names a flag for (``parallel_flags``).
 ParallelKind = Literal["tp", "pp", "dp", "dp_attention"]
@@ -221,7 +253,9 @@ class EngineProfile(BaseModel):
     def _observations_compile(cls, value: dict[str, str]) -> dict[str, str]:
         for pattern in value.values():
             if re.compile(pattern).groups < 1:
-                raise ValueError(f"log_observations pattern {pattern!r} needs one (group) for the number")
+                raise ValueError(
+                    f"log_observations pattern {pattern!r} needs one (group) for the number"
+                )
         return value
 
     @field_validator("metrics_observations")
@@ -232,8 +266,10 @@ class EngineProfile(BaseModel):
 
         for name, text in value.items():
             if name not in SERIES_NAMES:
-                raise ValueError(f"metrics_observations: {name!r} is no series the tuner reads; "
-                                 f"use one of: {', '.join(SERIES_NAMES)}")
+                raise ValueError(
+                    f"metrics_observations: {name!r} is no series the tuner reads; "
+                    f"use one of: {', '.join(SERIES_NAMES)}"
+                )
             try:
                 MetricSelector.parse(text)
             except ValueError as error:
@@ -246,8 +282,10 @@ class EngineProfile(BaseModel):
         observed = info.data.get("log_observations", {})
         for flag, name in value.items():
             if name not in observed:
-                raise ValueError(f"value_in_use: {flag}: {name!r} is not a log_observations name "
-                                 f"(one of: {', '.join(sorted(observed)) or 'none'}); add its pattern there")
+                raise ValueError(
+                    f"value_in_use: {flag}: {name!r} is not a log_observations name "
+                    f"(one of: {', '.join(sorted(observed)) or 'none'}); add its pattern there"
+                )
         return value
 
     def running_cap(self, argv: list[str]) -> int | None:
@@ -284,4 +322,6 @@ def load_profile(name: str) -> EngineProfile:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"{path}: {field}: {first['msg']}; fix that entry of the profile") from None
+        raise ConfigError(
+            f"{path}: {field}: {first['msg']}; fix that entry of the profile"
+        ) from None

@@ -295,7 +295,9 @@ class Host(abc.ABC):
         budget = 2 * grace_s + 5 + port_wait_s + wait_gpu_s + 30
         # Cut short, the stop could leave the server running: Ctrl-C waits for it.
         with interrupts_held(f"the stop of server {handle.pid}", abandon=self.abandon):
-            words = self._checked(script, f"stopping server {handle.pid}", timeout=budget).stdout.split()
+            words = self._checked(
+                script, f"stopping server {handle.pid}", timeout=budget
+            ).stdout.split()
         problems = {
             "alive": f"processes of group {handle.pgid} survived SIGKILL",
             "port-busy": f"port {port} still in use {port_wait_s:g} s after the stop",

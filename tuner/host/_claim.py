@@ -39,7 +39,9 @@ __all__ = ["CLAIM_NAME", "STALE_AFTER_S", "HeldClaim", "HostBusy", "HostClaim", 
 CLAIM_NAME = "tuner.claim"
 REFRESH_S = 30.0  # how often a running tuner renews its claim
 STALE_AFTER_S = 300.0  # a claim not renewed for this long was left by a killed tuner
-_ATTEMPTS = 3  # take, or take over, this many times before giving up on a claim that keeps changing
+_ATTEMPTS = (
+    3  # take, or take over, this many times before giving up on a claim that keeps changing
+)
 
 
 class HostBusy(TunerError):
@@ -130,8 +132,7 @@ def _take_script(root: str, claim: str, record: str) -> str:
         + '[ -n "$seen" ] && break\n'
         # neither created nor there: removed meanwhile (try again) or not writable (give up)
         + 'i=$((i + 1)); if [ "$i" -ge 5 ]; then printf \'%s\\n\' "$err" >&2; exit 4; fi\n'
-        "done\n"
-        + _PRINT_HELD.format(claim=q_claim)
+        "done\n" + _PRINT_HELD.format(claim=q_claim)
     )
 
 
@@ -282,16 +283,22 @@ class HostClaim:
             raise RuntimeError("this claim is held already")
         record = json.dumps(self.record(), separators=(",", ":"))
         for _ in range(_ATTEMPTS):
-            lines = _checked_run(self.host, _take_script(self.root, self.path, record), f"claim {self.path}")
+            lines = _checked_run(
+                self.host, _take_script(self.root, self.path, record), f"claim {self.path}"
+            )
             if "taken" in lines:
                 break
             if "held" not in lines:
-                raise HostError(f"{self.host.name}: claiming {self.path} printed {' | '.join(lines)[-200:]!r}")
+                raise HostError(
+                    f"{self.host.name}: claiming {self.path} printed {' | '.join(lines)[-200:]!r}"
+                )
             held = _parse_held(lines)
             if not held.stale(self.stale_after_s):
                 raise HostBusy(self._busy_message(held))
             replaced = _checked_run(
-                self.host, _replace_script(self.root, self.path, record, held.identity), f"take over {self.path}"
+                self.host,
+                _replace_script(self.root, self.path, record, held.identity),
+                f"take over {self.path}",
             )
             if "taken" in replaced:
                 self.taken_over = held
@@ -319,7 +326,8 @@ class HostClaim:
             self._refresher = None
         try:
             result = self.host.run(
-                _if_ours(self.path, self.token, f"rm -f -- {shlex.quote(self.path)}") + " || echo lost",
+                _if_ours(self.path, self.token, f"rm -f -- {shlex.quote(self.path)}")
+                + " || echo lost",
                 timeout=30.0,
             )
         except HostError:
@@ -337,8 +345,10 @@ class HostClaim:
             while not self._stop.wait(self.refresh_s):
                 try:
                     # touch -c: never re-creates a claim that release() removed meanwhile
-                    result = host.run(_if_ours(self.path, self.token, f"touch -c -- {shlex.quote(self.path)}"),
-                                      timeout=30.0)
+                    result = host.run(
+                        _if_ours(self.path, self.token, f"touch -c -- {shlex.quote(self.path)}"),
+                        timeout=30.0,
+                    )
                 except HostError:
                     continue  # the host is unreachable for now; the trial loop notices that itself
                 if not result.ok and not self._stop.is_set():

@@ -85,8 +85,9 @@ class _Ran(Protocol):
 class _RunsCommands(Protocol):
     """What the check needs of a host (:class:`tuner.host.Host` is one)."""
 
-    def run(self, command: str, *, timeout: float = 60.0,
-            env: Mapping[str, str] | None = None) -> _Ran: ...
+    def run(
+        self, command: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> _Ran: ...
 
 
 def inspect_run_root(host: _RunsCommands, path: str, *, create: bool = False) -> RunRootState:
@@ -98,8 +99,10 @@ def inspect_run_root(host: _RunsCommands, path: str, *, create: bool = False) ->
     result = host.run(_script(path, create), timeout=60.0)
     lines = result.stdout.splitlines()
     if not result.ok or len(lines) < 3:
-        raise HostError(f"{getattr(host, 'name', 'host')}: preparing run root {path} failed "
-                        f"({result.summary()})")
+        raise HostError(
+            f"{getattr(host, 'name', 'host')}: preparing run root {path} failed "
+            f"({result.summary()})"
+        )
     absolute, stat_line, uid = lines[0], lines[1].split(), lines[2].strip()
     if stat_line == ["missing"]:
         return RunRootState(absolute, False, my_uid=int(uid) if uid.isdigit() else None)

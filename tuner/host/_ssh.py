@@ -43,10 +43,14 @@ def _open_new(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPF
     Paramiko's ``SFTPClient.open`` sends no attributes, hence its request primitive here."""
     attributes = paramiko.SFTPAttributes()
     attributes.st_mode = mode
-    flags = (paramiko.sftp.SFTP_FLAG_WRITE | paramiko.sftp.SFTP_FLAG_CREATE
-             | paramiko.sftp.SFTP_FLAG_EXCL)
+    flags = (
+        paramiko.sftp.SFTP_FLAG_WRITE
+        | paramiko.sftp.SFTP_FLAG_CREATE
+        | paramiko.sftp.SFTP_FLAG_EXCL
+    )
     kind, message = sftp._request(  # type: ignore[attr-defined]  # paramiko has no public O_EXCL open
-        paramiko.sftp.CMD_OPEN, path, flags, attributes)
+        paramiko.sftp.CMD_OPEN, path, flags, attributes
+    )
     if kind != paramiko.sftp.CMD_HANDLE:
         raise paramiko.SFTPError(f"opening {path}: expected a handle")
     return paramiko.SFTPFile(sftp, message.get_binary(), "wb")
@@ -70,7 +74,7 @@ def _split_group_line(err: bytearray) -> tuple[tuple[int, str] | None, bytearray
     if not err.startswith(_GROUP_LINE) or b"\n" not in err:
         return None, err
     line, _, rest = bytes(err).partition(b"\n")
-    fields = line[len(_GROUP_LINE):].split()
+    fields = line[len(_GROUP_LINE) :].split()
     if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit() and int(fields[0]) > 1:
         return (int(fields[0]), fields[1].decode()), bytearray(rest)
     return None, bytearray(rest)
@@ -122,11 +126,15 @@ def _exec_with_stdin(
                 out += channel.recv(1 << 16)
             while channel.recv_stderr_ready():
                 err += channel.recv_stderr(1 << 16)
-            if head and (b"\n" in err or len(err) >= len(_GROUP_LINE) and not err.startswith(_GROUP_LINE)):
+            if head and (
+                b"\n" in err or len(err) >= len(_GROUP_LINE) and not err.startswith(_GROUP_LINE)
+            ):
                 group, err = _split_group_line(err)
                 head = False
-            if channel.exit_status_ready() and not channel.recv_ready() and not (
-                channel.recv_stderr_ready()
+            if (
+                channel.exit_status_ready()
+                and not channel.recv_ready()
+                and not (channel.recv_stderr_ready())
             ):
                 if channel.eof_received or channel.closed:
                     break
@@ -180,11 +188,15 @@ class SshHost(Host):
         self._sftp_lock = threading.Lock()
         self._connection: fabric.Connection | None = None
         if spec.ssh_config and not Path(spec.ssh_config).expanduser().is_file():
-            raise ConfigError(f"host.ssh_config: {spec.ssh_config} does not exist; "
-                              "fix: give an existing ssh config file")
+            raise ConfigError(
+                f"host.ssh_config: {spec.ssh_config} does not exist; "
+                "fix: give an existing ssh config file"
+            )
         if spec.key_path and not Path(spec.key_path).expanduser().is_file():
-            raise ConfigError(f"host.key (or --ssh-key): {spec.key_path} does not exist; fix: give "
-                              "the path of an existing private key")
+            raise ConfigError(
+                f"host.key (or --ssh-key): {spec.key_path} does not exist; fix: give "
+                "the path of an existing private key"
+            )
         if spec.ssh_config:
             self._config = fabric.Config(runtime_ssh_path=str(Path(spec.ssh_config).expanduser()))
         else:
@@ -336,8 +348,10 @@ class SshHost(Host):
         host is this machine's loopback, unless asked); one bound to a wildcard or another
         address directly at that address."""
         if bind and bind not in LOOPBACK:
-            return super().client_url(port, bind) if bind not in WILDCARDS else (
-                f"http://{self.address}:{int(port)}"
+            return (
+                super().client_url(port, bind)
+                if bind not in WILDCARDS
+                else (f"http://{self.address}:{int(port)}")
             )
         remote = "127.0.0.1" if bind in (None, "", "localhost") else bind
         setting = self._spec.forward

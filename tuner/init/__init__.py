@@ -74,7 +74,9 @@ def _host_fields(options: InitOptions) -> tuple[HostSpec, dict[str, object] | st
     if options.known_hosts:
         fields["known_hosts"] = os.path.expanduser(options.known_hosts)
     spec = HostSpec(**fields, accept_new_host_key=options.accept_new_host_key)  # type: ignore[arg-type]
-    written: dict[str, object] = {k: v for k, v in fields.items() if k not in ("key_path", "known_hosts")}
+    written: dict[str, object] = {
+        k: v for k, v in fields.items() if k not in ("key_path", "known_hosts")
+    }
     if options.ssh_key:
         written["key"] = options.ssh_key
     if options.known_hosts:
@@ -91,7 +93,8 @@ def _refuse_unknown(command: LaunchCommand, facts: HostFacts) -> None:
         raise ConfigError(
             f"tuner init: the command: {flag.name} is not a flag of the installed {command.engine} "
             f"{facts.engine_version or ''} on {facts.where}".replace("  ", " ")
-            + f"; fix: {hint}")
+            + f"; fix: {hint}"
+        )
 
 
 def _reached(host: Host) -> str | None:
@@ -100,11 +103,21 @@ def _reached(host: Host) -> str | None:
         result = host.run("echo ok", timeout=30.0)
     except TunerError as error:
         return str(error)
-    return None if result.ok and result.stdout.strip() == "ok" else f"`echo ok` gave {result.summary()}"
+    return (
+        None
+        if result.ok and result.stdout.strip() == "ok"
+        else f"`echo ok` gave {result.summary()}"
+    )
 
 
-_PARALLEL_FLAGS = {"--tp-size": "tp", "--tensor-parallel-size": "tp", "--pp-size": "pp",
-                   "--pipeline-parallel-size": "pp", "--dp-size": "dp", "--data-parallel-size": "dp"}
+_PARALLEL_FLAGS = {
+    "--tp-size": "tp",
+    "--tensor-parallel-size": "tp",
+    "--pp-size": "pp",
+    "--pipeline-parallel-size": "pp",
+    "--dp-size": "dp",
+    "--data-parallel-size": "dp",
+}
 
 
 def _command_gpus(recognised: Recognised) -> int:
@@ -124,8 +137,14 @@ def _command_gpus(recognised: Recognised) -> int:
 def _port(host: Host | None, recognised: Recognised, facts: HostFacts) -> int:
     """The server's port: the command's, else the engine's default, else (in use on the host)
     the next free one above it, with a note."""
-    given = next((w.partition("=")[2] or (recognised.rest[i + 1] if i + 1 < len(recognised.rest) else "")
-                  for i, w in enumerate(recognised.rest) if w.partition("=")[0] == "--port"), None)
+    given = next(
+        (
+            w.partition("=")[2] or (recognised.rest[i + 1] if i + 1 < len(recognised.rest) else "")
+            for i, w in enumerate(recognised.rest)
+            if w.partition("=")[0] == "--port"
+        ),
+        None,
+    )
     if given and given.isdigit():
         return int(given)
     default = DEFAULT_PORTS[recognised.engine]
@@ -134,8 +153,12 @@ def _port(host: Host | None, recognised: Recognised, facts: HostFacts) -> int:
         try:
             if host.port_free(port):
                 if port != default:
-                    facts.notes.append(Note(f"port {default} (the engine's default) is in use on {facts.where}",
-                                            f"port {port}, free when read"))
+                    facts.notes.append(
+                        Note(
+                            f"port {default} (the engine's default) is in use on {facts.where}",
+                            f"port {port}, free when read",
+                        )
+                    )
                 return port
         except TunerError:
             break
@@ -163,20 +186,34 @@ def _open(options: InitOptions, recognised: Recognised, out: Path) -> _Reading:
         spec, section = _host_fields(options)
         where = "local" if spec.is_local else options.host or spec.address
         run_root = os.path.expanduser(spec.run_root) if spec.is_local else spec.run_root
-        return _Reading(open_host(spec), recognised, env, where, f"{run_root}/patch-journal", section)
+        return _Reading(
+            open_host(spec), recognised, env, where, f"{run_root}/patch-journal", section
+        )
     if recognised.engine != "sglang":
-        raise ConfigError(f"tuner init: --emulate: the emulated host runs SGLang only, not "
-                          f"{recognised.engine}; fix: drop --emulate, or give an SGLang command")
+        raise ConfigError(
+            f"tuner init: --emulate: the emulated host runs SGLang only, not "
+            f"{recognised.engine}; fix: drop --emulate, or give an SGLang command"
+        )
     from tuner.emulator.host_root import prepare_host_root
     from tuner.init._emulated import lay_out_model
 
-    root = (Path("studies") / f"{out.stem}-emulated.host").resolve()  # where optimize --emulate runs it
+    root = (
+        Path("studies") / f"{out.stem}-emulated.host"
+    ).resolve()  # where optimize --emulate runs it
     env.update(prepare_host_root(root))
     lay_out_model(root)
     # the emulated host's python3 runs its stand-in sglang, whatever Python the command names
     program = replace(recognised, program=("python3", "-m", "sglang.launch_server"))
-    return _Reading(LocalHost(str(root / "runs")), program, env, "the emulated GLM-5 host",
-                    str(root / "runs" / "patch-journal"), "local", root, "python3")
+    return _Reading(
+        LocalHost(str(root / "runs")),
+        program,
+        env,
+        "the emulated GLM-5 host",
+        str(root / "runs" / "patch-journal"),
+        "local",
+        root,
+        "python3",
+    )
 
 
 def _read(reading: _Reading, recognised: Recognised, model: str | None) -> tuple[HostFacts, int]:
@@ -186,9 +223,18 @@ def _read(reading: _Reading, recognised: Recognised, model: str | None) -> tuple
         if reached is not None:
             facts = assumed_host(recognised, reading.where, reached, _command_gpus(recognised))
             return facts, _port(None, recognised, facts)
-        facts = read_host(reading.host, reading.recognised, load_profile(recognised.engine), model,
-                          env=reading.env, where=reading.where, patches=KNOWN_PATCHES.get(recognised.engine, []),
-                          journal_dir=reading.journal, model_root=reading.model_root, python=reading.python)
+        facts = read_host(
+            reading.host,
+            reading.recognised,
+            load_profile(recognised.engine),
+            model,
+            env=reading.env,
+            where=reading.where,
+            patches=KNOWN_PATCHES.get(recognised.engine, []),
+            journal_dir=reading.journal,
+            model_root=reading.model_root,
+            python=reading.python,
+        )
         return facts, _port(reading.host, recognised, facts)
     finally:
         reading.host.close()
@@ -207,27 +253,43 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
     model = read_flags(recognised, {}).model  # the model, before the flag list is read
     out = options.out or Path(f"{_name(model, recognised.engine)}.yaml")
     if out.exists() and not options.force:
-        raise ConfigError(f"tuner init: --out {out}: the file exists; fix: give another --out, or --force to replace it")
+        raise ConfigError(
+            f"tuner init: --out {out}: the file exists; fix: give another --out, or --force to replace it"
+        )
     if options.levels:
         parse_levels(options.levels)  # bad input stops before the host is read
     if options.dataset and not Path(options.dataset).is_file():
-        raise ConfigError(f"tuner init: --dataset {options.dataset}: no such file; fix: give your traffic's file")
+        raise ConfigError(
+            f"tuner init: --dataset {options.dataset}: no such file; fix: give your traffic's file"
+        )
     reading = _open(options, recognised, out)
     facts, port = _read(reading, recognised, model)
     command = read_flags(recognised, facts.flags.takes_value())
     _refuse_unknown(command, facts)
     section = reading.section
     if not options.emulate and facts.python != "python3":  # a venv's or a console script's Python
-        section = {**section, "python": facts.python} if isinstance(section, dict) else {
-            "address": "local", "python": facts.python}
+        section = (
+            {**section, "python": facts.python}
+            if isinstance(section, dict)
+            else {"address": "local", "python": facts.python}
+        )
     levels, levels_why = choose_levels(command, options.levels)
     plan = choose_levers(command, facts, levels)
     dataset = str(Path(options.dataset).resolve()) if options.dataset else None
-    text = render_space(SpaceText(
-        name=out.stem, command=command, facts=facts, plan=plan,
-        workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
-        host=section, emulated=options.emulate, original=_shown(words, profile.secret_flags), port=port,
-        secret_flags=tuple(profile.secret_flags)))
+    text = render_space(
+        SpaceText(
+            name=out.stem,
+            command=command,
+            facts=facts,
+            plan=plan,
+            workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
+            host=section,
+            emulated=options.emulate,
+            original=_shown(words, profile.secret_flags),
+            port=port,
+            secret_flags=tuple(profile.secret_flags),
+        )
+    )
     _write_checked(out, text)
     return InitResult(out, command, facts, plan, facts.notes)
 
@@ -261,5 +323,7 @@ def _write_checked(out: Path, text: str) -> None:
         load_space(staging)
     except ConfigError as error:
         staging.unlink()
-        raise TunerError(f"tuner init wrote a space its loader refuses ({error}); please report it") from None
+        raise TunerError(
+            f"tuner init wrote a space its loader refuses ({error}); please report it"
+        ) from None
     staging.replace(out)

@@ -25,8 +25,10 @@ __all__ = ["CommandFlag", "LaunchCommand", "Recognised", "read_flags", "recognis
 _ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE]-?\d+)?$")
 _WHERE = "tuner init: the command"
-_FORMS = ("python -m sglang.launch_server ..., sglang serve ..., vllm serve MODEL ..., "
-          "python -m vllm.entrypoints.openai.api_server ..., transformers serve MODEL ...")
+_FORMS = (
+    "python -m sglang.launch_server ..., sglang serve ..., vllm serve MODEL ..., "
+    "python -m vllm.entrypoints.openai.api_server ..., transformers serve MODEL ..."
+)
 # The model's flag of each engine (where the command gives the model when it is not the argument
 # after ``serve``): ``server.model_path`` of the written space.
 _MODEL_FLAGS = {"sglang": ("--model-path", "--model"), "vllm": ("--model",), "transformers": ()}
@@ -104,8 +106,10 @@ def recognise(words: list[str]) -> Recognised:
             index += 1
     words = words[index:]
     if not words:
-        raise ConfigError(f"{_WHERE}: no command after `--`; fix: give the command you start the "
-                          f"server with, e.g. tuner init -- vllm serve MODEL")
+        raise ConfigError(
+            f"{_WHERE}: no command after `--`; fix: give the command you start the "
+            f"server with, e.g. tuner init -- vllm serve MODEL"
+        )
     head = words[0].rsplit("/", 1)[-1]
     if re.match(r"^python(\d+(\.\d+)?)?$", head) and len(words) >= 3 and words[1] == "-m":
         engine = _module_engine(words[2])
@@ -113,8 +117,10 @@ def recognise(words: list[str]) -> Recognised:
             return Recognised(engine, tuple(words[:3]), words[0], env, tuple(words[3:]))
     if head in ("sglang", "vllm", "transformers") and len(words) >= 2 and words[1] == "serve":
         return Recognised(head, tuple(words[:2]), None, env, tuple(words[2:]))
-    raise ConfigError(f"{_WHERE}: `{' '.join(words[:3])}` starts no engine tuner knows; "
-                      f"fix: give one of: {_FORMS}")
+    raise ConfigError(
+        f"{_WHERE}: `{' '.join(words[:3])}` starts no engine tuner knows; "
+        f"fix: give one of: {_FORMS}"
+    )
 
 
 def _is_value(word: str) -> bool:
@@ -132,16 +138,21 @@ def read_flags(recognised: Recognised, takes_value: Mapping[str, bool | None]) -
     words = list(recognised.rest)
     model: str | None = None
     model_flag: str | None = None
-    if recognised.program[-1] == "serve" and recognised.engine in ("vllm", "transformers") and (
-            words and not words[0].startswith("-")):
+    if (
+        recognised.program[-1] == "serve"
+        and recognised.engine in ("vllm", "transformers")
+        and (words and not words[0].startswith("-"))
+    ):
         model = words.pop(0)
     flags: list[CommandFlag] = []
     index = 0
     while index < len(words):
         word = words[index]
         if not word.startswith("-") or _NUMBER.match(word):
-            raise ConfigError(f"{_WHERE}: {word!r} follows no flag; fix: give values after their "
-                              "flag (the model after `serve` or its flag)")
+            raise ConfigError(
+                f"{_WHERE}: {word!r} follows no flag; fix: give values after their "
+                "flag (the model after `serve` or its flag)"
+            )
         name, eq, inline = word.partition("=")
         index += 1
         if eq:

@@ -39,7 +39,9 @@ class LeverContext:
             kept.append(value)
         return kept
 
-    def param(self, name: str, spec: dict[str, Any], why: str, *, unset: bool = True) -> Param | None:
+    def param(
+        self, name: str, spec: dict[str, Any], why: str, *, unset: bool = True
+    ) -> Param | None:
         """A parameter whose baseline is the command's value (``unset: true`` when the command
         may leave the flag out); None when its flag is unknown to the engine."""
         if spec.get("flag") and not self.known(spec["flag"]):
@@ -75,10 +77,19 @@ class LeverContext:
         value = baseline_value(self.command, {"kind": "int", "flag": flag})
         low = max(1, min(self.levels) // 2) if value is None else max(1, value // 2)
         high = max(2 * self.top(), 2 * (value or 0))
-        return self.param(name, {"kind": "int", "flag": flag, "low": low, "high": high, "log": True,
-                                 "shape": "saturating"},
-                          f"requests running at once: {low}-{high} brackets the levels "
-                          f"({', '.join(map(str, self.levels))}); unset = {engine_default}")
+        return self.param(
+            name,
+            {
+                "kind": "int",
+                "flag": flag,
+                "low": low,
+                "high": high,
+                "log": True,
+                "shape": "saturating",
+            },
+            f"requests running at once: {low}-{high} brackets the levels "
+            f"({', '.join(map(str, self.levels))}); unset = {engine_default}",
+        )
 
 
 def capability(lv: LeverContext) -> str:

@@ -20,11 +20,11 @@ _CONFIG = {
     "architectures": ["GlmMoeDsaForCausalLM"],
     "model_type": "glm_moe_dsa",
     "num_hidden_layers": 78,
-    "num_attention_heads": 64,   # the emulator's assumption (attention TP must divide it)
+    "num_attention_heads": 64,  # the emulator's assumption (attention TP must divide it)
     "n_routed_experts": 256,
     "num_experts_per_tok": 8,
-    "kv_lora_rank": 512,         # latent attention: DP attention applies
-    "num_nextn_predict_layers": 1,   # the MTP layer NEXTN speculation drafts with
+    "kv_lora_rank": 512,  # latent attention: DP attention applies
+    "num_nextn_predict_layers": 1,  # the MTP layer NEXTN speculation drafts with
     "max_position_embeddings": 202752,
 }
 _WEIGHTS_BYTES = 405 * 2**30  # the fit rule's 405 GB

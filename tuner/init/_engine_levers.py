@@ -12,81 +12,206 @@ __all__ = ["transformers_levers", "vllm_levers"]
 
 def vllm_levers(lv: LeverContext) -> None:
     plan, cmd = lv.plan, lv.command
-    plan.add(lv.cap_param("max_num_seqs", "--max-num-seqs", "vLLM's default (256 on GPUs, 128 on CPU)"))
+    plan.add(
+        lv.cap_param("max_num_seqs", "--max-num-seqs", "vLLM's default (256 on GPUs, 128 on CPU)")
+    )
     tokens = [2048, 4096, 8192, 16384] if lv.gpus else [256, 512, 1024, 2048, 4096]
-    plan.add(lv.param("max_num_batched_tokens", {"kind": "categorical", "flag": "--max-num-batched-tokens",
-                                                 "choices": tokens},
-                      "tokens per engine step: larger prefills faster, smaller keeps decode steps short; "
-                      "unset = vLLM's default"))
+    plan.add(
+        lv.param(
+            "max_num_batched_tokens",
+            {"kind": "categorical", "flag": "--max-num-batched-tokens", "choices": tokens},
+            "tokens per engine step: larger prefills faster, smaller keeps decode steps short; "
+            "unset = vLLM's default",
+        )
+    )
     if lv.facts.flags.known("--no-enable-chunked-prefill"):
-        plan.add(lv.param("chunked_prefill", {"kind": "paired", "flag": "--enable-chunked-prefill"},
-                          "--enable-chunked-prefill / --no-enable-chunked-prefill; unset = vLLM's default (on)"))
+        plan.add(
+            lv.param(
+                "chunked_prefill",
+                {"kind": "paired", "flag": "--enable-chunked-prefill"},
+                "--enable-chunked-prefill / --no-enable-chunked-prefill; unset = vLLM's default (on)",
+            )
+        )
     if lv.facts.flags.known("--no-enable-prefix-caching"):
-        plan.add(lv.param("prefix_caching", {"kind": "paired", "flag": "--enable-prefix-caching"},
-                          "--enable-prefix-caching / --no-...; unset = vLLM's default (on)"))
+        plan.add(
+            lv.param(
+                "prefix_caching",
+                {"kind": "paired", "flag": "--enable-prefix-caching"},
+                "--enable-prefix-caching / --no-...; unset = vLLM's default (on)",
+            )
+        )
     blocks = [16, 32] if lv.gpus else [32, 64, 128, 256]
-    plan.add(lv.param("block_size", {"kind": "categorical", "flag": "--block-size",
-                                     "choices": lv.choices("--block-size", blocks)},
-                      "KV-cache page in tokens" + ("" if lv.gpus else " (the CPU backend takes multiples of 32)")
-                      + "; unset = vLLM's default"))
+    plan.add(
+        lv.param(
+            "block_size",
+            {
+                "kind": "categorical",
+                "flag": "--block-size",
+                "choices": lv.choices("--block-size", blocks),
+            },
+            "KV-cache page in tokens"
+            + ("" if lv.gpus else " (the CPU backend takes multiples of 32)")
+            + "; unset = vLLM's default",
+        )
+    )
     if lv.gpus:
-        plan.add(lv.param("gpu_memory_utilization", {"kind": "float", "flag": "--gpu-memory-utilization",
-                                                     "low": 0.80, "high": 0.95, "step": 0.01,
-                                                     "shape": "up_to_failure"},
-                          "share of GPU memory vLLM takes (weights + KV cache); unset = 0.9"))
+        plan.add(
+            lv.param(
+                "gpu_memory_utilization",
+                {
+                    "kind": "float",
+                    "flag": "--gpu-memory-utilization",
+                    "low": 0.80,
+                    "high": 0.95,
+                    "step": 0.01,
+                    "shape": "up_to_failure",
+                },
+                "share of GPU memory vLLM takes (weights + KV cache); unset = 0.9",
+            )
+        )
         if not cmd.has("--enforce-eager"):
-            plan.add(lv.param("enforce_eager", {"kind": "store_true", "flag": "--enforce-eager"},
-                              "true: no CUDA graphs (memory for the KV cache instead of decode speed)",
-                              unset=False))
+            plan.add(
+                lv.param(
+                    "enforce_eager",
+                    {"kind": "store_true", "flag": "--enforce-eager"},
+                    "true: no CUDA graphs (memory for the KV cache instead of decode speed)",
+                    unset=False,
+                )
+            )
         if lv.cap >= 8.9:
-            plan.add(lv.param("kv_cache_dtype", {"kind": "categorical", "flag": "--kv-cache-dtype",
-                                                 "choices": lv.choices("--kv-cache-dtype", ["fp8"])},
-                              "fp8 KV cache: twice the tokens; unset = the model's dtype"))
+            plan.add(
+                lv.param(
+                    "kv_cache_dtype",
+                    {
+                        "kind": "categorical",
+                        "flag": "--kv-cache-dtype",
+                        "choices": lv.choices("--kv-cache-dtype", ["fp8"]),
+                    },
+                    "fp8 KV cache: twice the tokens; unset = the model's dtype",
+                )
+            )
         sizes = lv.parallel_choices()
         if lv.gpus > 1 and sizes:
-            plan.add(lv.param("tensor_parallel_size", {"kind": "categorical", "flag": "--tensor-parallel-size",
-                                                       "choices": sizes},
-                              f"sizes that divide the {lv.gpus} GPUs and hold the weights; unset = 1"))
+            plan.add(
+                lv.param(
+                    "tensor_parallel_size",
+                    {"kind": "categorical", "flag": "--tensor-parallel-size", "choices": sizes},
+                    f"sizes that divide the {lv.gpus} GPUs and hold the weights; unset = 1",
+                )
+            )
     else:
-        plan.left_out.append("--gpu-memory-utilization, --tensor-parallel-size, CUDA graphs: no GPUs read")
+        plan.left_out.append(
+            "--gpu-memory-utilization, --tensor-parallel-size, CUDA graphs: no GPUs read"
+        )
     if lv.model and lv.model.nextn_layers:
-        plan.left_out.append("--speculative-config (MTP): write it by hand with json_key: parameters "
-                             "(search_spaces/vllm-cpu-speculative.yaml shows how)")
+        plan.left_out.append(
+            "--speculative-config (MTP): write it by hand with json_key: parameters "
+            "(search_spaces/vllm-cpu-speculative.yaml shows how)"
+        )
     given = cmd.value("--max-model-len")
-    limit = int(given) if isinstance(given, str) and given.isdigit() else (lv.model.max_positions if lv.model else None)
+    limit = (
+        int(given)
+        if isinstance(given, str) and given.isdigit()
+        else (lv.model.max_positions if lv.model else None)
+    )
     batched = next((p for p in plan.params if p.name == "max_num_batched_tokens"), None)
     if limit and batched and plan.has("chunked_prefill"):
         small = [c for c in batched.spec["choices"] if c < limit]
         if small:
-            plan.constraints.append(Constraint({"chunked_prefill": False, "max_num_batched_tokens": {"lt": limit}},
-                                               "skip", f"vLLM refuses to start: max_num_batched_tokens below "
-                                               f"max_model_len ({limit}) with chunked prefill off"))
+            plan.constraints.append(
+                Constraint(
+                    {"chunked_prefill": False, "max_num_batched_tokens": {"lt": limit}},
+                    "skip",
+                    f"vLLM refuses to start: max_num_batched_tokens below "
+                    f"max_model_len ({limit}) with chunked prefill off",
+                )
+            )
 
 
 def transformers_levers(lv: LeverContext) -> None:
     plan = lv.plan
-    plan.add(lv.param("continuous_batching", {"kind": "bool", "flag": "--continuous-batching"},
-                      "paged attention and a batching loop; off serves one request at a time", unset=False))
-    plan.add(lv.param("attn_implementation", {"kind": "categorical", "flag": "--attn-implementation",
-                                              "choices": ["sdpa", "eager"]},
-                      "attention kernels every install has (flash_attention_2/3 need their packages; "
-                      "flex_attention fails under continuous batching in 5.17); unset = transformers'"))
+    plan.add(
+        lv.param(
+            "continuous_batching",
+            {"kind": "bool", "flag": "--continuous-batching"},
+            "paged attention and a batching loop; off serves one request at a time",
+            unset=False,
+        )
+    )
+    plan.add(
+        lv.param(
+            "attn_implementation",
+            {"kind": "categorical", "flag": "--attn-implementation", "choices": ["sdpa", "eager"]},
+            "attention kernels every install has (flash_attention_2/3 need their packages; "
+            "flex_attention fails under continuous batching in 5.17); unset = transformers'",
+        )
+    )
     cb = {"when": {"continuous_batching": True}} if plan.has("continuous_batching") else {}
     if lv.gpus:
-        plan.add(lv.param("cuda_graph", {"kind": "paired", "flag": "--cb-use-cuda-graph", **cb},
-                          "--cb-use-cuda-graph / --no-...; unset = transformers decides"))
-    plan.add(lv.param("block_size", {"kind": "categorical", "flag": "--cb-block-size",
-                                     "choices": [32, 64, 128, 256, 512], **cb},
-                      "KV-cache page in tokens; unset = 256"))
-    plan.add(lv.param("num_blocks", {"kind": "categorical", "flag": "--cb-num-blocks",
-                                     "choices": [256, 1024, 4096, 16384], **cb},
-                      "KV-cache pages; too many for the free memory fails at the first request; "
-                      "unset = sized from free memory"))
-    plan.add(lv.param("max_batch_tokens", {"kind": "categorical", "flag": "--cb-max-batch-tokens",
-                                           "choices": [512, 2048, 8192, 32768], **cb},
-                      "tokens per forward pass; unset = sized from free memory"))
-    plan.add(lv.param("max_memory_percent", {"kind": "float", "flag": "--cb-max-memory-percent",
-                                             "low": 0.5, "high": 0.95, "step": 0.05, "shape": "up_to_failure", **cb},
-                      "share of free GPU memory for the KV cache; unset = 0.9"))
-    plan.add(lv.param("compile", {"kind": "bool", "flag": "--compile"},
-                      "torch.compile: a slower start and first requests, maybe faster after", unset=False))
+        plan.add(
+            lv.param(
+                "cuda_graph",
+                {"kind": "paired", "flag": "--cb-use-cuda-graph", **cb},
+                "--cb-use-cuda-graph / --no-...; unset = transformers decides",
+            )
+        )
+    plan.add(
+        lv.param(
+            "block_size",
+            {
+                "kind": "categorical",
+                "flag": "--cb-block-size",
+                "choices": [32, 64, 128, 256, 512],
+                **cb,
+            },
+            "KV-cache page in tokens; unset = 256",
+        )
+    )
+    plan.add(
+        lv.param(
+            "num_blocks",
+            {
+                "kind": "categorical",
+                "flag": "--cb-num-blocks",
+                "choices": [256, 1024, 4096, 16384],
+                **cb,
+            },
+            "KV-cache pages; too many for the free memory fails at the first request; "
+            "unset = sized from free memory",
+        )
+    )
+    plan.add(
+        lv.param(
+            "max_batch_tokens",
+            {
+                "kind": "categorical",
+                "flag": "--cb-max-batch-tokens",
+                "choices": [512, 2048, 8192, 32768],
+                **cb,
+            },
+            "tokens per forward pass; unset = sized from free memory",
+        )
+    )
+    plan.add(
+        lv.param(
+            "max_memory_percent",
+            {
+                "kind": "float",
+                "flag": "--cb-max-memory-percent",
+                "low": 0.5,
+                "high": 0.95,
+                "step": 0.05,
+                "shape": "up_to_failure",
+                **cb,
+            },
+            "share of free GPU memory for the KV cache; unset = 0.9",
+        )
+    )
+    plan.add(
+        lv.param(
+            "compile",
+            {"kind": "bool", "flag": "--compile"},
+            "torch.compile: a slower start and first requests, maybe faster after",
+            unset=False,
+        )
+    )

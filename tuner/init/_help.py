@@ -19,7 +19,8 @@ __all__ = ["EngineFlags", "FlagInfo", "parse_help"]
 # value's name: an upper-case metavar, argparse's {choices} or click's [a|b] choices.
 _OPTION = re.compile(
     r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9_-]*)"
-    r"(?:[ =](\{[^}]*\}|\[[a-z0-9_.|-]+\|[a-z0-9_.|-]+\]|[A-Z][A-Z0-9_]*(?![a-z])))?")
+    r"(?:[ =](\{[^}]*\}|\[[a-z0-9_.|-]+\|[a-z0-9_.|-]+\]|[A-Z][A-Z0-9_]*(?![a-z])))?"
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,9 @@ def parse_help(text: str) -> EngineFlags:
         for name in match.groups():
             found[name] = FlagInfo(False)
     # an argparse option line with no metavar (`  --trust-remote-code  ...`) is a switch
-    for match in re.finditer(r"^\s{2}(--[A-Za-z0-9][\w-]*)(?:, -[\w-]+)?(?=\s{2,}|\n|$)", text, re.MULTILINE):
+    for match in re.finditer(
+        r"^\s{2}(--[A-Za-z0-9][\w-]*)(?:, -[\w-]+)?(?=\s{2,}|\n|$)", text, re.MULTILINE
+    ):
         if found.get(match.group(1), FlagInfo(None)).takes_value is None:
             found[match.group(1)] = FlagInfo(False)
     for match in re.finditer(r"\[(--[A-Za-z0-9][\w-]*)\]", text):  # usage: [--switch]

@@ -102,8 +102,13 @@ class ModelFacts:
         return cls(
             path=path,
             architecture=(merged.get("architectures") or [merged.get("model_type", "?")])[0],
-            experts=first("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
-            nextn_layers=first("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers") or 0,
+            experts=first(
+                "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"
+            ),
+            nextn_layers=first(
+                "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"
+            )
+            or 0,
             layers=first("num_hidden_layers", "n_layers"),
             attention_heads=first("num_attention_heads", "n_heads"),
             mla=bool(merged.get("kv_lora_rank")),
@@ -128,7 +133,9 @@ class HostFacts:
     flags: EngineFlags
     gpus: list[Gpu] | None  # None: no nvidia-smi (a CPU host, or it could not be read)
     model: ModelFacts | None
-    patches: dict[str, str] = field(default_factory=dict)  # patch -> clean | applied | mismatch | absent
+    patches: dict[str, str] = field(
+        default_factory=dict
+    )  # patch -> clean | applied | mismatch | absent
     notes: list[Note] = field(default_factory=list)
 
     @property
@@ -151,13 +158,17 @@ def _python(host: Host, recognised: Recognised, env: dict[str, str], notes: list
     """The host's Python the engine runs on: the command's own, else the console script's."""
     if recognised.python:
         return recognised.python
-    script = f"p=$(command -v {shlex.quote(recognised.program[0])}) && head -n 1 \"$p\""
+    script = f'p=$(command -v {shlex.quote(recognised.program[0])}) && head -n 1 "$p"'
     result = host.run(script, env=env, timeout=30.0)
     match = re.match(r"^#!\s*(\S+python[\w.]*)\s*$", result.stdout.strip()) if result.ok else None
     if match:
         return match.group(1)
-    notes.append(Note(f"the Python behind `{recognised.program[0]}` could not be read",
-                      "python3 (set host.python to the engine's interpreter if that is wrong)"))
+    notes.append(
+        Note(
+            f"the Python behind `{recognised.program[0]}` could not be read",
+            "python3 (set host.python to the engine's interpreter if that is wrong)",
+        )
+    )
     return "python3"
 
 
@@ -171,24 +182,39 @@ def _help(host: Host, recognised: Recognised, env: dict[str, str]) -> EngineFlag
             text += "\n" + more.stdout
     flags = parse_help(text)
     if not result.ok or len(flags.flags) < 3:
-        raise TunerError(f"tuner init: `{program} --help` on {host.name} gave {result.summary()}; "
-                         "fix: install the engine there, or give the command with its venv's python")
+        raise TunerError(
+            f"tuner init: `{program} --help` on {host.name} gave {result.summary()}; "
+            "fix: install the engine there, or give the command with its venv's python"
+        )
     return flags
 
 
 def _gpus(host: Host, env: dict[str, str], notes: list[Note]) -> list[Gpu] | None:
-    result = host.run(f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {_GPU_QUERY}",
-                      env=env, timeout=60.0)
+    result = host.run(
+        f"command -v nvidia-smi >/dev/null || exit 127; nvidia-smi {_GPU_QUERY}",
+        env=env,
+        timeout=60.0,
+    )
     if result.exit_code == 127:
-        notes.append(Note("no nvidia-smi on the host", "a CPU host: no GPU memory, parallel or "
-                                                      "CUDA-graph parameters"))
+        notes.append(
+            Note(
+                "no nvidia-smi on the host",
+                "a CPU host: no GPU memory, parallel or CUDA-graph parameters",
+            )
+        )
         return None
     try:
-        rows = parse_gpu_csv(result.stdout, ("index", "name", "memory.total", "compute_cap")) if result.ok else []
+        rows = (
+            parse_gpu_csv(result.stdout, ("index", "name", "memory.total", "compute_cap"))
+            if result.ok
+            else []
+        )
     except ValueError:
         rows = []
     if not rows:
-        notes.append(Note(f"nvidia-smi gave {result.summary()}", "no GPUs: no parallel parameters"))
+        notes.append(
+            Note(f"nvidia-smi gave {result.summary()}", "no GPUs: no parallel parameters")
+        )
         return None
     gpus = []
     for row in rows:
@@ -197,34 +223,59 @@ def _gpus(host: Host, env: dict[str, str], notes: list[Note]) -> list[Gpu] | Non
             cap_value = float(cap) if cap is not None else None
         except ValueError:
             cap_value = None
-        gpus.append(Gpu(str(row.values.get("name", "?")), float(row.memory_total_mib or 0.0), cap_value))
+        gpus.append(
+            Gpu(str(row.values.get("name", "?")), float(row.memory_total_mib or 0.0), cap_value)
+        )
     return gpus
 
 
-def _model(host: Host, python: str, model: str | None, model_root: Path | None,
-           env: dict[str, str], notes: list[Note]) -> ModelFacts | None:
+def _model(
+    host: Host,
+    python: str,
+    model: str | None,
+    model_root: Path | None,
+    env: dict[str, str],
+    notes: list[Note],
+) -> ModelFacts | None:
     if model is None:
-        notes.append(Note("the command names no model", "a dense model: no MoE or speculative parameters"))
+        notes.append(
+            Note("the command names no model", "a dense model: no MoE or speculative parameters")
+        )
         return None
-    where = str(model_root / model.lstrip("/")) if model_root is not None and model.startswith("/") else model
+    where = (
+        str(model_root / model.lstrip("/"))
+        if model_root is not None and model.startswith("/")
+        else model
+    )
     code = f"{shlex.quote(python)} -c {shlex.quote(_MODEL_SCRIPT)} {shlex.quote(where)}"
     result = host.run(code, env=env, timeout=60.0)
     try:
-        found = json.loads(result.stdout.strip().splitlines()[-1]) if result.ok and result.stdout.strip() else None
+        found = (
+            json.loads(result.stdout.strip().splitlines()[-1])
+            if result.ok and result.stdout.strip()
+            else None
+        )
     except json.JSONDecodeError:
         found = None
     if not found:
-        notes.append(Note(f"no config.json for {model} on {host.name}",
-                          "a dense model of unknown size: no MoE, speculative or fit: entries"))
+        notes.append(
+            Note(
+                f"no config.json for {model} on {host.name}",
+                "a dense model of unknown size: no MoE, speculative or fit: entries",
+            )
+        )
         return None
     facts = ModelFacts.from_config(model, found["config"], found.get("weights_bytes"))
     if facts.weights_gb is None:
-        notes.append(Note(f"no weight files beside {model}/config.json", "their size unknown: no fit: rule"))
+        notes.append(
+            Note(f"no weight files beside {model}/config.json", "their size unknown: no fit: rule")
+        )
     return facts
 
 
-def _patch_states(host: Host, python: str, env: dict[str, str], patches: list[PatchSpec],
-                  journal_dir: str) -> dict[str, str]:
+def _patch_states(
+    host: Host, python: str, env: dict[str, str], patches: list[PatchSpec], journal_dir: str
+) -> dict[str, str]:
     manager = PatchManager(host, python=python, env=env, journal_dir=journal_dir, patches=patches)
     states: dict[str, str] = {}
     for patch in patches:
@@ -235,9 +286,19 @@ def _patch_states(host: Host, python: str, env: dict[str, str], patches: list[Pa
     return states
 
 
-def read_host(host: Host, recognised: Recognised, profile: EngineProfile, model: str | None, *,
-              env: dict[str, str], where: str, patches: list[PatchSpec], journal_dir: str,
-              model_root: Path | None = None, python: str | None = None) -> HostFacts:
+def read_host(
+    host: Host,
+    recognised: Recognised,
+    profile: EngineProfile,
+    model: str | None,
+    *,
+    env: dict[str, str],
+    where: str,
+    patches: list[PatchSpec],
+    journal_dir: str,
+    model_root: Path | None = None,
+    python: str | None = None,
+) -> HostFacts:
     """Read the engine's version and flags, the GPUs, the model and the patches' files.
 
     Args:
@@ -249,12 +310,18 @@ def read_host(host: Host, recognised: Recognised, profile: EngineProfile, model:
     notes: list[Note] = []
     python = python or _python(host, recognised, env, notes)
     version = None
-    result = host.run(f"{shlex.quote(python)} -c {shlex.quote(profile.version_code)}", env=env, timeout=120.0)
+    result = host.run(
+        f"{shlex.quote(python)} -c {shlex.quote(profile.version_code)}", env=env, timeout=120.0
+    )
     if result.ok and result.stdout.strip():
         version = result.stdout.strip().splitlines()[-1].strip()
     else:
-        notes.append(Note(f"{profile.package} does not import with {python} ({result.summary(120)})",
-                          "no engine_version: in the space (doctor will not compare it)"))
+        notes.append(
+            Note(
+                f"{profile.package} does not import with {python} ({result.summary(120)})",
+                "no engine_version: in the space (doctor will not compare it)",
+            )
+        )
     flags = _help(host, recognised, env)
     gpus = _gpus(host, env, notes)
     facts = _model(host, python, model, model_root, env, notes)
@@ -270,15 +337,23 @@ def assumed_host(recognised: Recognised, where: str, reason: str, gpus: int) -> 
         TunerError: an engine other than SGLang, whose flags ``tuner`` has no record of.
     """
     if recognised.engine != "sglang":
-        raise TunerError(f"tuner init: {reason}; the {recognised.engine} flags cannot be read "
-                         "(tuner records SGLang's only); fix: make the host reachable (`ssh` to it), or "
-                         "run tuner init on the GPU host with --host local")
+        raise TunerError(
+            f"tuner init: {reason}; the {recognised.engine} flags cannot be read "
+            "(tuner records SGLang's only); fix: make the host reachable (`ssh` to it), or "
+            "run tuner init on the GPU host with --host local"
+        )
     from tuner.emulator.cli_args import build_parser
     from tuner.emulator.sglang_flags import SGLANG_VERSION
 
-    notes = [Note(f"{where} could not be reached ({reason})",
-                  f"SGLang {SGLANG_VERSION}'s flags as recorded from its wheel; {gpus} GPU(s) of unknown "
-                  "memory and kind (your command's parallel sizes); the model not read: run tuner init "
-                  "again once the host answers")]
+    notes = [
+        Note(
+            f"{where} could not be reached ({reason})",
+            f"SGLang {SGLANG_VERSION}'s flags as recorded from its wheel; {gpus} GPU(s) of unknown "
+            "memory and kind (your command's parallel sizes); the model not read: run tuner init "
+            "again once the host answers",
+        )
+    ]
     flags = parse_help(build_parser().format_help())
-    return HostFacts(where, "python3", None, flags, [Gpu("unknown GPU", 0.0, None)] * gpus, None, {}, notes)
+    return HostFacts(
+        where, "python3", None, flags, [Gpu("unknown GPU", 0.0, None)] * gpus, None, {}, notes
+    )

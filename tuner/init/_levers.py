@@ -25,12 +25,22 @@ __all__ = ["KNOWN_PATCHES", "choose_levers"]
 
 def _fit(lv: LeverContext) -> None:
     model = lv.model
-    if lv.command.engine != "sglang" or lv.gpus < 2 or not (model and model.weights_gb and lv.facts.gpu_memory_gb):
+    if (
+        lv.command.engine != "sglang"
+        or lv.gpus < 2
+        or not (model and model.weights_gb and lv.facts.gpu_memory_gb)
+    ):
         return
-    lv.plan.fit = {"weights_gb": model.weights_gb, "gpu_memory_gb": lv.facts.gpu_memory_gb, "gpus": lv.gpus,
-                   **({"attention_heads": model.attention_heads} if model.attention_heads else {})}
-    lv.plan.fit_why = ("read from the host: the weights' size on disk, nvidia-smi's memory.total and "
-                       "count, config.json's num_attention_heads")
+    lv.plan.fit = {
+        "weights_gb": model.weights_gb,
+        "gpu_memory_gb": lv.facts.gpu_memory_gb,
+        "gpus": lv.gpus,
+        **({"attention_heads": model.attention_heads} if model.attention_heads else {}),
+    }
+    lv.plan.fit_why = (
+        "read from the host: the weights' size on disk, nvidia-smi's memory.total and "
+        "count, config.json's num_attention_heads"
+    )
 
 
 def _settle(plan: Plan, command: LaunchCommand) -> None:
@@ -54,15 +64,22 @@ def _settle(plan: Plan, command: LaunchCommand) -> None:
     plan.params = kept
     names = {p.name for p in kept}
     plan.constraints = [c for c in plan.constraints if all(n in names for n in c.when)]
-    plan.patches = {n: p for n, p in plan.patches.items() if any(q.spec.get("patch") == n for q in kept)}
+    plan.patches = {
+        n: p for n, p in plan.patches.items() if any(q.spec.get("patch") == n for q in kept)
+    }
 
 
 def _holds(value: Any, test: Any) -> bool:
     if value is INACTIVE:
         return False
     if isinstance(test, dict):
-        return all({"gt": lambda a, b: a is not None and a > b, "lt": lambda a, b: a is not None and a < b}[op](value, bound)
-                   for op, bound in test.items())
+        return all(
+            {
+                "gt": lambda a, b: a is not None and a > b,
+                "lt": lambda a, b: a is not None and a < b,
+            }[op](value, bound)
+            for op, bound in test.items()
+        )
     if isinstance(test, list):
         return value in test
     return value == test
@@ -71,7 +88,9 @@ def _holds(value: Any, test: Any) -> bool:
 def choose_levers(command: LaunchCommand, facts: HostFacts, levels: list[int]) -> Plan:
     """The parameters, patches, constraints and fit of the space for ``command`` on this host."""
     lv = LeverContext(command, facts, levels)
-    {"sglang": sglang_levers, "vllm": vllm_levers, "transformers": transformers_levers}[command.engine](lv)
+    {"sglang": sglang_levers, "vllm": vllm_levers, "transformers": transformers_levers}[
+        command.engine
+    ](lv)
     _fit(lv)
     _settle(lv.plan, command)
     return lv.plan

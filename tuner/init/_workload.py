@@ -18,8 +18,10 @@ def parse_levels(text: str) -> list[int]:
     except ValueError:
         levels = []
     if not levels or min(levels) < 1 or levels != sorted(set(levels)):
-        raise ConfigError(f"tuner init: --levels {text!r}: not increasing positive integers; "
-                          "fix: give e.g. --levels 64,256,1024")
+        raise ConfigError(
+            f"tuner init: --levels {text!r}: not increasing positive integers; "
+            "fix: give e.g. --levels 64,256,1024"
+        )
     return levels
 
 
@@ -31,6 +33,10 @@ def choose_levels(command: LaunchCommand, given: str | None) -> tuple[list[int],
     value = command.value(flag) if flag else None
     if isinstance(value, str) and value.isdigit() and int(value) > 0:
         cap = int(value)
-        return [cap, 4 * cap], (f"your command's cap ({flag} {cap}), and 4x above it: does a higher "
-                                "cap pay? (--levels to change)")
-    return list(DEFAULT_LEVELS), "the command sets no cap: 16 to 256 streams assumed (--levels to change)"
+        return [cap, 4 * cap], (
+            f"your command's cap ({flag} {cap}), and 4x above it: does a higher "
+            "cap pay? (--levels to change)"
+        )
+    return list(
+        DEFAULT_LEVELS
+    ), "the command sets no cap: 16 to 256 streams assumed (--levels to change)"

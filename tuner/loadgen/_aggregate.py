@@ -76,8 +76,9 @@ def _percentiles(
 ) -> dict[str, float | None]:
     """The asked percentiles of each latency kind, in host milliseconds."""
     return {
-        percentile_name(q, kind): (scale.duration(float(np.percentile(values, q))) * 1000.0
-                                   if values.size else None)
+        percentile_name(q, kind): (
+            scale.duration(float(np.percentile(values, q))) * 1000.0 if values.size else None
+        )
         for kind, values in samples.items()
         for q in asked
     }
@@ -130,8 +131,12 @@ def aggregate(
         best_window = scale.rate(float(per_bin.max()) / width)
 
     empty = np.empty(0)
-    samples = {"ttft": np.asarray(ttfts), "tpot": np.asarray(tpots),
-               "itl": np.concatenate(itl_parts) if itl_parts else empty, "e2e": np.asarray(e2es)}
+    samples = {
+        "ttft": np.asarray(ttfts),
+        "tpot": np.asarray(tpots),
+        "itl": np.concatenate(itl_parts) if itl_parts else empty,
+        "e2e": np.asarray(e2es),
+    }
     return LevelMetrics(
         concurrency=concurrency,
         num_requests=log.size,
@@ -143,8 +148,11 @@ def aggregate(
         output_throughput=scale.rate(output_tokens / seconds),
         total_throughput=scale.rate((input_tokens + output_tokens) / seconds),
         request_throughput=scale.rate(len(done) / seconds),
-        **{key: value for kind, values in samples.items()
-           for key, value in _stats(values, scale, kind).items()},
+        **{
+            key: value
+            for kind, values in samples.items()
+            for key, value in _stats(values, scale, kind).items()
+        },
         max_output_tokens_per_s=best_window,
         stop_reason=stop_reason,
         emulated=scale.emulated,

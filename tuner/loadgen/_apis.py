@@ -50,8 +50,9 @@ class Dialect:
         check_api(self.api)
         unknown = set(self.extensions) - ALL_EXTENSIONS
         if unknown:
-            raise ValueError(f"unknown request extensions {sorted(unknown)}: "
-                             f"use {sorted(ALL_EXTENSIONS)}")
+            raise ValueError(
+                f"unknown request extensions {sorted(unknown)}: use {sorted(ALL_EXTENSIONS)}"
+            )
         object.__setattr__(self, "extensions", frozenset(self.extensions))
 
 
@@ -91,8 +92,9 @@ class ApiFormat:
     read_text: Callable[[dict[str, Any]], str]
     extensions: frozenset[str] = ALL_EXTENSIONS
 
-    def request(self, prompt: Prompt, max_tokens: int, model: str | None,
-                stream: bool) -> dict[str, Any]:
+    def request(
+        self, prompt: Prompt, max_tokens: int, model: str | None, stream: bool
+    ) -> dict[str, Any]:
         """The body of one greedy request, with the extensions this server takes."""
         return self.body(prompt, max_tokens, model, stream, self.extensions)
 
@@ -109,8 +111,13 @@ def _error_text(event: dict[str, Any]) -> str:
     return f"server error in stream: {str(error)[:200]}"
 
 
-def _sglang_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool,
-                 extensions: frozenset[str] = ALL_EXTENSIONS) -> dict:
+def _sglang_body(
+    prompt: Prompt,
+    max_tokens: int,
+    model: str | None,
+    stream: bool,
+    extensions: frozenset[str] = ALL_EXTENSIONS,
+) -> dict:
     body: dict[str, Any] = {"text": prompt} if isinstance(prompt, str) else {"input_ids": prompt}
     body["sampling_params"] = {
         "max_new_tokens": max_tokens,
@@ -134,8 +141,13 @@ def _sglang_text(reply: dict[str, Any]) -> str:
     return str(reply["text"])
 
 
-def _openai_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool,
-                 extensions: frozenset[str] = ALL_EXTENSIONS) -> dict:
+def _openai_body(
+    prompt: Prompt,
+    max_tokens: int,
+    model: str | None,
+    stream: bool,
+    extensions: frozenset[str] = ALL_EXTENSIONS,
+) -> dict:
     if not isinstance(prompt, str) and "token_ids" not in extensions:
         prompt = ids_to_words(prompt)
     body: dict[str, Any] = {
@@ -154,8 +166,13 @@ def _openai_body(prompt: Prompt, max_tokens: int, model: str | None, stream: boo
     return body
 
 
-def _chat_body(prompt: Prompt, max_tokens: int, model: str | None, stream: bool,
-               extensions: frozenset[str] = ALL_EXTENSIONS) -> dict:
+def _chat_body(
+    prompt: Prompt,
+    max_tokens: int,
+    model: str | None,
+    stream: bool,
+    extensions: frozenset[str] = ALL_EXTENSIONS,
+) -> dict:
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):  # a dataset's chat
         messages = prompt
     else:

@@ -52,32 +52,66 @@ class ClientCapacity:
     bound: str | None = None
 
     def text(self) -> str:
-        kept = (f", {self.in_flight:,.0f} of {self.concurrency} in flight"
-                if self.in_flight is not None else "")
+        kept = (
+            f", {self.in_flight:,.0f} of {self.concurrency} in flight"
+            if self.in_flight is not None
+            else ""
+        )
         processes = "1 process" if self.workers == 1 else f"{self.workers} processes"
         return f"c={self.concurrency}: {self.tokens_per_s:,.0f} output tok/s ({processes}{kept})"
 
 
-def measure_client(url: str, concurrency: int, output_len: int, *, workers: int = 1,
-                   requests: int | None = None, via: str = "loopback") -> ClientCapacity:
+def measure_client(
+    url: str,
+    concurrency: int,
+    output_len: int,
+    *,
+    workers: int = 1,
+    requests: int | None = None,
+    via: str = "loopback",
+) -> ClientCapacity:
     """One level of ``concurrency`` streams of ``output_len`` tokens against the sink at ``url``.
 
     Raises:
         TunerError: the level did not run to its end (the sink or the path failed).
     """
-    spec = LevelSpec(concurrency=concurrency, num_requests=requests or 2 * concurrency, input_len=8,
-                     output_len=output_len, time_limit_s=120.0, warmup=min(concurrency, 64), seed=0)
+    spec = LevelSpec(
+        concurrency=concurrency,
+        num_requests=requests or 2 * concurrency,
+        input_len=8,
+        output_len=output_len,
+        time_limit_s=120.0,
+        warmup=min(concurrency, 64),
+        seed=0,
+    )
     metrics = asyncio.run(run_level(url, spec, api="sglang", client_workers=workers))
     if not metrics.clean():
-        raise TunerError(f"the client's capacity at c={concurrency} was not measured: "
-                         f"{metrics.stop_reason or f'{metrics.failed} requests failed'}")
-    return ClientCapacity(concurrency, output_len, metrics.output_throughput, metrics.in_flight,
-                          workers, via, metrics.measurement_bound)
+        raise TunerError(
+            f"the client's capacity at c={concurrency} was not measured: "
+            f"{metrics.stop_reason or f'{metrics.failed} requests failed'}"
+        )
+    return ClientCapacity(
+        concurrency,
+        output_len,
+        metrics.output_throughput,
+        metrics.in_flight,
+        workers,
+        via,
+        metrics.measurement_bound,
+    )
 
 
-def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int], output_len: int,
-                    *, workers: int = 1, requests: int | None = None,
-                    scale_up: bool = True) -> list[ClientCapacity]:
+def client_capacity(
+    host: Any,
+    run_root: str,
+    python: str,
+    levels: Sequence[int],
+    output_len: int,
+    *,
+    workers: int = 1,
+    requests: int | None = None,
+    scale_up: bool = True,
+) -> list[ClientCapacity]:
     """The client's capacity at each of ``levels`` against the sink started on ``host`` (its
     loopback; reached through the SSH forward when the host is remote), with ``workers``
     processes, and (``scale_up``) at the top level again with this machine's cores when the
@@ -92,14 +126,19 @@ def client_capacity(host: Any, run_root: str, python: str, levels: Sequence[int]
     handle, port, url = _start_sink(host, python, script, f"{run_root.rstrip('/')}/client-sink")
     try:
         via = "loopback" if url.endswith(f"127.0.0.1:{port}") else "the SSH forward"
-        found = [measure_client(url, c, output_len, workers=workers, requests=requests, via=via)
-                 for c in sorted(levels)]
+        found = [
+            measure_client(url, c, output_len, workers=workers, requests=requests, via=via)
+            for c in sorted(levels)
+        ]
         cores = os.cpu_count() or 1
         top = found[-1]
         if scale_up and top.bound and cores > workers:
             try:
-                found.append(measure_client(url, top.concurrency, output_len, workers=cores,
-                                            requests=requests, via=via))
+                found.append(
+                    measure_client(
+                        url, top.concurrency, output_len, workers=cores, requests=requests, via=via
+                    )
+                )
             except TunerError:
                 pass
         return found
@@ -117,8 +156,9 @@ def _start_sink(host: Any, python: str, script: str, run_dir: str) -> tuple[Any,
     for port in SINK_PORTS:
         if not host.port_free(port):
             continue
-        handle = host.start_server([python, script, "--port", str(port)], env={}, run_dir=run_dir,
-                                   port=port)
+        handle = host.start_server(
+            [python, script, "--port", str(port)], env={}, run_dir=run_dir, port=port
+        )
         url = host.client_url(port, "127.0.0.1")
         deadline = time.monotonic() + READY_S
         while host.is_running(handle):
@@ -126,12 +166,16 @@ def _start_sink(host: Any, python: str, script: str, run_dir: str) -> tuple[Any,
                 return handle, port, url
             if time.monotonic() > deadline:
                 host.stop_server(handle, grace_s=5.0, port=port, wait_gpu_s=0.0, port_wait_s=5.0)
-                raise TunerError(f"the client's capacity check: the sink at {url} did not answer "
-                                 f"in {READY_S:.0f} s")
+                raise TunerError(
+                    f"the client's capacity check: the sink at {url} did not answer "
+                    f"in {READY_S:.0f} s"
+                )
             time.sleep(0.1)
         host.stop_server(handle, grace_s=1.0, port=port, wait_gpu_s=0.0, port_wait_s=1.0)
-    raise TunerError(f"the client's capacity check: no port in {SINK_PORTS.start}-{SINK_PORTS.stop - 1} "
-                     "could be bound on the host")
+    raise TunerError(
+        f"the client's capacity check: no port in {SINK_PORTS.start}-{SINK_PORTS.stop - 1} "
+        "could be bound on the host"
+    )
 
 
 def _healthy(url: str) -> bool:

@@ -67,7 +67,12 @@ def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
     """``(line, item)`` for each item of the JSON array that the file holds, read in chunks;
     ``line()`` gives the item's line (counted only when asked: an error names it)."""
     with path.open("r", encoding="utf-8", errors="strict") as handle:
-        buffer, position, lines_before, eof = "", 0, 1, False  # lines_before: of the buffer's start
+        buffer, position, lines_before, eof = (
+            "",
+            0,
+            1,
+            False,
+        )  # lines_before: of the buffer's start
 
         def more() -> bool:
             nonlocal buffer, position, eof, lines_before
@@ -93,7 +98,12 @@ def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
 
         skip_space()
         if position >= len(buffer) or buffer[position] != "[":
-            raise _fail(path, line_at(position), "not a JSON array of conversations", 'start the file with "["')
+            raise _fail(
+                path,
+                line_at(position),
+                "not a JSON array of conversations",
+                'start the file with "["',
+            )
         position += 1
         first = True
         while True:
@@ -102,8 +112,12 @@ def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
                 return
             if not first:
                 if position >= len(buffer) or buffer[position] != ",":
-                    raise _fail(path, line_at(position), "expected ',' or ']' between conversations",
-                                "the file must be one JSON array")
+                    raise _fail(
+                        path,
+                        line_at(position),
+                        "expected ',' or ']' between conversations",
+                        "the file must be one JSON array",
+                    )
                 position += 1
                 skip_space()
             first = False
@@ -113,8 +127,12 @@ def _array_items(path: Path) -> Iterator[tuple[Callable[[], int], Any]]:
                     break
                 except json.JSONDecodeError as exc:
                     if eof or not more():
-                        raise _fail(path, line_at(exc.pos), f"not valid JSON ({exc.msg})",
-                                    "repair the file or export it again") from None
+                        raise _fail(
+                            path,
+                            line_at(exc.pos),
+                            f"not valid JSON ({exc.msg})",
+                            "repair the file or export it again",
+                        ) from None
             start, position = position, end
             yield functools.partial(line_at, start), item
 
@@ -127,19 +145,31 @@ def _jsonl_items(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield number, json.loads(text)
             except json.JSONDecodeError as exc:
-                raise _fail(path, number, f"not a JSON object ({exc.msg})",
-                            'write one object a line, e.g. {"prompt": "...", "output_len": 128}') from None
+                raise _fail(
+                    path,
+                    number,
+                    f"not a JSON object ({exc.msg})",
+                    'write one object a line, e.g. {"prompt": "...", "output_len": 128}',
+                ) from None
 
 
 def _sharegpt_request(line: int | Callable[[], int], item: Any, path: Path) -> TextRequest | None:
     """The first human turn and the reply after it; None for a conversation without them."""
     if not isinstance(item, dict):
-        raise _fail(path, line, f"a conversation is a JSON object, not {type(item).__name__}",
-                    'use entries like {"conversations": [{"from": "human", "value": "..."}, ...]}')
+        raise _fail(
+            path,
+            line,
+            f"a conversation is a JSON object, not {type(item).__name__}",
+            'use entries like {"conversations": [{"from": "human", "value": "..."}, ...]}',
+        )
     turns = item.get("conversations", item.get("conversation"))
     if not isinstance(turns, list):
-        raise _fail(path, line, "entry without a 'conversations' list",
-                    'use entries like {"conversations": [{"from": "human", "value": "..."}, ...]}')
+        raise _fail(
+            path,
+            line,
+            "entry without a 'conversations' list",
+            'use entries like {"conversations": [{"from": "human", "value": "..."}, ...]}',
+        )
     if len(turns) < 2 or not all(isinstance(t, dict) for t in turns[:2]):
         return None  # as bench_serving does: a conversation needs a prompt and a reply
     ask, reply = turns[0], turns[1]
@@ -151,7 +181,9 @@ def _sharegpt_request(line: int | Callable[[], int], item: Any, path: Path) -> T
     return TextRequest(text, estimate_tokens(answer), True)
 
 
-def _jsonl_request(line: int | Callable[[], int], item: Any, path: Path, default_output_len: int) -> TextRequest:
+def _jsonl_request(
+    line: int | Callable[[], int], item: Any, path: Path, default_output_len: int
+) -> TextRequest:
     fix = 'write {"prompt": "...", "output_len": 128} or {"messages": [{"role": "user", "content": "..."}]}'
     if not isinstance(item, dict):
         raise _fail(path, line, f"a line holds a JSON object, not {type(item).__name__}", fix)
@@ -167,11 +199,15 @@ def _jsonl_request(line: int | Callable[[], int], item: Any, path: Path, default
     if not isinstance(messages, list) or not messages:
         raise _fail(path, line, "neither 'prompt' nor a 'messages' list", fix)
     for message in messages:
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)):
+        if not (
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
             raise _fail(path, line, "a message lacks a string 'role' or 'content'", fix)
-    return TextRequest(tuple({"role": m["role"], "content": m["content"]} for m in messages),
-                       output_len, False)
+    return TextRequest(
+        tuple({"role": m["role"], "content": m["content"]} for m in messages), output_len, False
+    )
 
 
 def _first_character(path: Path) -> str:
@@ -185,7 +221,9 @@ def _first_character(path: Path) -> str:
                 return stripped[0]
 
 
-def read_dataset(path: str | Path, sample: int, seed: int = 0, default_output_len: int = 256) -> FileSample:
+def read_dataset(
+    path: str | Path, sample: int, seed: int = 0, default_output_len: int = 256
+) -> FileSample:
     """A uniform random sample of at most ``sample`` requests of the file, read once, as a stream.
 
     Raises:
@@ -196,21 +234,30 @@ def read_dataset(path: str | Path, sample: int, seed: int = 0, default_output_le
     if not source.is_file():
         raise ConfigError(f"{source}: dataset file not found; fix: give an existing file")
     first = _first_character(source)
-    items: Iterator[tuple[int | Callable[[], int], Any]]  # (its line, or a function giving it; the item)
+    items: Iterator[
+        tuple[int | Callable[[], int], Any]
+    ]  # (its line, or a function giving it; the item)
     if first == "[":
         kind, items = "sharegpt", _array_items(source)
     elif first == "{":
         kind, items = "jsonl", _jsonl_items(source)
     else:
-        raise _fail(source, 1, "neither a ShareGPT JSON array nor JSONL",
-                    'give a ShareGPT file ("[{"conversations": ...}]") or JSONL of {"prompt", "output_len"}')
+        raise _fail(
+            source,
+            1,
+            "neither a ShareGPT JSON array nor JSONL",
+            'give a ShareGPT file ("[{"conversations": ...}]") or JSONL of {"prompt", "output_len"}',
+        )
     rng = random.Random(seed)
     kept: list[TextRequest] = []
     entries = skipped = 0
     try:
         for line, item in items:
-            request = (_sharegpt_request(line, item, source) if kind == "sharegpt"
-                       else _jsonl_request(line, item, source, default_output_len))
+            request = (
+                _sharegpt_request(line, item, source)
+                if kind == "sharegpt"
+                else _jsonl_request(line, item, source, default_output_len)
+            )
             if request is None:
                 skipped += 1
                 continue
@@ -222,7 +269,9 @@ def read_dataset(path: str | Path, sample: int, seed: int = 0, default_output_le
                 if slot < sample:
                     kept[slot] = request
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source}: not UTF-8 text ({exc.reason}); fix: save it as UTF-8") from None
+        raise ConfigError(
+            f"{source}: not UTF-8 text ({exc.reason}); fix: save it as UTF-8"
+        ) from None
     if not kept:
         raise ConfigError(
             f"{source}: no usable entry ({skipped} skipped: a ShareGPT conversation needs a human "

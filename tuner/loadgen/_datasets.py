@@ -32,8 +32,16 @@ import numpy as np
 from tuner.loadgen._dataset_files import TextRequest, estimate_tokens, read_dataset
 from tuner.loadgen._prompts import PROMPT_TOKEN_RANGE, Prompt, ids_to_words
 
-__all__ = ["FilePool", "Picked", "RandomLengths", "RequestSource", "SharedPrefix", "level_requests",
-           "load_file_pool", "stream_seed"]
+__all__ = [
+    "FilePool",
+    "Picked",
+    "RandomLengths",
+    "RequestSource",
+    "SharedPrefix",
+    "level_requests",
+    "load_file_pool",
+    "stream_seed",
+]
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,10 @@ class SharedPrefix:
         return Picked(prompts, [self.output_len] * count, [length] * count, estimated)
 
     def describe(self) -> str:
-        return (f"shared_prefix ({self.groups} groups, prefix {self.prefix_len} tokens, "
-                f"suffix {self.suffix_len}, output {self.output_len})")
+        return (
+            f"shared_prefix ({self.groups} groups, prefix {self.prefix_len} tokens, "
+            f"suffix {self.suffix_len}, output {self.output_len})"
+        )
 
 
 def _flatten(messages: tuple[dict[str, str], ...]) -> str:
@@ -158,10 +168,14 @@ class FilePool:
             return []
         size = len(self.requests)
         first_pass, last_pass = first // size, (first + count - 1) // size
-        shuffled = np.concatenate([np.random.default_rng(stream_seed(seed, k)).permutation(size)
-                                   for k in range(first_pass, last_pass + 1)])
+        shuffled = np.concatenate(
+            [
+                np.random.default_rng(stream_seed(seed, k)).permutation(size)
+                for k in range(first_pass, last_pass + 1)
+            ]
+        )
         start = first - first_pass * size
-        return shuffled[start:start + count].tolist()
+        return shuffled[start : start + count].tolist()
 
     def repeats(self, count: int, first: int = 0) -> int:
         """How many of places ``first .. first + count - 1`` come after the pool ran out."""
@@ -178,22 +192,43 @@ class FilePool:
             else:
                 prompts.append(_flatten(request.prompt))
         outputs = [min(self.max_output_len, self.output_len or r.output_len) for r in chosen]
-        return Picked(prompts, outputs, [_text_length(r.prompt) for r in chosen], True,
-                      self.repeats(count, first))
+        return Picked(
+            prompts,
+            outputs,
+            [_text_length(r.prompt) for r in chosen],
+            True,
+            self.repeats(count, first),
+        )
 
     def describe(self) -> str:
         return f"{self.format} file {self.path} ({len(self.requests)} sampled of {self.entries})"
 
 
-def load_file_pool(path: str | Path, *, sample: int = 2000, seed: int = 0, default_output_len: int = 256,
-                   max_output_len: int = 2048, output_len: int | None = None) -> FilePool:
+def load_file_pool(
+    path: str | Path,
+    *,
+    sample: int = 2000,
+    seed: int = 0,
+    default_output_len: int = 256,
+    max_output_len: int = 2048,
+    output_len: int | None = None,
+) -> FilePool:
     """Read a dataset file once (streamed) into a pool of at most ``sample`` requests."""
     found = read_dataset(path, sample, seed, default_output_len)
-    return FilePool(found.path, found.format, found.requests, found.entries, max_output_len, output_len)
+    return FilePool(
+        found.path, found.format, found.requests, found.entries, max_output_len, output_len
+    )
 
 
-def level_requests(dataset: object, count: int, input_len: int, output_len: int,
-                   seed: int | list[int], api: str, first: int = 0) -> Picked:
+def level_requests(
+    dataset: object,
+    count: int,
+    input_len: int,
+    output_len: int,
+    seed: int | list[int],
+    api: str,
+    first: int = 0,
+) -> Picked:
     """A level's requests, places ``first ..`` of the stream ``seed``: fixed-length random
     tokens without a dataset, else the source's (a path is read here:
     callers that run many levels pass a source). ``output_len`` caps the source's output
@@ -206,5 +241,10 @@ def level_requests(dataset: object, count: int, input_len: int, output_len: int,
         return Picked(prompts, [output_len] * count, [input_len] * count, estimated)
     source = load_file_pool(dataset) if isinstance(dataset, (str, Path)) else dataset
     picked = source.pick(count, seed, api, first)  # type: ignore[attr-defined]
-    return Picked(picked.prompts, [min(output_len, n) for n in picked.output_lens],
-                  picked.prompt_lens, picked.estimated, picked.repeated)
+    return Picked(
+        picked.prompts,
+        [min(output_len, n) for n in picked.output_lens],
+        picked.prompt_lens,
+        picked.estimated,
+        picked.repeated,
+    )

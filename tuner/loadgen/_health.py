@@ -29,7 +29,14 @@ from typing import Any, NamedTuple
 from tuner.loadgen._stream import COMPLETED, NOT_RUN, RequestLog
 
 __all__ = [
-    "ADVICE", "ClientHealth", "HealthWatch", "LoopLoad", "in_flight", "late_share", "merge_health", "verdict",
+    "ADVICE",
+    "ClientHealth",
+    "HealthWatch",
+    "LoopLoad",
+    "in_flight",
+    "late_share",
+    "merge_health",
+    "verdict",
 ]
 
 SAMPLE_S = 0.02
@@ -38,9 +45,11 @@ MAX_CPU_BUSY = 0.90
 MAX_LATE_SHARE = 0.05
 MAX_EMULATOR_LAG_S = 5.0  # tuner.emulator.bursts.MAX_HOLD_S
 
-ADVICE = ("its figure is not the configuration's throughput: run with --client-workers N to "
-          "spread the streams over N processes, fewer concurrent streams per process, or a "
-          "bigger client machine")
+ADVICE = (
+    "its figure is not the configuration's throughput: run with --client-workers N to "
+    "spread the streams over N processes, fewer concurrent streams per process, or a "
+    "bigger client machine"
+)
 
 
 @dataclass(frozen=True)

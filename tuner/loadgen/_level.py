@@ -71,8 +71,9 @@ async def run_level(
         return await run_level_in_processes(
             base_url, spec, api, time_scale, stop_check, client_workers, headers
         )
-    result = await measure_share(base_url, spec, api, time_scale, None, stop_check,
-                                 headers=headers, progress=progress)
+    result = await measure_share(
+        base_url, spec, api, time_scale, None, stop_check, headers=headers, progress=progress
+    )
     if isinstance(result, ShareNotStarted):
         return empty_metrics(spec, time_scale or TimeScale(), result.reason)
     return level_metrics(spec, result.scale, result, result.health)

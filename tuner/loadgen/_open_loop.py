@@ -70,8 +70,13 @@ def achieved_rate(log: RequestLog, scale: TimeScale) -> float | None:
     return (len(sent) - 1) / scale.duration(last - first)
 
 
-def with_rates(metrics: LevelMetrics, spec: LevelSpec, log: RequestLog, scale: TimeScale,
-               estimated_prompts: bool) -> LevelMetrics:
+def with_rates(
+    metrics: LevelMetrics,
+    spec: LevelSpec,
+    log: RequestLog,
+    scale: TimeScale,
+    estimated_prompts: bool,
+) -> LevelMetrics:
     """The level's metrics with the rate asked, scheduled and achieved, and whether input token
     counts are the client's estimates (text prompts the server did not count)."""
     return dataclasses.replace(

@@ -63,7 +63,9 @@ def _timeout(timeout_s: float) -> aiohttp.ClientTimeout:
 def _unreachable(url: str, exc: BaseException) -> TunerError:
     """The one-line error of a request without an answer: NoAnswerInTime when it timed out."""
     kind = NoAnswerInTime if isinstance(exc, TimeoutError) else TunerError
-    return kind(f"{url}: does not answer ({describe_error(exc)}); fix: start the server or fix the URL")
+    return kind(
+        f"{url}: does not answer ({describe_error(exc)}); fix: start the server or fix the URL"
+    )
 
 
 async def _get_json(
@@ -118,8 +120,9 @@ async def fetch_time_scale_async(
         ) from None
 
 
-def fetch_time_scale(base_url: str, timeout_s: float = 5,
-                     headers: dict[str, str] | None = None) -> TimeScale:
+def fetch_time_scale(
+    base_url: str, timeout_s: float = 5, headers: dict[str, str] | None = None
+) -> TimeScale:
     """Synchronous :func:`fetch_time_scale_async` with its own session (``headers``: of every
     request, e.g. :func:`auth_headers`)."""
 
@@ -130,8 +133,9 @@ def fetch_time_scale(base_url: str, timeout_s: float = 5,
     return asyncio.run(_fetch())
 
 
-def fetch_emulated_startup_s(base_url: str, timeout_s: float = 5,
-                             headers: dict[str, str] | None = None) -> float | None:
+def fetch_emulated_startup_s(
+    base_url: str, timeout_s: float = 5, headers: dict[str, str] | None = None
+) -> float | None:
     """The host seconds an emulated server's start-up stands for (``emulator.startup_s`` on
     ``/server_info``); None from a real server, or one that does not say."""
 
@@ -146,8 +150,10 @@ def fetch_emulated_startup_s(base_url: str, timeout_s: float = 5,
     return float(value) if isinstance(value, (int, float)) else None
 
 
-MODEL_NAME_FIX = ("give the served model's name: `tuner bench --model NAME`, or workload.model "
-                  "(or server.model_path) in the search space")
+MODEL_NAME_FIX = (
+    "give the served model's name: `tuner bench --model NAME`, or workload.model "
+    "(or server.model_path) in the search space"
+)
 
 
 async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
@@ -164,8 +170,9 @@ async def fetch_model(session: aiohttp.ClientSession, base_url: str) -> str:
     except (TypeError, KeyError, IndexError):
         empty = status == 200 and document
         what = "an empty model list" if empty else f"{status} without data[0].id"
-        raise TunerError(f"{url} answered {what}, so the model's name is unknown; "
-                         f"fix: {MODEL_NAME_FIX}") from None
+        raise TunerError(
+            f"{url} answered {what}, so the model's name is unknown; fix: {MODEL_NAME_FIX}"
+        ) from None
 
 
 def fetch_model_name(
@@ -240,7 +247,11 @@ def complete_many(
 
 
 def complete(
-    base_url: str, api: str | Dialect, prompt_ids: Prompt, max_tokens: int, timeout_s: float = 60,
+    base_url: str,
+    api: str | Dialect,
+    prompt_ids: Prompt,
+    max_tokens: int,
+    timeout_s: float = 60,
     headers: dict[str, str] | None = None,
 ) -> str:
     """One greedy completion of ``prompt_ids`` (token ids, or text): the generated text."""

@@ -28,8 +28,14 @@ from tuner.loadgen._spec import LevelSpec
 from tuner.loadgen._stream import COMPLETED, JSON_HEADERS, RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
-__all__ = ["ShareNotStarted", "ShareResult", "StopCheck", "measure_share", "measured_requests",
-           "warmup_requests"]
+__all__ = [
+    "ShareNotStarted",
+    "ShareResult",
+    "StopCheck",
+    "measure_share",
+    "measured_requests",
+    "warmup_requests",
+]
 
 StopCheck = Callable[[], str | None]
 
@@ -39,6 +45,7 @@ OPEN_LOOP = "open"  # ... or an open-loop one (its requests come at their arriva
 WALL_ROOM = 4.0  # an emulated level's wall-clock limit, in multiples of its virtual one
 CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_BYTES = 1 << 20
+
 
 @dataclass(frozen=True)
 class Bodies:
@@ -67,8 +74,10 @@ class Span:
 
 def _bodies(fmt: ApiFormat, picked: Picked, model: str | None) -> Bodies:
     """The request bodies of ``picked`` (see :class:`Bodies`)."""
-    bodies = [json.dumps(fmt.request(p, n, model, True)).encode()
-              for p, n in zip(picked.prompts, picked.output_lens)]
+    bodies = [
+        json.dumps(fmt.request(p, n, model, True)).encode()
+        for p, n in zip(picked.prompts, picked.output_lens)
+    ]
     as_words = fmt.sends_text_for_ids and any(not isinstance(p, str) for p in picked.prompts)
     return Bodies(bodies, picked.estimated or as_words)
 
@@ -77,17 +86,30 @@ def measured_requests(spec: LevelSpec, api: str) -> Picked:
     """The level's measured requests: places ``spec.first_request ..`` of its run's stream
     (``[seed, 0]``), so a later level never repeats an earlier one's prompts, which a server's
     prefix cache would serve without prefilling them."""
-    return level_requests(spec.dataset, spec.num_requests, spec.input_len, spec.output_len,
-                          [spec.seed, 0], api, spec.first_request)
+    return level_requests(
+        spec.dataset,
+        spec.num_requests,
+        spec.input_len,
+        spec.output_len,
+        [spec.seed, 0],
+        api,
+        spec.first_request,
+    )
 
 
 def warmup_requests(spec: LevelSpec, api: str, worker: int = 0) -> Picked:
     """The level's warm-up requests: short random-token ones from a stream of their own
     (``[seed, 1, worker]``), never the workload's prompts, so that the warm-up fills no
     cache with a prompt that a level then measures."""
-    return level_requests(None, spec.warmup, spec.input_len,
-                          min(WARMUP_OUTPUT_LEN, spec.output_len), [spec.seed, 1, worker], api,
-                          spec.first_request)
+    return level_requests(
+        None,
+        spec.warmup,
+        spec.input_len,
+        min(WARMUP_OUTPUT_LEN, spec.output_len),
+        [spec.seed, 1, worker],
+        api,
+        spec.first_request,
+    )
 
 
 async def _warm_up(
@@ -108,8 +130,17 @@ async def _warm_up(
     concurrency = min(spec.warmup, spec.concurrency)
     warm = Phase(RequestLog(spec.warmup), concurrency, budget=spec.warmup - 1)
     deadline = time.perf_counter() + scale.to_server(spec.time_limit_s)
-    await run_phase(session, url, fmt, warm, _bodies(fmt, picked, model).bodies, picked.prompt_lens,
-                    deadline, None, stop_check)
+    await run_phase(
+        session,
+        url,
+        fmt,
+        warm,
+        _bodies(fmt, picked, model).bodies,
+        picked.prompt_lens,
+        deadline,
+        None,
+        stop_check,
+    )
     return warm.stop_reason
 
 
@@ -207,8 +238,9 @@ async def measure_share(
             return ShareNotStarted(str(exc))
         url = base + fmt.path
         warm_spec = replace(spec, warmup=-(-spec.warmup // workers), concurrency=concurrency)
-        failed_warm_up = await _warm_up(session, url, fmt, warm_spec, scale, model, stop_check,
-                                        worker)
+        failed_warm_up = await _warm_up(
+            session, url, fmt, warm_spec, scale, model, stop_check, worker
+        )
         if failed_warm_up:
             return ShareNotStarted(f"warm-up failed: {failed_warm_up}")
         picked = measured_requests(spec, fmt.name)
@@ -220,8 +252,11 @@ async def measure_share(
         phase.log.asked = [picked.output_lens[i] for i in indices]
         headers = JSON_HEADERS
         if stamped:  # a closed loop's size, or an open loop (its arrivals are its own)
-            shape = (f"{spec.concurrency} {spec.num_requests}" if spec.request_rate is None
-                     else OPEN_LOOP)
+            shape = (
+                f"{spec.concurrency} {spec.num_requests}"
+                if spec.request_rate is None
+                else OPEN_LOOP
+            )
             headers = {**JSON_HEADERS, LEVEL_HEADER: f"{level_id or uuid.uuid4().hex} {shape}"}
         if gate is not None:
             await gate()
@@ -259,8 +294,17 @@ async def measure_share(
         cpu_busy=cpu,
         emulator_lag_s=lag,
     )
-    return ShareResult(phase.log, span.started, span.ended, phase.stop_reason, phase.errors, health,
-                       scale, estimated, picked.repeated)
+    return ShareResult(
+        phase.log,
+        span.started,
+        span.ended,
+        phase.stop_reason,
+        phase.errors,
+        health,
+        scale,
+        estimated,
+        picked.repeated,
+    )
 
 
 def _reporting(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["SOURCE"]
 
-SOURCE = r'''
+SOURCE = r"""
 import asyncio, json, signal, sys
 
 def _tokens(body, path):
@@ -76,4 +76,4 @@ async def _main(port):
         await stop.wait()
 
 asyncio.run(_main(int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0))
-'''
+"""

@@ -85,7 +85,9 @@ class LevelSpec:
                 "leave it unset for a closed loop"
             )
         if self.arrival not in ("poisson", "constant"):
-            raise ConfigError(f"level arrival {self.arrival!r} is unknown: use poisson or constant")
+            raise ConfigError(
+                f"level arrival {self.arrival!r} is unknown: use poisson or constant"
+            )
         if not 0.0 <= self.max_error_fraction <= 1.0:
             raise ConfigError(
                 f"level max_error_fraction must lie in [0, 1], got {self.max_error_fraction!r}"

@@ -34,9 +34,19 @@ POLL_S = 0.1
 START_TIMEOUT_S = 120.0  # processes that are not all warmed up by then give up
 
 
-def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, stamped: bool,
-                share: tuple[int, int], level_id: str, barrier: Any, stop: Any,
-                results: Any, headers: dict[str, str] | None = None) -> None:
+def _share_main(
+    base_url: str,
+    spec: LevelSpec,
+    api: Dialect,
+    scale: TimeScale,
+    stamped: bool,
+    share: tuple[int, int],
+    level_id: str,
+    barrier: Any,
+    stop: Any,
+    results: Any,
+    headers: dict[str, str] | None = None,
+) -> None:
     """A client process: its share of the level, put on ``results`` as ``(k, result)``."""
 
     async def gate() -> None:
@@ -46,9 +56,20 @@ def _share_main(base_url: str, spec: LevelSpec, api: Dialect, scale: TimeScale, 
         return "stopped by the parent client process" if stop.is_set() else None
 
     try:
-        result = asyncio.run(measure_share(base_url, spec, api, scale, stamped, stopped,
-                                           share=share, gate=gate, level_id=level_id,
-                                           headers=headers))
+        result = asyncio.run(
+            measure_share(
+                base_url,
+                spec,
+                api,
+                scale,
+                stamped,
+                stopped,
+                share=share,
+                gate=gate,
+                level_id=level_id,
+                headers=headers,
+            )
+        )
     except Exception as exc:  # reported to the parent as this share's failure
         barrier.abort()
         result = ShareNotStarted(f"client process {share[0]} failed: {type(exc).__name__}: {exc}")
@@ -63,8 +84,18 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
     offset = 0
     for part in parts:
         span = slice(offset, offset + part.size)
-        for name in ("status", "start", "sent", "due", "end", "event_times", "event_counts", "output_tokens",
-                     "input_tokens", "asked"):
+        for name in (
+            "status",
+            "start",
+            "sent",
+            "due",
+            "end",
+            "event_times",
+            "event_counts",
+            "output_tokens",
+            "input_tokens",
+            "asked",
+        ):
             getattr(merged, name)[span] = getattr(part, name)
         merged.after[span] = [a + offset if a >= 0 else -1 for a in part.after]
         merged.client_counted_inputs += part.client_counted_inputs
@@ -72,8 +103,9 @@ def merge_logs(parts: list[RequestLog]) -> RequestLog:
     return merged
 
 
-async def _server_facts(base_url: str, headers: dict[str, str] | None = None
-                        ) -> tuple[TimeScale, bool] | str:
+async def _server_facts(
+    base_url: str, headers: dict[str, str] | None = None
+) -> tuple[TimeScale, bool] | str:
     import aiohttp
 
     from tuner.errors import TunerError
@@ -105,9 +137,23 @@ async def run_level_in_processes(
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loop
     barrier, stop, results = context.Barrier(workers), context.Event(), context.Queue()
     processes = [
-        context.Process(target=_share_main, daemon=True,
-                        args=(base_url, spec, api, scale, stamped, (k, workers), level_id,
-                              barrier, stop, results, headers))
+        context.Process(
+            target=_share_main,
+            daemon=True,
+            args=(
+                base_url,
+                spec,
+                api,
+                scale,
+                stamped,
+                (k, workers),
+                level_id,
+                barrier,
+                stop,
+                results,
+                headers,
+            ),
+        )
         for k in range(workers)
     ]
     for process in processes:
@@ -158,14 +204,21 @@ async def run_level_in_processes(
     if failed or not done:
         return empty_metrics(spec, scale, stop_reason or (failed[0] if failed else "no result"))
     log = merge_logs([r.log for r in done])
-    started = min(r.started for r in done if r.ended > r.started) if any(
-        r.ended > r.started for r in done) else 0.0
+    started = (
+        min(r.started for r in done if r.ended > r.started)
+        if any(r.ended > r.started for r in done)
+        else 0.0
+    )
     ended = max(r.ended for r in done)
     merged = ShareResult(
-        log=log, started=started, ended=ended,
+        log=log,
+        started=started,
+        ended=ended,
         stop_reason=stop_reason or next((r.stop_reason for r in done if r.stop_reason), None),
         errors=[e for r in done for e in r.errors][:5],
-        health=None, scale=scale, estimated=any(r.estimated for r in done),
+        health=None,
+        scale=scale,
+        estimated=any(r.estimated for r in done),
         repeated_prompts=max(r.repeated_prompts for r in done),  # each share drew the whole level
     )
     health = merge_health([r.health for r in done if r.health is not None], 0.0)

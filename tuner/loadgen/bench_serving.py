@@ -165,7 +165,9 @@ def parse_bench_serving_output(
     else:
         sent = num_requests if num_requests is not None else completed
         failed = max(sent - completed, 0)
-    latencies: dict[str, Any] = {}  # the LevelMetrics fields *_ttft_ms, *_tpot_ms, ... (float or None)
+    latencies: dict[
+        str, Any
+    ] = {}  # the LevelMetrics fields *_ttft_ms, *_tpot_ms, ... (float or None)
     for ours, theirs in (
         ("ttft", "ttft"),
         ("tpot", "tpot"),

@@ -76,7 +76,9 @@ class Break:
     trials: tuple[int, ...]
 
     def line(self) -> str:
-        shown = ", ".join(str(t) for t in self.trials[:8]) + (" ..." if len(self.trials) > 8 else "")
+        shown = ", ".join(str(t) for t in self.trials[:8]) + (
+            " ..." if len(self.trials) > 8 else ""
+        )
         which = "trial" if len(self.trials) == 1 else "trials"
         return f"{self.kind.value}: {self.what}: {self.detail} ({which} {shown})"
 
@@ -178,9 +180,12 @@ def version_breaks(
                 continue
             allowed = engine.choices.get(name)
             if allowed and value is not None and value not in allowed:
-                add(BreakKind.NOT_A_CHOICE, f"{flag} {shlex.quote(value)}",
+                add(
+                    BreakKind.NOT_A_CHOICE,
+                    f"{flag} {shlex.quote(value)}",
                     f"{version} takes {', '.join(allowed[:8])}{' ...' if len(allowed) > 8 else ''}",
-                    launch.trial)
+                    launch.trial,
+                )
         for patch in launch.patches:
             text = patch_files.get(patch)
             find = patch_finds.get(patch)
@@ -191,7 +196,13 @@ def version_breaks(
                 continue
             count = text.count(find)
             if count != 1:
-                why = "its find-text is not in the file" if count == 0 else f"its find-text occurs {count} times"
+                why = (
+                    "its find-text is not in the file"
+                    if count == 0
+                    else f"its find-text occurs {count} times"
+                )
                 add(BreakKind.PATCH_GONE, patch, f"{why} in {version}", launch.trial)
-    return [Break(kind, what, detail, tuple(sorted(trials)))
-            for (kind, what), (detail, trials) in found.items()]
+    return [
+        Break(kind, what, detail, tuple(sorted(trials)))
+        for (kind, what), (detail, trials) in found.items()
+    ]

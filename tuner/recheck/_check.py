@@ -64,7 +64,9 @@ class VersionCheck:
         and nothing broke)."""
         if not self.changed and not self.breaks:
             return []
-        then = ", ".join(f"{v} ({n} trial{'s' if n != 1 else ''})" for v, n in sorted(self.stored.items()))
+        then = ", ".join(
+            f"{v} ({n} trial{'s' if n != 1 else ''})" for v, n in sorted(self.stored.items())
+        )
         head = f"engine: {self.installed or 'unknown'} installed; study {study} ran on {then or 'no version stored'}"
         if not self.breaks:
             return [head, "  every stored configuration's flags, values and patches still apply"]
@@ -73,7 +75,11 @@ class VersionCheck:
 
 def stored_versions(records: Iterable[TrialRecord]) -> dict[str, int]:
     """Engine version -> trials that ran on it (trials that stored none are left out)."""
-    return dict(Counter(str(r.user_attrs[ENGINE_VERSION]) for r in records if r.user_attrs.get(ENGINE_VERSION)))
+    return dict(
+        Counter(
+            str(r.user_attrs[ENGINE_VERSION]) for r in records if r.user_attrs.get(ENGINE_VERSION)
+        )
+    )
 
 
 def fit_config(space: Any, values: dict[str, Any]) -> Any:
@@ -95,7 +101,9 @@ def stored_launches(space: Any, records: Iterable[TrialRecord]) -> list[StoredLa
             launch = space.render(fit_config(space, record.config), resolve=False)
         except ConfigError:
             continue
-        found.append(StoredLaunch(record.number, launch_flags(launch.argv), tuple(sorted(launch.patches))))
+        found.append(
+            StoredLaunch(record.number, launch_flags(launch.argv), tuple(sorted(launch.patches)))
+        )
     return found
 
 
@@ -107,8 +115,10 @@ def installed_interface(space: Any, target: Any) -> EngineInterface:
     result = target.host.run(f"{target.command} --help", env=env, timeout=180.0)
     interface = parse_help(result.stdout + "\n" + result.stderr, version)
     if not interface.flags:
-        raise TunerError(f"`{target.command} --help` gave {result.summary()}; fix: check that the engine "
-                         "is installed for host.python (`tuner doctor`)")
+        raise TunerError(
+            f"`{target.command} --help` gave {result.summary()}; fix: check that the engine "
+            "is installed for host.python (`tuner doctor`)"
+        )
     return interface
 
 
@@ -117,26 +127,42 @@ def _patch_files(space: Any, patches: Any) -> dict[str, str | None]:
     files: dict[str, str | None] = {}
     for name, spec in space.patches.items():
         try:
-            files[name] = patches.host.read_file(patches.locate(spec)).decode("utf-8", errors="surrogateescape")
+            files[name] = patches.host.read_file(patches.locate(spec)).decode(
+                "utf-8", errors="surrogateescape"
+            )
         except TunerError:
             files[name] = None
     return files
 
 
-def check_version(space: Any, target: Any, patches: Any, records: Iterable[TrialRecord],
-                  interface: EngineInterface | None = None) -> VersionCheck:
+def check_version(
+    space: Any,
+    target: Any,
+    patches: Any,
+    records: Iterable[TrialRecord],
+    interface: EngineInterface | None = None,
+) -> VersionCheck:
     """The installed engine (``interface``, read here when not given) against ``records``."""
     records = list(records)
     interface = interface or installed_interface(space, target)
     breaks = version_breaks(
-        stored_launches(space, records), interface,
-        {name: spec.find for name, spec in space.patches.items()}, _patch_files(space, patches),
+        stored_launches(space, records),
+        interface,
+        {name: spec.find for name, spec in space.patches.items()},
+        _patch_files(space, patches),
     )
     return VersionCheck(interface.version, stored_versions(records), tuple(breaks))
 
 
-def say_version_breaks(study: Any, space: Any, target: Any, patches: Any, say: Any,
-                       also: Iterable[TrialRecord] = (), name: str | None = None) -> VersionCheck | None:
+def say_version_breaks(
+    study: Any,
+    space: Any,
+    target: Any,
+    patches: Any,
+    say: Any,
+    also: Iterable[TrialRecord] = (),
+    name: str | None = None,
+) -> VersionCheck | None:
     """For ``tuner optimize``: when a stored trial of ``study`` (or of ``also``, a study it
     starts from) ran on another version than the installed one, say what that change breaks.
     Reads ``--help`` only then; None when every stored trial ran on the installed version."""
@@ -155,13 +181,27 @@ def say_version_breaks(study: Any, space: Any, target: Any, patches: Any, say: A
     return check
 
 
-def upgrade_check(study: Any, space: Any, target: Any, patches: Any, console: Any, storage: str,
-                  from_study: str | None) -> VersionCheck | None:
+def upgrade_check(
+    study: Any,
+    space: Any,
+    target: Any,
+    patches: Any,
+    console: Any,
+    storage: str,
+    from_study: str | None,
+) -> VersionCheck | None:
     """``tuner optimize``'s version check: :func:`say_version_breaks` over the study and the
     study it starts from (``--from-study``)."""
     from tuner.study.record import read_view
     from tuner.study.storage import load_existing_study
 
     also = read_view(load_existing_study(storage, from_study), space).records if from_study else ()
-    return say_version_breaks(study, space, target, patches, lambda line: console.print(line, highlight=False), also,
-                              f"{study.study_name} (with {from_study})" if from_study else None)
+    return say_version_breaks(
+        study,
+        space,
+        target,
+        patches,
+        lambda line: console.print(line, highlight=False),
+        also,
+        f"{study.study_name} (with {from_study})" if from_study else None,
+    )

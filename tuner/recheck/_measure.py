@@ -137,21 +137,31 @@ class RecheckRuns:
                 failed_by_host = self._again(subject, first, round_)
             made += 1
             if failed_by_host:
-                raise TunerError(f"the host failed during the recheck of {subject.label}: {failed_by_host}; "
-                                 "fix: `tuner doctor`, then run `tuner recheck` again (finished runs are kept)")
+                raise TunerError(
+                    f"the host failed during the recheck of {subject.label}: {failed_by_host}; "
+                    "fix: `tuner doctor`, then run `tuner recheck` again (finished runs are kept)"
+                )
         return made
 
     def _launch(self, config: Any, number: int, run: int) -> Any:
         target = self.runner.target
-        return self.space.render(config, command=target.server_command(number, run), port=target.port,
-                                 local=target.local)
+        return self.space.render(
+            config,
+            command=target.server_command(number, run),
+            port=target.port,
+            local=target.local,
+        )
 
     def _first_run(self, subject: Subject, source: str) -> str | None:
         """The subject's first run, a trial of the recheck study; the host's error, if any."""
         config = fit_config(self.space, subject.record.config)
         self.study.enqueue_trial(
             self.space.params_for_enqueue(config),
-            user_attrs={ENQUEUED: True, WARM_START_FROM: source, IS_BASELINE: subject.role == Role.BASELINE},
+            user_attrs={
+                ENQUEUED: True,
+                WARM_START_FROM: source,
+                IS_BASELINE: subject.role == Role.BASELINE,
+            },
         )
         trial = self.study.ask()
         try:
@@ -168,10 +178,18 @@ class RecheckRuns:
                 store(trial, PATCHES, sorted(launch.patches))
                 result = run_outcome(lambda: self.runner.run(trial, config, launch))
         except KeyboardInterrupt:
-            write_outcome(self.study, trial, TrialOutcome.run_failed(FailureClass.INTERRUPTED, "Ctrl-C: runs again next time"))
+            write_outcome(
+                self.study,
+                trial,
+                TrialOutcome.run_failed(FailureClass.INTERRUPTED, "Ctrl-C: runs again next time"),
+            )
             raise
         write_outcome(self.study, trial, result)
-        shown = f"{result.values[0]:,.4g}" if result.values else f"{result.state.name} {result.message or ''}"
+        shown = (
+            f"{result.values[0]:,.4g}"
+            if result.values
+            else f"{result.state.name} {result.message or ''}"
+        )
         self.say(f"  {subject.label}: {shown}")
         return result.message if result.outcome == Outcome.RUN_FAILED else None
 
@@ -191,16 +209,36 @@ class RecheckRuns:
         except TunerError as error:
             failure = host_error = f"host-error: {error}"
         if host_error is None:
-            self._store(first, value, failure, trial.user_attrs.get(HOST_SECONDS), trial.user_attrs.get(LEVELS) or [])
-        self.say(f"  {subject.label}: " + (f"{value:,.4g}" if value is not None else f"FAIL {failure}"))
+            self._store(
+                first,
+                value,
+                failure,
+                trial.user_attrs.get(HOST_SECONDS),
+                trial.user_attrs.get(LEVELS) or [],
+            )
+        self.say(
+            f"  {subject.label}: " + (f"{value:,.4g}" if value is not None else f"FAIL {failure}")
+        )
         return host_error
 
-    def _store(self, first: TrialRecord, value: float | None, failure: str | None,
-               host_seconds: float | None, levels: list[dict[str, Any]]) -> None:
+    def _store(
+        self,
+        first: TrialRecord,
+        value: float | None,
+        failure: str | None,
+        host_seconds: float | None,
+        levels: list[dict[str, Any]],
+    ) -> None:
         """One further run on the first run's trial, in the format of the study's re-measures."""
         every = dict(self.study.user_attrs.get(REPEATS) or {})
-        mine = dict(every.get(str(first.number)) or {
-            "values": [first.value] if first.value is not None else [], "failed": [], "host_seconds": []})
+        mine = dict(
+            every.get(str(first.number))
+            or {
+                "values": [first.value] if first.value is not None else [],
+                "failed": [],
+                "host_seconds": [],
+            }
+        )
         if value is not None:
             mine["values"] = [*mine["values"], value]
             mine["levels"] = [*mine.get("levels", []), list(levels)]

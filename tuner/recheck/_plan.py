@@ -55,14 +55,17 @@ def choose_subjects(view: StudyView, top: int) -> list[Subject]:
     if baseline is None or winner is None:
         raise ConfigError(
             f"study {view.name!r} has no {'baseline' if baseline is None else 'stable trial'} to recheck; "
-            "fix: recheck a study `tuner optimize` has run (tuner trials lists it)")
+            "fix: recheck a study `tuner optimize` has run (tuner trials lists it)"
+        )
     subjects = [Subject(Role.BASELINE, baseline, 0)]
     seen = {_key(baseline)}
     if _key(winner) not in seen:
         subjects.append(Subject(Role.WINNER, winner, 1))
         seen.add(_key(winner))
     noise = view.noise.relative
-    ranked = sorted(stable_candidates(list(view.records)), key=lambda r: r.rank(noise), reverse=True)
+    ranked = sorted(
+        stable_candidates(list(view.records)), key=lambda r: r.rank(noise), reverse=True
+    )
     for record in ranked:
         if len(subjects) >= top + 1:
             break

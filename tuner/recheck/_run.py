@@ -76,13 +76,25 @@ class RecheckResult:
     runs_made: int
 
 
-def _open_recheck(space: Any, target: Any, options: RecheckOptions, version: str | None) -> optuna.Study:
+def _open_recheck(
+    space: Any, target: Any, options: RecheckOptions, version: str | None
+) -> optuna.Study:
     return create_or_resume(
-        open_storage(options.storage), recheck_study_name(options.study_name, version), space.fingerprint(),
-        sampler=optuna.samplers.RandomSampler(), pruner=optuna.pruners.NopPruner(), allow_changed=True,
-        attrs={SPACE_FILE: str(space.path), ENGINE: space.engine, EMULATED: target.emulated,
-               TIME_SCALE: target.time_scale.factor, HOST: target.host.name, STATED_NOISE: space.objective.noise,
-               WARM_START_FROM: options.study_name},
+        open_storage(options.storage),
+        recheck_study_name(options.study_name, version),
+        space.fingerprint(),
+        sampler=optuna.samplers.RandomSampler(),
+        pruner=optuna.pruners.NopPruner(),
+        allow_changed=True,
+        attrs={
+            SPACE_FILE: str(space.path),
+            ENGINE: space.engine,
+            EMULATED: target.emulated,
+            TIME_SCALE: target.time_scale.factor,
+            HOST: target.host.name,
+            STATED_NOISE: space.objective.noise,
+            WARM_START_FROM: options.study_name,
+        },
     )
 
 
@@ -91,23 +103,34 @@ def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
 
     checks = preflight_checks(space, target, patches)
     console.print(format_checks(checks))
-    stopping = [c for c in checks if not c.ok and c.name not in _REPORTED_NOT_STOPPED
-                and not c.name.startswith(PATCH_CHECK_PREFIX)]
+    stopping = [
+        c
+        for c in checks
+        if not c.ok
+        and c.name not in _REPORTED_NOT_STOPPED
+        and not c.name.startswith(PATCH_CHECK_PREFIX)
+    ]
     if stopping:
-        raise TunerError(f"preflight failed: {stopping[0].name}: {stopping[0].detail}; fix: {stopping[0].fix}")
+        raise TunerError(
+            f"preflight failed: {stopping[0].name}: {stopping[0].detail}; fix: {stopping[0].fix}"
+        )
 
 
 def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject]]:
     """The study's view and what the recheck measures; a bad input raises ConfigError (exit 2)
     before anything touches the host."""
     if space.objective.minimize or space.objective.metric == "goodput":
-        raise ConfigError(f"{space.path}: objective: recheck compares one figure per configuration; "
-                          "fix: recheck a study with a single throughput objective")
+        raise ConfigError(
+            f"{space.path}: objective: recheck compares one figure per configuration; "
+            "fix: recheck a study with a single throughput objective"
+        )
     view = read_view(load_existing_study(options.storage, options.study_name), space)
     return view, choose_subjects(view, options.top)
 
 
-def run_recheck(space: Any, target: Any, options: RecheckOptions, console: Console) -> RecheckResult:
+def run_recheck(
+    space: Any, target: Any, options: RecheckOptions, console: Console
+) -> RecheckResult:
     """Recheck the study's winner on the installed engine (see the module docstring)."""
     view, subjects = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
     requests = request_source(space.workload_for(options.emulate), space.path)
@@ -124,18 +147,30 @@ def run_recheck(space: Any, target: Any, options: RecheckOptions, console: Conso
             _preflight(space, target, patches, console)
         interface = installed_interface(space, target)
         check = check_version(space, target, patches, view.records, interface)
-        for line in check.lines(options.study_name) or [f"engine: {interface.version} installed, as the study ran"]:
+        for line in check.lines(options.study_name) or [
+            f"engine: {interface.version} installed, as the study ran"
+        ]:
             console.print(line, highlight=False)
         blocked = {number for b in check.breaks for number in b.trials}
         target.gpu_idle = read_gpu_state(target.host, target.env)
         recheck = _open_recheck(space, target, options, interface.version)
         runner = TrialRunner(
-            space=space, target=target, patches=patches, study=recheck,
-            local_runs_dir=local_runs_dir(options.storage, recheck.study_name), emulate=options.emulate,
-            engine_version=interface.version, requests=requests,
+            space=space,
+            target=target,
+            patches=patches,
+            study=recheck,
+            local_runs_dir=local_runs_dir(options.storage, recheck.study_name),
+            emulate=options.emulate,
+            engine_version=interface.version,
+            requests=requests,
         )
-        runs = RecheckRuns(recheck, options.study_name, space, runner,
-                           say=lambda line: console.print(line, highlight=False))
+        runs = RecheckRuns(
+            recheck,
+            options.study_name,
+            space,
+            runner,
+            say=lambda line: console.print(line, highlight=False),
+        )
         made = runs.run(subjects, options.runs, blocked & {s.record.number for s in subjects})
     finally:
         try:
@@ -148,8 +183,16 @@ def run_recheck(space: Any, target: Any, options: RecheckOptions, console: Conso
     return _report(space, view, subjects, recheck, check, options, made, console)
 
 
-def _report(space: Any, view: Any, subjects: list[Subject], recheck: optuna.Study, check: VersionCheck,
-            options: RecheckOptions, made: int, console: Console) -> RecheckResult:
+def _report(
+    space: Any,
+    view: Any,
+    subjects: list[Subject],
+    recheck: optuna.Study,
+    check: VersionCheck,
+    options: RecheckOptions,
+    made: int,
+    console: Console,
+) -> RecheckResult:
     """Print then against now for each subject, then the verdict."""
     now_view = read_view(recheck, space)
     done = RecheckRuns(recheck, options.study_name, space, None).done()
@@ -157,14 +200,26 @@ def _report(space: Any, view: Any, subjects: list[Subject], recheck: optuna.Stud
     label = view.label or now_view.label
     unit = ("tok/J" if space.objective.metric == "tokens_per_joule" else "tok/s") + label
     noise = now_view.noise.relative
-    console.print(f"recheck of {options.study_name} on {check.installed} ({made} run(s) now; runs in "
-                  f"{recheck.study_name}; noise {noise:.1%}: {now_view.noise.source})", highlight=False)
+    console.print(
+        f"recheck of {options.study_name} on {check.installed} ({made} run(s) now; runs in "
+        f"{recheck.study_name}; noise {noise:.1%}: {now_view.noise.source})",
+        highlight=False,
+    )
     for subject in subjects:
         console.print(f"  {subject.label}", highlight=False)
-        for row in level_rows(subject, now.get(subject.record.number), space.objective.metric,
-                              view.noise.relative, noise, unit, check.breaks):
+        for row in level_rows(
+            subject,
+            now.get(subject.record.number),
+            space.objective.metric,
+            view.noise.relative,
+            noise,
+            unit,
+            check.breaks,
+        ):
             console.print(row, highlight=False)
-    commands = Commands(str(space.path), options.study_name, recheck.study_name, options.shown_options)
+    commands = Commands(
+        str(space.path), options.study_name, recheck.study_name, options.shown_options
+    )
     found = verdict(subjects, now, check.breaks, noise, commands, unit)
     for line in found.lines:
         console.print(line, highlight=False)

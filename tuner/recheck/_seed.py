@@ -51,26 +51,43 @@ class Seeded:
         self.copied, self.queued, self.recheck = copied, queued, recheck
 
     def line(self, old: str) -> str:
-        source = f"{self.copied} rechecked run(s) of {self.recheck}" if self.recheck else f"no recheck of {old} on this version"
+        source = (
+            f"{self.copied} rechecked run(s) of {self.recheck}"
+            if self.recheck
+            else f"no recheck of {old} on this version"
+        )
         return f"from study {old}: copied {source}; queued {self.queued} of its next best configuration(s)"
 
 
 def _existing(storage: Any, name: str) -> bool:
-    return name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    return name in {
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    }
 
 
-def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name: str, version: str | None,
-                    broken: frozenset[int] | set[int] = frozenset(), queue: int = SEED_QUEUED) -> Seeded:
+def seed_from_study(
+    study: optuna.Study,
+    space: Any,
+    storage_url: str,
+    old_name: str,
+    version: str | None,
+    broken: frozenset[int] | set[int] = frozenset(),
+    queue: int = SEED_QUEUED,
+) -> Seeded:
     """Seed ``study`` from the old study ``old_name`` in ``storage_url`` (see the module
     docstring); ``version``: the installed engine's; ``broken``: old trial numbers the installed
     version cannot launch. Raises ConfigError when the old study is not there."""
     if old_name == study.study_name:
-        raise ConfigError(f"--from-study {old_name}: that is the study being run; fix: give the new study "
-                          "another name (--study-name NAME)")
+        raise ConfigError(
+            f"--from-study {old_name}: that is the study being run; fix: give the new study "
+            "another name (--study-name NAME)"
+        )
     old = load_existing_study(storage_url, old_name)
     recheck_name = recheck_study_name(old_name, version)
     done = read_view(study, space)
-    sources = {str(r.user_attrs.get(WARM_START_FROM) or "").rpartition("#")[0] for r in done.records}
+    sources = {
+        str(r.user_attrs.get(WARM_START_FROM) or "").rpartition("#")[0] for r in done.records
+    }
     seeded_before = bool(sources & {old_name, recheck_name})
     if seeded_before:
         return Seeded(0, 0, None)
@@ -87,11 +104,19 @@ def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name:
             if trial.user_attrs.get(CONFIG_KEY) in known:
                 continue
             rechecked_from.add(str(trial.user_attrs.get(WARM_START_FROM)))
-            study.add_trial(create_trial(
-                state=TrialState.COMPLETE, values=trial.values, params=trial.params,
-                distributions=trial.distributions, intermediate_values=trial.intermediate_values,
-                user_attrs={**trial.user_attrs, WARM_START_FROM: f"{recheck_name}#{trial.number}"},
-            ))
+            study.add_trial(
+                create_trial(
+                    state=TrialState.COMPLETE,
+                    values=trial.values,
+                    params=trial.params,
+                    distributions=trial.distributions,
+                    intermediate_values=trial.intermediate_values,
+                    user_attrs={
+                        **trial.user_attrs,
+                        WARM_START_FROM: f"{recheck_name}#{trial.number}",
+                    },
+                )
+            )
             number = study.get_trials(deepcopy=False)[-1].number
             if str(trial.number) in repeats:
                 every[str(number)] = repeats[str(trial.number)]
@@ -102,8 +127,11 @@ def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name:
         if recheck.user_attrs.get(PROBE_REFERENCE) and not study.user_attrs.get(PROBE_REFERENCE):
             study.set_user_attr(PROBE_REFERENCE, recheck.user_attrs[PROBE_REFERENCE])
     old_view = read_view(old, space)
-    ranked = sorted(stable_candidates(list(old_view.records)), key=lambda r: r.rank(old_view.noise.relative),
-                    reverse=True)
+    ranked = sorted(
+        stable_candidates(list(old_view.records)),
+        key=lambda r: r.rank(old_view.noise.relative),
+        reverse=True,
+    )
     queued = 0
     for record in ranked:
         if queued >= queue:
@@ -116,8 +144,10 @@ def seed_from_study(study: optuna.Study, space: Any, storage_url: str, old_name:
             continue
         if config.key() in known:
             continue
-        study.enqueue_trial(space.params_for_enqueue(config),
-                            user_attrs={ENQUEUED: True, WARM_START_FROM: f"{old_name}#{record.number}"})
+        study.enqueue_trial(
+            space.params_for_enqueue(config),
+            user_attrs={ENQUEUED: True, WARM_START_FROM: f"{old_name}#{record.number}"},
+        )
         known.add(config.key())
         queued += 1
     return Seeded(copied, queued, recheck_name if recheck is not None else None)
@@ -132,13 +162,28 @@ class UpgradeStart:
     storage: str
     from_study: str | None = None
 
-    def check(self, study: optuna.Study, space: Any, target: Any, patches: Any, console: Any) -> VersionCheck | None:
+    def check(
+        self, study: optuna.Study, space: Any, target: Any, patches: Any, console: Any
+    ) -> VersionCheck | None:
         return upgrade_check(study, space, target, patches, console, self.storage, self.from_study)
 
-    def seed(self, study: optuna.Study, space: Any, target: Any, check: VersionCheck | None, console: Any) -> None:
+    def seed(
+        self,
+        study: optuna.Study,
+        space: Any,
+        target: Any,
+        check: VersionCheck | None,
+        console: Any,
+    ) -> None:
         if self.from_study is None:
             return
         version = read_engine_version(target, server_environment(space, target))
-        seeded = seed_from_study(study, space, self.storage, self.from_study, version,
-                                 check.broken if check is not None else set())
+        seeded = seed_from_study(
+            study,
+            space,
+            self.storage,
+            self.from_study,
+            version,
+            check.broken if check is not None else set(),
+        )
         console.print(seeded.line(self.from_study), highlight=False)

@@ -37,7 +37,9 @@ class Commands:
     options: str = ""
 
     def run(self, command: str, *rest: str) -> str:
-        return " ".join(["tuner", command, self.space, *rest, *([self.options] if self.options else [])])
+        return " ".join(
+            ["tuner", command, self.space, *rest, *([self.options] if self.options else [])]
+        )
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,17 @@ class Verdict:
     lines: tuple[str, ...]
 
 
-def _level_spread(record: TrialRecord, concurrency: int, metric: str, noise: float) -> Spread | None:
+def _level_spread(
+    record: TrialRecord, concurrency: int, metric: str, noise: float
+) -> Spread | None:
     """One level's figure over the record's runs (mean and spread, as :func:`spread_of` reads
     a figure over runs)."""
-    figures = [level.figure(metric) for run in record.runs_levels for level in run
-               if level.concurrency == concurrency and level.stop_reason is None]
+    figures = [
+        level.figure(metric)
+        for run in record.runs_levels
+        for level in run
+        if level.concurrency == concurrency and level.stop_reason is None
+    ]
     values = [float(f) for f in figures if f is not None]
     return spread_of(None, {"values": values}, noise) if values else None
 
@@ -65,13 +73,22 @@ def _change(now: Spread | None, then: Spread | None) -> str:
     return f"{now.mean / then.mean - 1:+.1%}"
 
 
-def level_rows(subject: Subject, now: TrialRecord | None, metric: str, old_noise: float, noise: float,
-               unit: str, breaks: Sequence[Break] = ()) -> list[str]:
+def level_rows(
+    subject: Subject,
+    now: TrialRecord | None,
+    metric: str,
+    old_noise: float,
+    noise: float,
+    unit: str,
+    breaks: Sequence[Break] = (),
+) -> list[str]:
     """One line per level and one for the best: then (version, figure), now (mean +- spread),
     change."""
     then_version = subject.record.user_attrs.get(ENGINE_VERSION) or "unknown"
-    levels = sorted({level.concurrency for run in subject.record.runs_levels for level in run}
-                    | ({level.concurrency for run in now.runs_levels for level in run} if now else set()))
+    levels = sorted(
+        {level.concurrency for run in subject.record.runs_levels for level in run}
+        | ({level.concurrency for run in now.runs_levels for level in run} if now else set())
+    )
     rows = []
     why = _why_not(subject, now, breaks)
     if why is not None:
@@ -79,12 +96,16 @@ def level_rows(subject: Subject, now: TrialRecord | None, metric: str, old_noise
     for concurrency in levels:
         then = _level_spread(subject.record, concurrency, metric, old_noise)
         current = _level_spread(now, concurrency, metric, noise) if now is not None else None
-        rows.append(f"    c={concurrency:<5} then ({then_version}) {then.text(unit) if then else '-':<28} "
-                    f"now {current.text(unit) if current else '-':<34} change {_change(current, then)}")
+        rows.append(
+            f"    c={concurrency:<5} then ({then_version}) {then.text(unit) if then else '-':<28} "
+            f"now {current.text(unit) if current else '-':<34} change {_change(current, then)}"
+        )
     then_best = subject.record.spread(old_noise)
     now_best = now.spread(noise) if now is not None and now.value is not None else None
-    rows.append(f"    best    then ({then_version}) {then_best.text(unit) if then_best else '-':<28} "
-                f"now {now_best.text(unit) if now_best else '-':<34} change {_change(now_best, then_best)}")
+    rows.append(
+        f"    best    then ({then_version}) {then_best.text(unit) if then_best else '-':<28} "
+        f"now {now_best.text(unit) if now_best else '-':<34} change {_change(now_best, then_best)}"
+    )
     return rows
 
 
@@ -109,66 +130,111 @@ def _spread_now(now: Mapping[int, TrialRecord | None], subject: Subject, noise: 
     return spread
 
 
-def verdict(subjects: Sequence[Subject], now: Mapping[int, TrialRecord | None], breaks: Sequence[Break],
-            noise: float, commands: Commands, unit: str = "tok/s") -> Verdict:
+def verdict(
+    subjects: Sequence[Subject],
+    now: Mapping[int, TrialRecord | None],
+    breaks: Sequence[Break],
+    noise: float,
+    commands: Commands,
+    unit: str = "tok/s",
+) -> Verdict:
     """The verdict on the winner (see the module docstring); ``now``: old trial number -> its
     recheck record; ``noise``: the recheck's relative run-to-run noise."""
     winner = next((s for s in subjects if s.role == Role.WINNER), subjects[0])
     ran = [s for s in subjects if _why_not(s, now.get(s.record.number), breaks) is None]
     leader = max(ran, key=lambda s: now[s.record.number].rank(noise)) if ran else None  # type: ignore[union-attr]
     found = f"--study-name {commands.study}"
-    from_study = commands.run("optimize", f"--from-study {commands.study}", f"--study-name {commands.study}-new")
+    from_study = commands.run(
+        "optimize", f"--from-study {commands.study}", f"--study-name {commands.study}-new"
+    )
     why = _why_not(winner, now.get(winner.record.number), breaks)
     if why is not None:
         lines = [f"verdict: the winner CAN NO LONGER RUN: {winner.label}: {why}"]
         if leader is not None:
             best = _spread_now(now, leader, noise)
-            lines.append(f"  meanwhile the best that runs is {leader.label}: {best.text(unit)}"
-                         + (f"; to deploy it now: {commands.run('export', found, f'--trial {leader.record.number}', '--out launch.sh')}"
-                            if leader.role != Role.BASELINE else " (the baseline: keep today's launch)"))
-        lines.append(f"  next: change the search space for this version (rename or drop what broke), then search "
-                     f"again from what still holds: {from_study}")
+            lines.append(
+                f"  meanwhile the best that runs is {leader.label}: {best.text(unit)}"
+                + (
+                    f"; to deploy it now: {commands.run('export', found, f'--trial {leader.record.number}', '--out launch.sh')}"
+                    if leader.role != Role.BASELINE
+                    else " (the baseline: keep today's launch)"
+                )
+            )
+        lines.append(
+            f"  next: change the search space for this version (rename or drop what broke), then search "
+            f"again from what still holds: {from_study}"
+        )
         return Verdict(VerdictKind.CANNOT_RUN, leader, tuple(lines))
     assert leader is not None
     mine = _spread_now(now, winner, noise)
     baseline = next((s for s in subjects if s.role == Role.BASELINE), None)
-    notes = [f"  not measured: {s.label}: {_why_not(s, now.get(s.record.number), breaks)}"
-             for s in subjects if s is not winner and _why_not(s, now.get(s.record.number), breaks) is not None]
+    notes = [
+        f"  not measured: {s.label}: {_why_not(s, now.get(s.record.number), breaks)}"
+        for s in subjects
+        if s is not winner and _why_not(s, now.get(s.record.number), breaks) is not None
+    ]
     then = winner.record.spread(noise)  # its figure then, its spread at least today's noise
     if then is not None and then.mean:
         moved = mine.mean / then.mean - 1
         beyond = not tied(mine, then)
-        notes.append(f"  the winner reads {moved:+.1%} against its figure then "
-                     f"({winner.record.user_attrs.get(ENGINE_VERSION) or 'unknown'}: {then.text(unit)}), "
-                     + ("beyond noise" if beyond else "within noise"))
+        notes.append(
+            f"  the winner reads {moved:+.1%} against its figure then "
+            f"({winner.record.user_attrs.get(ENGINE_VERSION) or 'unknown'}: {then.text(unit)}), "
+            + ("beyond noise" if beyond else "within noise")
+        )
     if leader is winner:
         gain = ""
-        if baseline is not None and baseline is not winner and now.get(baseline.record.number) is not None \
-                and now[baseline.record.number].value is not None:  # type: ignore[union-attr]
+        base_now = now.get(baseline.record.number) if baseline is not None else None
+        if (
+            baseline is not None
+            and baseline is not winner
+            and base_now is not None
+            and base_now.value is not None
+        ):
             base = _spread_now(now, baseline, noise)
             noise_word = "within noise" if tied(mine, base) else "beyond noise"
             gain = f", {mine.mean / base.mean - 1:+.1%} against the baseline ({noise_word})"
-        blocked = [s for s in subjects if s is not winner and s.record.number in {t for b in breaks for t in b.trials}]
-        rest = (f"; {', '.join(s.label for s in blocked)} could not run: after changing the space for this "
-                f"version, {commands.run('recheck', found)} measures {'it' if len(blocked) == 1 else 'them'} too"
-                if blocked else "")
-        return Verdict(VerdictKind.STILL_WINS, leader, (
-            f"verdict: the winner STILL WINS: {winner.label}: {mine.text(unit)}{gain}",
-            *notes,
-            f"  next: the export stands; keep launch.sh{rest}",
-        ))
+        blocked = [
+            s
+            for s in subjects
+            if s is not winner and s.record.number in {t for b in breaks for t in b.trials}
+        ]
+        rest = (
+            f"; {', '.join(s.label for s in blocked)} could not run: after changing the space for this "
+            f"version, {commands.run('recheck', found)} measures {'it' if len(blocked) == 1 else 'them'} too"
+            if blocked
+            else ""
+        )
+        return Verdict(
+            VerdictKind.STILL_WINS,
+            leader,
+            (
+                f"verdict: the winner STILL WINS: {winner.label}: {mine.text(unit)}{gain}",
+                *notes,
+                f"  next: the export stands; keep launch.sh{rest}",
+            ),
+        )
     best = _spread_now(now, leader, noise)
     by = best.mean / mine.mean - 1 if mine.mean else 0.0
     close = tied(best, mine)
-    lines = [f"verdict: the winner LOST ITS LEAD: {leader.label} leads now with {best.text(unit)}, "
-             f"{by:+.1%} against {winner.label} ({mine.text(unit)}), "
-             + ("within noise: the order cannot be told" if close else "beyond noise"), *notes]
+    lines = [
+        f"verdict: the winner LOST ITS LEAD: {leader.label} leads now with {best.text(unit)}, "
+        f"{by:+.1%} against {winner.label} ({mine.text(unit)}), "
+        + ("within noise: the order cannot be told" if close else "beyond noise"),
+        *notes,
+    ]
     if close:
-        lines.append(f"  next: the export can stay; to tell them apart: {commands.run('recheck', found, '--runs 4')}")
+        lines.append(
+            f"  next: the export can stay; to tell them apart: {commands.run('recheck', found, '--runs 4')}"
+        )
     elif leader.role == Role.BASELINE:
-        lines.append(f"  next: the tuned launch no longer pays on this version: go back to the baseline's launch, "
-                     f"and search again: {from_study}")
+        lines.append(
+            f"  next: the tuned launch no longer pays on this version: go back to the baseline's launch, "
+            f"and search again: {from_study}"
+        )
     else:
-        lines.append(f"  next: deploy {leader.label}: {commands.run('export', found, f'--trial {leader.record.number}', '--out launch.sh')}; "
-                     f"or search again from what still holds: {from_study}")
+        lines.append(
+            f"  next: deploy {leader.label}: {commands.run('export', found, f'--trial {leader.record.number}', '--out launch.sh')}; "
+            f"or search again from what still holds: {from_study}"
+        )
     return Verdict(VerdictKind.LOST_LEAD, leader, tuple(lines))

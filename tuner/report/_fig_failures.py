@@ -30,11 +30,7 @@ BINS = 4
 
 
 def _tried(view: StudyView) -> list[TrialRecord]:
-    return [
-        t
-        for t in view.records
-        if t.state.is_finished() and t.reused_from is None
-    ]
+    return [t for t in view.records if t.state.is_finished() and t.reused_from is None]
 
 
 def failure_reason_figure(view: StudyView) -> go.Figure:

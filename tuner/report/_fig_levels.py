@@ -7,7 +7,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tuner.report._style import (
-    COLORS, LEVEL_COLORS, TOP_COLORS, finish, log_ticks, note_figure, throughput_trace,
+    COLORS,
+    LEVEL_COLORS,
+    TOP_COLORS,
+    finish,
+    log_ticks,
+    note_figure,
+    throughput_trace,
 )
 from tuner.report._view import LevelPoint, changes_from, level_points
 from tuner.study.record import StudyView, TrialRecord
@@ -16,21 +22,33 @@ __all__ = ["concurrency_figure", "gpu_figure", "latency_figure", "pareto_front"]
 
 
 def _curve(
-    fig: go.Figure, view: StudyView, trial: TrialRecord, name: str, color: str, width: float, dash: str | None
+    fig: go.Figure,
+    view: StudyView,
+    trial: TrialRecord,
+    name: str,
+    color: str,
+    width: float,
+    dash: str | None,
 ) -> None:
     clean = trial.reported
     levels = sorted(trial.levels, key=lambda lv: lv.concurrency)
     xs = [lv.concurrency for lv in levels]
     ys = [lv.output_throughput for lv in levels]
     base = (
-        view.baseline_trial.config if view.baseline_trial is not None and trial is not view.baseline_trial else None
+        view.baseline_trial.config
+        if view.baseline_trial is not None and trial is not view.baseline_trial
+        else None
     )
     detail = "<br>".join(changes_from(trial.config, base)[:8]) or "the baseline"
     symbols = ["circle" if c in clean else "x" for c in xs]
     texts = [f"{name}<br>c={c}{'' if c in clean else ' (not clean)'}<br>{detail}" for c in xs]
     fig.add_trace(
         throughput_trace(
-            xs, ys, name, texts, "lines+markers",
+            xs,
+            ys,
+            name,
+            texts,
+            "lines+markers",
             line={"color": color, "width": width, "dash": dash},
             marker={"symbol": symbols, "size": 8 if width < 3 else 11, "color": color},
         )
@@ -62,7 +80,15 @@ def concurrency_figure(view: StudyView, top: int = 5) -> go.Figure:
             None,
         )
     if view.best_stable is not None:
-        _curve(fig, view, view.best_stable, f"best: trial {view.best_stable.number}", COLORS["best"], 4, None)
+        _curve(
+            fig,
+            view,
+            view.best_stable,
+            f"best: trial {view.best_stable.number}",
+            COLORS["best"],
+            4,
+            None,
+        )
     if not fig.data:
         return note_figure(title, view.label, "no trial has measured a level yet")
     levels = sorted({lv.concurrency for t in view.records for lv in t.levels})
@@ -167,7 +193,9 @@ def latency_figure(view: StudyView) -> go.Figure:
 
 
 def _gpu_points(view: StudyView) -> list[LevelPoint]:
-    return [p for p in level_points(view) if p.mean_power_w is not None or p.mean_util_pct is not None]
+    return [
+        p for p in level_points(view) if p.mean_power_w is not None or p.mean_util_pct is not None
+    ]
 
 
 def gpu_figure(view: StudyView) -> go.Figure:

@@ -28,7 +28,11 @@ MAX_CATEGORIES = 8
 
 
 def _hover(view: StudyView, trial: TrialRecord) -> str:
-    base = view.baseline_trial.config if view.baseline_trial and trial is not view.baseline_trial else None
+    base = (
+        view.baseline_trial.config
+        if view.baseline_trial and trial is not view.baseline_trial
+        else None
+    )
     changes = changes_from(trial.config, base) or ["same as the baseline"]
     return f"trial {trial.number}: {outcome_text(trial)}<br>" + "<br>".join(changes[:8])
 
@@ -205,11 +209,7 @@ def parallel_figure(view: StudyView) -> go.Figure:
     """Every configuration tried as a line through its settings, outcome and throughput."""
     title = "Parallel coordinates: settings, outcome and throughput"
     tried = [
-        t
-        for t in view.records
-        if t.config
-        and t.state.is_finished()
-        and t.reused_from is None
+        t for t in view.records if t.config and t.state.is_finished() and t.reused_from is None
     ]
     if not tried:
         return note_figure(title, view.label, "no finished trial yet", height=420)

@@ -34,9 +34,14 @@ def per_load_html(study: optuna.Study, view: StudyView) -> str:
         return ""
     rows = []
     for found in bests:
-        runner = (f"trial {found.runner_up[0].number}: {found.runner_up[1]:,.0f}"
-                  if found.runner_up is not None else "–")
-        left = "; ".join(f"trial {e.trial} ({e.figure:,.0f}): {e.why}" for e in found.excluded) or "–"
+        runner = (
+            f"trial {found.runner_up[0].number}: {found.runner_up[1]:,.0f}"
+            if found.runner_up is not None
+            else "–"
+        )
+        left = (
+            "; ".join(f"trial {e.trial} ({e.figure:,.0f}): {e.why}" for e in found.excluded) or "–"
+        )
         rows.append(
             f"<tr><td class=num>{found.concurrency}</td><td class=num>{found.trial.number}</td>"
             f"<td class=num>{found.figure:,.0f}{f' (mean of {found.runs} runs)' if found.runs > 1 else ''}</td>"
@@ -50,7 +55,8 @@ def per_load_html(study: optuna.Study, view: StudyView) -> str:
         f"{note}<table><tr><th class=num>concurrency</th><th class=num>trial</th>"
         "<th class=num>output tok/s</th><th class=num>output tok/J</th><th>runner-up</th>"
         "<th>left out (read more there, failed or dropped requests at another level)</th></tr>"
-        + "".join(rows) + "</table></div>"
+        + "".join(rows)
+        + "</table></div>"
     )
 
 

@@ -127,5 +127,12 @@ def throughput_trace(
     xs: list[Any], ys: list[Any], name: str, texts: list[str], mode: str, **look: Any
 ) -> go.Scatter:
     """Output throughputs (``ys``, tok/s) at ``xs``, each point's hover text above its figure."""
-    return go.Scatter(x=xs, y=ys, mode=mode, name=name, text=texts,
-                      hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>", **look)
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode=mode,
+        name=name,
+        text=texts,
+        hovertemplate="%{text}<br>%{y:,.0f} tok/s<extra></extra>",
+        **look,
+    )

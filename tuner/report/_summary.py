@@ -31,11 +31,18 @@ def peak_level(levels: Sequence[Level]) -> Level | None:
 
 def measurement_bound_html(view: StudyView) -> str:
     """A panel listing the levels whose client measured itself (kept, never ranked)."""
-    bound = [(trial.number, level) for trial in view.records for level in trial.levels
-             if level.measurement_bound]
+    bound = [
+        (trial.number, level)
+        for trial in view.records
+        for level in trial.levels
+        if level.measurement_bound
+    ]
     if not bound:
         return ""
-    judged = {trial.number: figures_by_level(trial.levels, "output_throughput", 1.0) for trial in view.records}
+    judged = {
+        trial.number: figures_by_level(trial.levels, "output_throughput", 1.0)
+        for trial in view.records
+    }
 
     def counted(number: int, level: Level) -> str:
         figure = judged[number].get(level.concurrency)
@@ -63,7 +70,9 @@ def measurement_bound_html(view: StudyView) -> str:
         "Run again with <code>--client-workers N</code>, fewer concurrent streams per process, "
         "or a bigger client machine to measure them exactly.</div>"
         "<table><tr><th class=num>trial</th><th class=num>c</th><th class=num>measured</th>"
-        "<th class=num>in flight</th><th>counted as</th><th>cause</th></tr>" + rows + "</table></div>"
+        "<th class=num>in flight</th><th>counted as</th><th>cause</th></tr>"
+        + rows
+        + "</table></div>"
     )
 
 
@@ -105,7 +114,9 @@ def _cards(view: StudyView) -> str:
         assert spread is not None  # the best has a value
         gain = f"{spread.mean / base:.2f}x the baseline" if base else "no baseline measured"
         over = f" · mean of {spread.runs} runs" if spread.runs > 1 else ""
-        best_card = _card(f"best stable{label}", _tps(spread.mean), f"trial {best.number}{over} · {gain}")
+        best_card = _card(
+            f"best stable{label}", _tps(spread.mean), f"trial {best.number}{over} · {gain}"
+        )
     else:
         best_card = _card(
             f"best stable{label}", "none yet", "no trial completed with every level clean"
@@ -113,7 +124,9 @@ def _cards(view: StudyView) -> str:
     base_card = _card(
         f"baseline{label}",
         _tps(base),
-        f"trial {view.baseline_trial.number}" if view.baseline_trial is not None else "not run yet",
+        f"trial {view.baseline_trial.number}"
+        if view.baseline_trial is not None
+        else "not run yet",
     )
     trials_card = _card(
         "trials",
@@ -137,7 +150,9 @@ def _best_panel(view: StudyView) -> str:
     if best is None:
         return ""
     base = (
-        view.baseline_trial.config if view.baseline_trial is not None and best is not view.baseline_trial else None
+        view.baseline_trial.config
+        if view.baseline_trial is not None and best is not view.baseline_trial
+        else None
     )
     changes = ", ".join(changes_from(best.config, base)) or "none: the baseline is the best"
     return (
@@ -166,7 +181,11 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
             else ", ".join(changes_from(trial.config, base_config)[:6])
         )
         spread = trial.spread()
-        again = f" (mean of {spread.runs} runs: {spread.mean:,.0f})" if spread is not None and spread.runs > 1 else ""
+        again = (
+            f" (mean of {spread.runs} runs: {spread.mean:,.0f})"
+            if spread is not None and spread.runs > 1
+            else ""
+        )
         rows.append(
             f"<tr><td class=num>{trial.number}</td><td class=num>{_tps(trial.value)}{again}</td>"
             f"<td class=num>{ratio}</td><td class=num>{peak.concurrency if peak is not None else '–'}</td>"
@@ -179,7 +198,9 @@ def top_trials_html(view: StudyView, count: int = 8) -> str:
         "<th class=num>trial</th><th class=num>output tok/s</th><th class=num>vs baseline</th>"
         "<th class=num>peak at c</th><th class=num>p99 TTFT there</th>"
         "<th class=num>all levels clean</th>"
-        "<th>changes from the baseline</th><th>chosen by</th></tr>" + "".join(rows) + "</table></div>"
+        "<th>changes from the baseline</th><th>chosen by</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
     )
 
 

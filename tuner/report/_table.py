@@ -39,7 +39,9 @@ BOUND = "measurement_bound"  # per level: True when the client flagged itself (r
 
 def _level_column_order(column: str) -> tuple[int, int]:
     name, _, concurrency = column.partition("@")
-    return [p for p, _ in LEVEL_FIGURES].index(name) if name != BOUND else len(LEVEL_FIGURES), int(concurrency)
+    return [p for p, _ in LEVEL_FIGURES].index(name) if name != BOUND else len(LEVEL_FIGURES), int(
+        concurrency
+    )
 
 
 def _row(trial: TrialRecord, emulated: bool) -> dict[str, Any]:

@@ -50,7 +50,9 @@ def level_points(view: StudyView) -> list[LevelPoint]:
         if trial.reused_from is not None:
             continue
         for level in trial.levels:
-            gpu = level.gpu or trial.user_attrs.get(TELEMETRY, {}).get(str(level.concurrency)) or {}
+            gpu = (
+                level.gpu or trial.user_attrs.get(TELEMETRY, {}).get(str(level.concurrency)) or {}
+            )
             found.append(
                 LevelPoint(
                     trial=trial.number,

@@ -22,17 +22,40 @@ from tuner.signals._client import (
     failures_above,
     requests_queue,
 )
-from tuner.signals._combine import (PREFERRED, LevelSignals, TrialObservations, level_observations,
-                                    observe_level)
+from tuner.signals._combine import (
+    PREFERRED,
+    LevelSignals,
+    TrialObservations,
+    level_observations,
+    observe_level,
+)
 from tuner.signals._log import LogObserver
 from tuner.signals._metrics import MetricSelector, MetricsObserver, sample_every, sample_metrics
 from tuner.signals._series import SERIES_NAMES, STARTUP_SERIES, Series, level_figures
 from tuner.signals._source import Source
 
 __all__ = [
-    "Source", "Series", "SERIES_NAMES", "STARTUP_SERIES", "level_figures",
-    "LogObserver", "MetricSelector", "MetricsObserver", "sample_metrics", "sample_every",
-    "PREFERRED", "LevelSignals", "TrialObservations", "level_observations", "observe_level",
-    "ClientSignal", "ClientObservation", "FLAT", "cap_binds", "requests_queue", "batch_saturates",
-    "failures_above", "client_observations",
+    "Source",
+    "Series",
+    "SERIES_NAMES",
+    "STARTUP_SERIES",
+    "level_figures",
+    "LogObserver",
+    "MetricSelector",
+    "MetricsObserver",
+    "sample_metrics",
+    "sample_every",
+    "PREFERRED",
+    "LevelSignals",
+    "TrialObservations",
+    "level_observations",
+    "observe_level",
+    "ClientSignal",
+    "ClientObservation",
+    "FLAT",
+    "cap_binds",
+    "requests_queue",
+    "batch_saturates",
+    "failures_above",
+    "client_observations",
 ]

@@ -26,8 +26,14 @@ from tuner.loadgen import LevelMetrics
 from tuner.signals._source import Source
 
 __all__ = [
-    "ClientSignal", "ClientObservation", "FLAT", "cap_binds", "requests_queue", "batch_saturates",
-    "failures_above", "client_observations",
+    "ClientSignal",
+    "ClientObservation",
+    "FLAT",
+    "cap_binds",
+    "requests_queue",
+    "batch_saturates",
+    "failures_above",
+    "client_observations",
 ]
 
 # Throughput that rose less than this share over at least twice the concurrency is flat.
@@ -67,22 +73,29 @@ class ClientObservation:
         text = {
             ClientSignal.CAP_BINDS: f"cap binds at {self.cap}: throughput flat {span}",
             ClientSignal.REQUESTS_QUEUE: f"requests queue: time to first token x{self.ratio:.1f} {span}, "
-                                         "time per token flat",
+            "time per token flat",
             ClientSignal.BATCH_SATURATES: f"batch saturates: time per token x{self.ratio:.1f} {span}, "
-                                          "throughput flat",
+            "throughput flat",
             ClientSignal.FAILURES_ABOVE: f"failures above {self.low}: {self.ratio:.0%} of requests failed at {self.high}",
         }[self.signal]
         return f"{text} ({self.source.value})"
 
 
-def _clean(levels: Iterable[LevelMetrics], max_failed_fraction: float = 0.01) -> list[LevelMetrics]:
+def _clean(
+    levels: Iterable[LevelMetrics], max_failed_fraction: float = 0.01
+) -> list[LevelMetrics]:
     """The levels that ran to their end and measured the server, by concurrency."""
-    return sorted((m for m in levels if m.rankable(max_failed_fraction) and m.output_throughput > 0),
-                  key=lambda m: m.concurrency)
+    return sorted(
+        (m for m in levels if m.rankable(max_failed_fraction) and m.output_throughput > 0),
+        key=lambda m: m.concurrency,
+    )
 
 
 def _flat(low: LevelMetrics, high: LevelMetrics) -> bool:
-    return high.concurrency >= 2 * low.concurrency and high.output_throughput < (1 + FLAT) * low.output_throughput
+    return (
+        high.concurrency >= 2 * low.concurrency
+        and high.output_throughput < (1 + FLAT) * low.output_throughput
+    )
 
 
 def cap_binds(levels: Iterable[LevelMetrics], cap: int | None) -> ClientObservation | None:
@@ -94,11 +107,18 @@ def cap_binds(levels: Iterable[LevelMetrics], cap: int | None) -> ClientObservat
     low = next((m for m in above[:-1] if _flat(m, above[-1])), None)
     if low is None:
         return None
-    return ClientObservation(ClientSignal.CAP_BINDS, low.concurrency, above[-1].concurrency,
-                             above[-1].output_throughput / low.output_throughput, cap=cap)
+    return ClientObservation(
+        ClientSignal.CAP_BINDS,
+        low.concurrency,
+        above[-1].concurrency,
+        above[-1].output_throughput / low.output_throughput,
+        cap=cap,
+    )
 
 
-def _latency_pair(levels: Iterable[LevelMetrics], name: str) -> tuple[LevelMetrics, LevelMetrics] | None:
+def _latency_pair(
+    levels: Iterable[LevelMetrics], name: str
+) -> tuple[LevelMetrics, LevelMetrics] | None:
     """The lowest and highest clean levels that both report ``name`` (a median latency)."""
     known = [m for m in _clean(levels) if getattr(m, name) is not None and getattr(m, name) > 0]
     return (known[0], known[-1]) if len(known) >= 2 else None
@@ -129,10 +149,14 @@ def batch_saturates(levels: Iterable[LevelMetrics]) -> ClientObservation | None:
     per_token = high.median_tpot_ms / low.median_tpot_ms  # type: ignore[operator]
     if per_token < _RISING_TPOT or not _flat(low, high):
         return None
-    return ClientObservation(ClientSignal.BATCH_SATURATES, low.concurrency, high.concurrency, per_token)
+    return ClientObservation(
+        ClientSignal.BATCH_SATURATES, low.concurrency, high.concurrency, per_token
+    )
 
 
-def failures_above(levels: Iterable[LevelMetrics], max_failed_fraction: float = 0.01) -> ClientObservation | None:
+def failures_above(
+    levels: Iterable[LevelMetrics], max_failed_fraction: float = 0.01
+) -> ClientObservation | None:
     """Failures appear above a concurrency: the highest clean level below the lowest level whose
     failed share exceeds ``max_failed_fraction`` (or that stopped early)."""
     ordered = sorted(levels, key=lambda m: m.concurrency)
@@ -140,15 +164,28 @@ def failures_above(levels: Iterable[LevelMetrics], max_failed_fraction: float = 
     if not failing:
         return None
     first = failing[0]
-    clean = [m for m in ordered if m.concurrency < first.concurrency and m.clean(max_failed_fraction)]
+    clean = [
+        m for m in ordered if m.concurrency < first.concurrency and m.clean(max_failed_fraction)
+    ]
     if not clean:
         return None
-    return ClientObservation(ClientSignal.FAILURES_ABOVE, clean[-1].concurrency, first.concurrency,
-                             first.failed_fraction if first.stop_reason is None else 1.0)
+    return ClientObservation(
+        ClientSignal.FAILURES_ABOVE,
+        clean[-1].concurrency,
+        first.concurrency,
+        first.failed_fraction if first.stop_reason is None else 1.0,
+    )
 
 
-def client_observations(levels: Iterable[LevelMetrics], cap: int | None = None) -> list[ClientObservation]:
+def client_observations(
+    levels: Iterable[LevelMetrics], cap: int | None = None
+) -> list[ClientObservation]:
     """Every signal the levels give (``cap``: the running-request cap the trial ran with)."""
     levels = list(levels)
-    found = (cap_binds(levels, cap), requests_queue(levels), batch_saturates(levels), failures_above(levels))
+    found = (
+        cap_binds(levels, cap),
+        requests_queue(levels),
+        batch_saturates(levels),
+        failures_above(levels),
+    )
     return [o for o in found if o is not None]

@@ -53,19 +53,36 @@ def level_observations(
                 values[name], used[name] = value, source
     if gpu:
         if gpu.get("mean_power_w") is not None:
-            values["gpu_power_w"], used["gpu_power_w"] = float(gpu["mean_power_w"]), Source.TELEMETRY
+            values["gpu_power_w"], used["gpu_power_w"] = (
+                float(gpu["mean_power_w"]),
+                Source.TELEMETRY,
+            )
         if gpu.get("power_limit_w"):
-            values["gpu_power_limit_w"], used["gpu_power_limit_w"] = float(gpu["power_limit_w"]), Source.TELEMETRY
+            values["gpu_power_limit_w"], used["gpu_power_limit_w"] = (
+                float(gpu["power_limit_w"]),
+                Source.TELEMETRY,
+            )
     return LevelSignals(values, used)
 
 
-def observe_level(session: ServerSide, concurrency: int, cap: int | None = None,
-                  gpu: Mapping[str, Any] | None = None) -> LevelSignals:
+def observe_level(
+    session: ServerSide,
+    concurrency: int,
+    cap: int | None = None,
+    gpu: Mapping[str, Any] | None = None,
+) -> LevelSignals:
     """The level now ending on ``session`` (its ``phase``): its log observer (``observer``) and
     its metrics observer (``metrics``), either of which may be absent."""
     return level_observations(
-        {Source.SERVER_LOG: getattr(session, "observer", None), Source.METRICS: getattr(session, "metrics", None)},
-        session.phase, concurrency, cap, gpu)
+        {
+            Source.SERVER_LOG: getattr(session, "observer", None),
+            Source.METRICS: getattr(session, "metrics", None),
+        },
+        session.phase,
+        concurrency,
+        cap,
+        gpu,
+    )
 
 
 @dataclass
@@ -81,7 +98,10 @@ class TrialObservations:
         level, only unsuffixed) and, when ``top``, also unsuffixed."""
         for name, value in seen.values.items():
             if name != "kv_tokens":
-                self.values[f"{name}{suffix}"], self.sources[f"{name}{suffix}"] = value, seen.sources[name]
+                self.values[f"{name}{suffix}"], self.sources[f"{name}{suffix}"] = (
+                    value,
+                    seen.sources[name],
+                )
         if top:
             self.values.update(seen.values)
             self.sources.update(seen.sources)

@@ -28,6 +28,7 @@ from tuner.signals._series import Series
 
 __all__ = ["MetricSelector", "MetricsObserver", "ServerSide", "sample_metrics", "sample_every"]
 
+
 class ServerSide(Protocol):
     """What the signals read of a running server's session (:class:`tuner.lifecycle.ServerSession`
     is one): where the client reaches it, the headers it sends, and the phase now running."""
@@ -63,8 +64,10 @@ class MetricSelector:
         """Read ``name`` or ``name{label="value", ...}``; a ValueError says what is wrong."""
         found = _SELECTOR.match(text.strip())
         if found is None:
-            raise ValueError(f"{text!r} is not a metric name (letters, digits, _ and :) "
-                             'with optional {label="value"} selectors')
+            raise ValueError(
+                f"{text!r} is not a metric name (letters, digits, _ and :) "
+                'with optional {label="value"} selectors'
+            )
         labels: list[tuple[str, str]] = []
         rest = found[2] or ""
         while rest.strip():
@@ -72,7 +75,7 @@ class MetricSelector:
             if label is None:
                 raise ValueError(f'{text!r}: labels are written {{name="value", ...}}')
             labels.append((label[1], label[2]))
-            rest = rest[label.end():]
+            rest = rest[label.end() :]
         return cls(found[1], tuple(labels))
 
     def matches(self, name: str, labels: Mapping[str, str]) -> bool:
@@ -121,8 +124,14 @@ def _scrape(url: str, headers: Mapping[str, str]) -> str:
         return answer.read().decode("utf-8", "replace")
 
 
-def _sample(observer: MetricsObserver, url: str, headers: Mapping[str, str], phase: str,
-            every_s: float, stop: threading.Event) -> None:
+def _sample(
+    observer: MetricsObserver,
+    url: str,
+    headers: Mapping[str, str],
+    phase: str,
+    every_s: float,
+    stop: threading.Event,
+) -> None:
     while True:
         try:
             observer.read(_scrape(url, headers), phase)
@@ -146,9 +155,18 @@ def sample_metrics(session: ServerSide, emulated: bool) -> Iterator[MetricsObser
         return
     stop = threading.Event()
     thread = threading.Thread(
-        target=_sample, name="metrics-sampler", daemon=True,
-        args=(observer, session.base_url.rstrip("/") + observer.path, dict(session.client_headers),
-              session.phase, sample_every(emulated), stop))
+        target=_sample,
+        name="metrics-sampler",
+        daemon=True,
+        args=(
+            observer,
+            session.base_url.rstrip("/") + observer.path,
+            dict(session.client_headers),
+            session.phase,
+            sample_every(emulated),
+            stop,
+        ),
+    )
     thread.start()
     try:
         yield observer

@@ -33,8 +33,17 @@ __all__ = ["Series", "SERIES_NAMES", "STARTUP_SERIES", "level_figures"]
 
 STARTUP_SERIES = ("kv_tokens", "graph_max_bs")  # the last value of any phase; the others per level
 # Every series name level_figures reads (a profile's metrics_observations name one of them).
-SERIES_NAMES = (*STARTUP_SERIES, "running_req", "eager_running_req", "queue_req", "token_usage",
-                "decode_passes", "eager_passes", "spec_accept_len", "spec_accept_rate")
+SERIES_NAMES = (
+    *STARTUP_SERIES,
+    "running_req",
+    "eager_running_req",
+    "queue_req",
+    "token_usage",
+    "decode_passes",
+    "eager_passes",
+    "spec_accept_len",
+    "spec_accept_rate",
+)
 
 
 class Series:
@@ -62,7 +71,11 @@ class Series:
     def last(self, name: str) -> float | None:
         """The last value of ``name`` in any phase (e.g. ``kv_tokens``)."""
         with self._lock:
-            found = [values[-1] for (_, series), values in self._series.items() if series == name and values]
+            found = [
+                values[-1]
+                for (_, series), values in self._series.items()
+                if series == name and values
+            ]
         return found[-1] if found else None
 
 
@@ -77,7 +90,9 @@ def _growth(values: list[float]) -> float | None:
     return values[-1] - values[0] if len(values) >= 2 else None
 
 
-def level_figures(source: Series, phase: str, concurrency: int, cap: int | None = None) -> dict[str, float]:
+def level_figures(
+    source: Series, phase: str, concurrency: int, cap: int | None = None
+) -> dict[str, float]:
     """The figures of one level from one source (see the module docstring)."""
     out: dict[str, float] = {}
     for name in STARTUP_SERIES:
@@ -89,9 +104,13 @@ def level_figures(source: Series, phase: str, concurrency: int, cap: int | None 
         top = max(running)
         out["running_req_max"] = top
         limit = cap if cap is not None else (top if top < concurrency else None)
-        busy = [v for v in running if v > 0]  # a gauge read while nothing ran says nothing of the cap
+        busy = [
+            v for v in running if v > 0
+        ]  # a gauge read while nothing ran says nothing of the cap
         if limit is not None and busy:
-            out["running_req_at_cap_fraction"] = round(sum(v >= limit for v in busy) / len(busy), 3)
+            out["running_req_at_cap_fraction"] = round(
+                sum(v >= limit for v in busy) / len(busy), 3
+            )
         if source.watches("eager_running_req"):
             eager = source.series(phase, "eager_running_req")
             out["eager_fraction"] = round(min(1.0, len(eager) / len(running)), 3)
@@ -107,7 +126,9 @@ def level_figures(source: Series, phase: str, concurrency: int, cap: int | None 
     if usage:
         out["token_usage_max"] = max(usage)
     for name in ("spec_accept_len", "spec_accept_rate"):  # speculative decoding: the level's mean
-        accepted = [v for v in source.series(phase, name) if v > 0]  # /metrics: 0 without speculation
+        accepted = [
+            v for v in source.series(phase, name) if v > 0
+        ]  # /metrics: 0 without speculation
         if accepted:
             out[name] = round(fmean(accepted), 3)
     return out

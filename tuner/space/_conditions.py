@@ -18,8 +18,16 @@ from tuner.space._problems import FieldProblem, shown
 __all__ = ["Clause", "Condition", "OPERATORS", "When", "same_value", "parse_condition"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "lt", "le", "gt", "ge")
-_SYMBOLS = {"eq": "==", "ne": "!=", "in": "in", "not_in": "not in",
-            "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_SYMBOLS = {
+    "eq": "==",
+    "ne": "!=",
+    "in": "in",
+    "not_in": "not in",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
 _ORDERING = {"lt", "le", "gt", "ge"}
 
 
@@ -60,8 +68,12 @@ class Clause:
             return found if self.op == "in" else not found
         if not _is_number(actual):
             return False
-        return {"lt": actual < self.value, "le": actual <= self.value,
-                "gt": actual > self.value, "ge": actual >= self.value}[self.op]
+        return {
+            "lt": actual < self.value,
+            "le": actual <= self.value,
+            "gt": actual > self.value,
+            "ge": actual >= self.value,
+        }[self.op]
 
     def values(self) -> tuple[Any, ...]:
         """The values this clause compares with (one, or the members of a list)."""
@@ -105,20 +117,26 @@ def _parse_test(param: str, test: Any) -> list[Clause]:
     clauses = []
     for op, value in test.items():
         if op not in OPERATORS:
-            raise FieldProblem(f"unknown operator {op!r}", f"use one of {', '.join(OPERATORS)}",
-                               at=(param, op))
+            raise FieldProblem(
+                f"unknown operator {op!r}", f"use one of {', '.join(OPERATORS)}", at=(param, op)
+            )
         if op in ("in", "not_in"):
             if not isinstance(value, list) or not value or not all(map(_scalar, value)):
-                raise FieldProblem(f"{op} needs a non-empty list of values", f"write {op}: [a, b]",
-                                   at=(param, op))
+                raise FieldProblem(
+                    f"{op} needs a non-empty list of values", f"write {op}: [a, b]", at=(param, op)
+                )
             value = tuple(value)
         elif op in _ORDERING:
             if not _is_number(value):
-                raise FieldProblem(f"{op} needs a number (got {shown(value)})",
-                                   f"write {op}: 0.9", at=(param, op))
+                raise FieldProblem(
+                    f"{op} needs a number (got {shown(value)})", f"write {op}: 0.9", at=(param, op)
+                )
         elif not _scalar(value):
-            raise FieldProblem(f"{op} needs a single value (got {shown(value)})",
-                               "compare with one value, or use in: [a, b]", at=(param, op))
+            raise FieldProblem(
+                f"{op} needs a single value (got {shown(value)})",
+                "compare with one value, or use in: [a, b]",
+                at=(param, op),
+            )
         clauses.append(Clause(param, op, value))
     if not clauses:
         raise FieldProblem("empty test", "give a value, a list, or {op: value}", at=(param,))
@@ -134,8 +152,10 @@ def parse_condition(raw: Any) -> Condition:
     if raw is None:
         return Condition()
     if not isinstance(raw, dict) or not raw:
-        raise FieldProblem("must be a non-empty mapping of parameter: value",
-                           "write e.g. `when: {moe_runner_backend: flashinfer_cutlass}`")
+        raise FieldProblem(
+            "must be a non-empty mapping of parameter: value",
+            "write e.g. `when: {moe_runner_backend: flashinfer_cutlass}`",
+        )
     clauses: list[Clause] = []
     for param, test in raw.items():
         clauses.extend(_parse_test(str(param), test))

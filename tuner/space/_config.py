@@ -27,8 +27,9 @@ class Config(Mapping[str, Any]):
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         object.__setattr__(self, "_values", dict(values or {}))
-        object.__setattr__(self, "_key", json.dumps(self._values, sort_keys=True,
-                                                    separators=(",", ":")))
+        object.__setattr__(
+            self, "_key", json.dumps(self._values, sort_keys=True, separators=(",", ":"))
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Config is frozen")

@@ -43,9 +43,14 @@ class DatasetConfig(StrictModel):
     @model_validator(mode="after")
     def _path_for_files(self) -> DatasetConfig:
         if self.kind == "file" and not self.path:
-            raise FieldProblem("a file dataset needs a path",
-                               "write `dataset: data/sharegpt.json` or `dataset: {kind: random}`")
+            raise FieldProblem(
+                "a file dataset needs a path",
+                "write `dataset: data/sharegpt.json` or `dataset: {kind: random}`",
+            )
         if self.kind != "file" and self.path:
-            raise FieldProblem(f"a {self.kind} dataset takes no path",
-                               "remove `path`, or use `kind: file`", at=("path",))
+            raise FieldProblem(
+                f"a {self.kind} dataset takes no path",
+                "remove `path`, or use `kind: file`",
+                at=("path",),
+            )
         return self

@@ -72,7 +72,9 @@ class FitSection(StrictModel):
     @classmethod
     def _positive(cls, value: float) -> float:
         if value <= 0:
-            raise FieldProblem(f"must be above 0 (got {value})", "give the size as a positive number")
+            raise FieldProblem(
+                f"must be above 0 (got {value})", "give the size as a positive number"
+            )
         return value
 
     def problems(self, layout: Layout) -> list[str]:
@@ -85,16 +87,19 @@ class FitSection(StrictModel):
             found.append(
                 f"does not fit: weights {self.weights_gb:g} GB / (tp {layout.tp} x pp {layout.pp}) "
                 f"= {per_gpu:.1f} GB a GPU > {self.gpu_memory_gb:g} GB of GPU memory, before any "
-                f"KV cache; fix: tp x pp >= {need}")
+                f"KV cache; fix: tp x pp >= {need}"
+            )
         if layout.gpus > self.gpus:
             dp = "" if layout.dp_attention else f" x dp {layout.dp}"
             found.append(
                 f"does not fit: tp {layout.tp} x pp {layout.pp}{dp} = {layout.gpus} GPUs > the "
-                f"host's {self.gpus}")
+                f"host's {self.gpus}"
+            )
         heads = self.attention_heads
         if heads is not None and layout.attention_tp and heads % layout.attention_tp:
             found.append(
                 f"does not split: {heads} attention heads / attention tp {layout.attention_tp} "
                 f"(tp {layout.tp}{f' / dp {layout.dp}' if layout.dp_attention else ''}) "
-                f"= {heads / layout.attention_tp:.2f}, not whole")
+                f"= {heads / layout.attention_tp:.2f}, not whole"
+            )
         return found

@@ -24,8 +24,16 @@ from tuner.scrub import MASK
 from tuner.space._param_base import value_text
 from tuner.space._strict import ENV_REFERENCE
 
-__all__ = ["LaunchSpec", "MASK", "is_secret_name", "is_secret_flag", "fixed_flag_args",
-           "resolve_env", "MissingVariable", "secret_flags_yaml"]
+__all__ = [
+    "LaunchSpec",
+    "MASK",
+    "is_secret_name",
+    "is_secret_flag",
+    "fixed_flag_args",
+    "resolve_env",
+    "MissingVariable",
+    "secret_flags_yaml",
+]
 
 FlagValue = str | int | float | bool | list[Any]
 
@@ -62,16 +70,19 @@ class MissingVariable(KeyError):
         self.name = name
 
 
-def resolve_env(template: Mapping[str, str], environ: Mapping[str, str] | None = None
-                ) -> dict[str, str]:
+def resolve_env(
+    template: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Replace every ``${NAME}`` in the values by the tuner's environment (``os.environ``)."""
     source = os.environ if environ is None else environ
     resolved: dict[str, str] = {}
     for name, text in template.items():
+
         def substitute(match: re.Match[str], name: str = name) -> str:
             if match.group(1) not in source:
                 raise MissingVariable(match.group(1), name)
             return source[match.group(1)]
+
         resolved[name] = ENV_REFERENCE.sub(substitute, text)
     return resolved
 
@@ -95,7 +106,7 @@ def _double_quoted(template: str) -> str:
     """``template`` inside double quotes, its ``${NAME}`` references as ``${NAME:?}``."""
     parts, last = [], 0
     for match in ENV_REFERENCE.finditer(template):
-        parts.append(re.sub(r'([\\$`"])', r"\\\1", template[last:match.start()]))
+        parts.append(re.sub(r'([\\$`"])', r"\\\1", template[last : match.start()]))
         parts.append(f"${{{match.group(1)}:?}}")
         last = match.end()
     parts.append(re.sub(r'([\\$`"])', r"\\\1", template[last:]))
@@ -141,8 +152,9 @@ class LaunchSpec:
         """``words`` as one bash command line: each quoted as it is, except a word that holds a
         ``${NAME}`` reference (``server.model_path: ${TUNER_MODEL_DIR}``), which is double-quoted
         as ``"${NAME:?}"`` so that bash expands it (and stops when NAME is unset)."""
-        return " ".join(_double_quoted(w) if ENV_REFERENCE.search(w) else shlex.quote(w)
-                        for w in words)
+        return " ".join(
+            _double_quoted(w) if ENV_REFERENCE.search(w) else shlex.quote(w) for w in words
+        )
 
     def shell_secret_args(self) -> str:
         """The secret flags for a bash script: `` --api-key "${NAME:?}"`` (a literal secret as

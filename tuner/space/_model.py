@@ -54,8 +54,10 @@ class SpaceFile(StrictModel):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         if value is not None and not _NAME.match(value):
-            raise FieldProblem(f"{value!r} is not a usable study name",
-                               "use letters, digits, '.', '_' and '-' (e.g. glm5)")
+            raise FieldProblem(
+                f"{value!r} is not a usable study name",
+                "use letters, digits, '.', '_' and '-' (e.g. glm5)",
+            )
         return value
 
     @field_validator("engine")
@@ -64,8 +66,9 @@ class SpaceFile(StrictModel):
         try:
             load_profile(value)
         except ConfigError:
-            raise FieldProblem(f"engine {value!r} is unknown",
-                               f"use one of {', '.join(profile_names())}") from None
+            raise FieldProblem(
+                f"engine {value!r} is unknown", f"use one of {', '.join(profile_names())}"
+            ) from None
         return value
 
     @field_validator("patches")
@@ -73,8 +76,9 @@ class SpaceFile(StrictModel):
     def _patch_names(cls, value: dict[str, PatchSection]) -> dict[str, PatchSection]:
         for name in value:
             if not _PARAM_NAME.match(name):
-                raise FieldProblem(f"{name!r} is not a usable patch name",
-                                   "use letters, digits and _", at=(name,))
+                raise FieldProblem(
+                    f"{name!r} is not a usable patch name", "use letters, digits and _", at=(name,)
+                )
         return value
 
     @field_validator("parameters")
@@ -84,7 +88,9 @@ class SpaceFile(StrictModel):
             raise FieldProblem("no parameters", "declare at least one parameter to search")
         for name in value:
             if not _PARAM_NAME.match(name) or name.endswith(SET_SUFFIX):
-                raise FieldProblem(f"{name!r} is not a usable parameter name",
-                                   f"use letters, digits and _ (not ending in {SET_SUFFIX})",
-                                   at=(name,))
+                raise FieldProblem(
+                    f"{name!r} is not a usable parameter name",
+                    f"use letters, digits and _ (not ending in {SET_SUFFIX})",
+                    at=(name,),
+                )
         return value

@@ -41,8 +41,11 @@ class Rendered:
     def all_args(self) -> list[str]:
         """The flags, then each JSON-valued flag once with the keys its parameters gave
         (``--speculative-config '{"method":"ngram","num_speculative_tokens":4}'``)."""
-        composed = [[flag, json.dumps(keys, separators=(",", ":"))]
-                    for flag, keys in self.json_flags.items() if keys]
+        composed = [
+            [flag, json.dumps(keys, separators=(",", ":"))]
+            for flag, keys in self.json_flags.items()
+            if keys
+        ]
         return self.args + [word for pair in composed for word in pair]
 
 
@@ -89,12 +92,17 @@ class Param(StrictModel):
         if self.shape is None:
             return
         if self.shape not in SHAPES:
-            raise FieldProblem(f"{self.shape!r} is not a shape",
-                               f"use one of {', '.join(SHAPES)}, or drop shape:", at=("shape",))
+            raise FieldProblem(
+                f"{self.shape!r} is not a shape",
+                f"use one of {', '.join(SHAPES)}, or drop shape:",
+                at=("shape",),
+            )
         if not self.numeric_options():
-            raise FieldProblem(f"{self.shape} applies to numbers, but the values are {self.options_text()}",
-                               "drop shape: here, or declare it on an int or float parameter",
-                               at=("shape",))
+            raise FieldProblem(
+                f"{self.shape} applies to numbers, but the values are {self.options_text()}",
+                "drop shape: here, or declare it on an int or float parameter",
+                at=("shape",),
+            )
 
     def numeric_options(self) -> list[Any] | None:
         """The values when they are all numbers (a range counts), else None."""
@@ -128,8 +136,10 @@ class Param(StrictModel):
     def decode(self, name: str, params: dict[str, Any]) -> Any:
         """The value :meth:`suggest` returned, read back from ``trial.params``."""
         if name not in params:
-            raise FieldProblem(f"no value for {name!r} in the trial's params",
-                               "the study was made with another search space")
+            raise FieldProblem(
+                f"no value for {name!r} in the trial's params",
+                "the study was made with another search space",
+            )
         return self.check_value(params[name])
 
     def check_test(self, clause: Clause) -> str | None:
@@ -174,13 +184,16 @@ class TargetedParam(Param):
 
     def _check_spec(self) -> None:
         if (self.flag is None) == (self.env is None):
-            raise FieldProblem("needs exactly one of flag: or env:",
-                               "give `flag: --name` for a server flag or `env: NAME` for a "
-                               "variable")
+            raise FieldProblem(
+                "needs exactly one of flag: or env:",
+                "give `flag: --name` for a server flag or `env: NAME` for a variable",
+            )
         if self.json_key is not None and (self.flag is None or not self.json_key.isidentifier()):
-            raise FieldProblem(f"json_key {self.json_key!r} needs a flag: and a key of letters, "
-                               "digits and _", "write e.g. `{flag: --speculative-config, "
-                               "json_key: method}`", at=("json_key",))
+            raise FieldProblem(
+                f"json_key {self.json_key!r} needs a flag: and a key of letters, digits and _",
+                "write e.g. `{flag: --speculative-config, json_key: method}`",
+                at=("json_key",),
+            )
 
     def flags(self) -> list[str]:
         return [self.flag] if self.flag else []
@@ -197,5 +210,7 @@ class TargetedParam(Param):
 
     def _unset_value(self) -> None:
         if not self.unset:
-            raise FieldProblem("null (unset) is not an option here",
-                               "give a value, or add `unset: true` to the parameter")
+            raise FieldProblem(
+                "null (unset) is not an option here",
+                "give a value, or add `unset: true` to the parameter",
+            )

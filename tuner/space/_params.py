@@ -16,8 +16,17 @@ from tuner.space._problems import FieldProblem, shown
 from tuner.space._ranges import FloatParam, IntParam
 from tuner.space._strict import check_flag
 
-__all__ = ["Parameter", "KINDS", "CategoricalParam", "IntParam", "FloatParam", "StoreTrueParam",
-           "BoolParam", "PairedParam", "PatchParam"]
+__all__ = [
+    "Parameter",
+    "KINDS",
+    "CategoricalParam",
+    "IntParam",
+    "FloatParam",
+    "StoreTrueParam",
+    "BoolParam",
+    "PairedParam",
+    "PatchParam",
+]
 
 
 class CategoricalParam(TargetedParam):
@@ -29,18 +38,28 @@ class CategoricalParam(TargetedParam):
     def _check_spec(self) -> None:
         super()._check_spec()
         if not self.choices:
-            raise FieldProblem("no choices", "list at least one value: choices: [a, b]",
-                               at=("choices",))
+            raise FieldProblem(
+                "no choices", "list at least one value: choices: [a, b]", at=("choices",)
+            )
         for index, choice in enumerate(self.choices):
             if choice is None:
-                raise FieldProblem("null is not a choice", "remove it and add `unset: true`",
-                                   at=("choices", index))
+                raise FieldProblem(
+                    "null is not a choice",
+                    "remove it and add `unset: true`",
+                    at=("choices", index),
+                )
             if not isinstance(choice, (str, int, float, bool)):
-                raise FieldProblem(f"{shown(choice)} is not a single value",
-                                   "use strings, numbers or true/false", at=("choices", index))
+                raise FieldProblem(
+                    f"{shown(choice)} is not a single value",
+                    "use strings, numbers or true/false",
+                    at=("choices", index),
+                )
             if any(same_value(choice, other) for other in self.choices[:index]):
-                raise FieldProblem(f"{shown(choice)} is listed twice", "list each value once",
-                                   at=("choices", index))
+                raise FieldProblem(
+                    f"{shown(choice)} is listed twice",
+                    "list each value once",
+                    at=("choices", index),
+                )
 
     def options(self) -> list[Any]:
         return [*self.choices, None] if self.unset else list(self.choices)
@@ -52,8 +71,9 @@ class CategoricalParam(TargetedParam):
         for choice in self.choices:
             if same_value(value, choice):
                 return choice
-        raise FieldProblem(f"{shown(value)} is not one of the choices",
-                           f"use one of {self.options_text()}")
+        raise FieldProblem(
+            f"{shown(value)} is not one of the choices", f"use one of {self.options_text()}"
+        )
 
 
 class _FlagSwitch(Param):
@@ -136,7 +156,12 @@ class PatchParam(Param):
 
 
 Parameter = Annotated[
-    CategoricalParam | IntParam | FloatParam | StoreTrueParam | BoolParam | PairedParam
+    CategoricalParam
+    | IntParam
+    | FloatParam
+    | StoreTrueParam
+    | BoolParam
+    | PairedParam
     | PatchParam,
     Field(discriminator="kind"),
 ]

@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-__all__ = ["ErrorDescription", "FieldPath", "FieldProblem", "describe_pydantic_error", "dotted", "problem_message",
-           "shown"]
+__all__ = [
+    "ErrorDescription",
+    "FieldPath",
+    "FieldProblem",
+    "describe_pydantic_error",
+    "dotted",
+    "problem_message",
+    "shown",
+]
 
 FieldPath = tuple[str | int, ...]
 
@@ -82,8 +89,7 @@ class ErrorDescription(NamedTuple):
     fix: str
 
 
-def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
-                            ) -> ErrorDescription:
+def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]) -> ErrorDescription:
     """The field path, reason and fix of one error from ``ValidationError.errors()``.
 
     Args:
@@ -104,13 +110,16 @@ def describe_pydantic_error(error: ErrorDetails, kinds: frozenset[str]
     reason = message[:1].lower() + message[1:]
     if kind == "union_tag_invalid":
         tags = ", ".join(sorted(kinds))
-        return ErrorDescription(loc + ("kind",), f"kind {ctx.get('tag')!r} is unknown", f"use one of {tags}")
+        return ErrorDescription(
+            loc + ("kind",), f"kind {ctx.get('tag')!r} is unknown", f"use one of {tags}"
+        )
     if kind == "union_tag_not_found":
         tags = ", ".join(sorted(kinds))
         return ErrorDescription(loc, "no `kind:` given", f"add `kind:` with one of {tags}")
     if kind == "literal_error":
-        return ErrorDescription(loc, f"{shown(error.get('input'))} is not allowed",
-                                f"use one of {ctx.get('expected')}")
+        return ErrorDescription(
+            loc, f"{shown(error.get('input'))} is not allowed", f"use one of {ctx.get('expected')}"
+        )
     if kind == "missing":
         return ErrorDescription(loc, "required but missing", f"add `{loc[-1] if loc else 'it'}:`")
     fix = _FIXES.get(kind, "correct the value")

@@ -30,11 +30,26 @@ class _Numbers:
     suggest: str  # the ``optuna.Trial`` method that samples it
 
 
-_WHOLE = _Numbers("whole number", lambda value: is_number(value) and isinstance(value, int),
-                  "at least 1", ">= 1", "raise low to 1 or more", "use step: 1 or more", 1,
-                  "suggest_int")
-_REAL = _Numbers("number", is_number, "above 0", "> 0", "raise low above 0", "use e.g. step: 0.01",
-                 None, "suggest_float")
+_WHOLE = _Numbers(
+    "whole number",
+    lambda value: is_number(value) and isinstance(value, int),
+    "at least 1",
+    ">= 1",
+    "raise low to 1 or more",
+    "use step: 1 or more",
+    1,
+    "suggest_int",
+)
+_REAL = _Numbers(
+    "number",
+    is_number,
+    "above 0",
+    "> 0",
+    "raise low above 0",
+    "use e.g. step: 0.01",
+    None,
+    "suggest_float",
+)
 
 
 def _number_text(value: float) -> str:
@@ -60,34 +75,50 @@ class _Ranged(TargetedParam):
     def _check_spec(self) -> None:
         super()._check_spec()
         if self.low >= self.high:
-            raise FieldProblem(f"must be below high ({self.low:g} >= {self.high:g})",
-                               "set low below high (use a categorical for a single value)",
-                               at=("low",))
+            raise FieldProblem(
+                f"must be below high ({self.low:g} >= {self.high:g})",
+                "set low below high (use a categorical for a single value)",
+                at=("low",),
+            )
         if self.step is not None and self.step <= 0:
-            raise FieldProblem(f"must be {self.numbers.positive} (got {self.step})",
-                               self.numbers.step_fix, at=("step",))
+            raise FieldProblem(
+                f"must be {self.numbers.positive} (got {self.step})",
+                self.numbers.step_fix,
+                at=("step",),
+            )
         if self.log and self.step != self.numbers.no_step:
-            raise FieldProblem("step and log: true cannot be combined (Optuna refuses it)",
-                               "drop step, or set log: false", at=("step",))
+            raise FieldProblem(
+                "step and log: true cannot be combined (Optuna refuses it)",
+                "drop step, or set log: false",
+                at=("step",),
+            )
         if self.log and self.low <= 0:
-            raise FieldProblem(f"log: true needs low {self.numbers.log_low} (got {self.low})",
-                               f"{self.numbers.raise_low}, or set log: false", at=("low",))
+            raise FieldProblem(
+                f"log: true needs low {self.numbers.log_low} (got {self.low})",
+                f"{self.numbers.raise_low}, or set log: false",
+                at=("low",),
+            )
         if not self.grid.divides():
             span = _number_text(self.high - self.low)
-            raise FieldProblem(f"{self.step} does not divide high - low ({span})",
-                               "choose low, high and step so that (high - low) / step is whole",
-                               at=("step",))
+            raise FieldProblem(
+                f"{self.step} does not divide high - low ({span})",
+                "choose low, high and step so that (high - low) / step is whole",
+                at=("step",),
+            )
 
     def check_value(self, value: Any) -> Any:
         if value is None:
             self._unset_value()
             return None
         if not self.numbers.accepts(value):
-            raise FieldProblem(f"{shown(value)} is not a {self.numbers.noun}",
-                               f"use {self.options_text()}")
+            raise FieldProblem(
+                f"{shown(value)} is not a {self.numbers.noun}", f"use {self.options_text()}"
+            )
         if not self.grid.contains(value):
-            raise FieldProblem(f"{shown(value)} is outside {self.options_text()}",
-                               f"use a value in {self.options_text()}")
+            raise FieldProblem(
+                f"{shown(value)} is outside {self.options_text()}",
+                f"use a value in {self.options_text()}",
+            )
         return self.grid.normalize(value)
 
     def numeric_options(self) -> list[Any] | None:

@@ -31,7 +31,9 @@ class HostSection(StrictModel):
     run_root: str = "~/.cache/tuner/runs"
     accept_new_host_key: bool = False
     connect_timeout_s: Seconds = Field(default=10.0, gt=0)
-    forward: bool | None = None  # SSH port forward to the server (default: unless address is loopback)
+    forward: bool | None = (
+        None  # SSH port forward to the server (default: unless address is loopback)
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -55,17 +57,29 @@ def _flag_value(flag: str, value: Any) -> Any:
     values = value if isinstance(value, list) else [value]
     for item in values:
         if item is not None and not isinstance(item, (str, int, float, bool)):
-            raise FieldProblem(f"{item!r} is not a single value",
-                               "give a string, a number, true (bare flag) or a list", at=(flag,))
+            raise FieldProblem(
+                f"{item!r} is not a single value",
+                "give a string, a number, true (bare flag) or a list",
+                at=(flag,),
+            )
         if isinstance(value, list) and isinstance(item, bool | None):
-            raise FieldProblem("true/false/null cannot be list items",
-                               "list the values the flag takes", at=(flag,))
+            raise FieldProblem(
+                "true/false/null cannot be list items",
+                "list the values the flag takes",
+                at=(flag,),
+            )
         if isinstance(item, str) and "${" in ENV_REFERENCE.sub("", item):
-            raise FieldProblem(f"{item!r} has a malformed reference",
-                               "write references as ${NAME} (no defaults, no nesting)", at=(flag,))
+            raise FieldProblem(
+                f"{item!r} has a malformed reference",
+                "write references as ${NAME} (no defaults, no nesting)",
+                at=(flag,),
+            )
         if isinstance(item, str) and ENV_REFERENCE.search(item) and isinstance(value, list):
-            raise FieldProblem("a list value cannot reference the environment",
-                               "give the secret as a single value: --flag: ${NAME}", at=(flag,))
+            raise FieldProblem(
+                "a list value cannot reference the environment",
+                "give the secret as a single value: --flag: ${NAME}",
+                at=(flag,),
+            )
     return value
 
 
@@ -79,15 +93,16 @@ class ServerSection(StrictModel):
     in OpenAI requests unless ``workload.model`` does.
     """
 
-    command: Annotated[
-        str, not_blank("leave it out to use the engine's default command")
-    ] | None = None
+    command: (
+        Annotated[str, not_blank("leave it out to use the engine's default command")] | None
+    ) = None
     stop_command: str | None = None
     bind: str | None = None
     port: int = Field(default=30000, ge=1, le=65535)
-    model_path: Annotated[
-        str, not_blank("give the model's path (or ${NAME}), or leave the key out")
-    ] | None = None
+    model_path: (
+        Annotated[str, not_blank("give the model's path (or ${NAME}), or leave the key out")]
+        | None
+    ) = None
     flags: dict[str, Any] = {}
     env: dict[str, Any] = {}
 
@@ -95,8 +110,10 @@ class ServerSection(StrictModel):
     @classmethod
     def _model_path(cls, value: str | None) -> str | None:
         if value is not None and "${" in ENV_REFERENCE.sub("", value):
-            raise FieldProblem(f"{value!r} has a malformed reference",
-                               "write references as ${NAME} (no defaults, no nesting)")
+            raise FieldProblem(
+                f"{value!r} has a malformed reference",
+                "write references as ${NAME} (no defaults, no nesting)",
+            )
         return value
 
     @field_validator("flags")
@@ -115,14 +132,17 @@ class ServerSection(StrictModel):
             check_env_name(name, at=(name,))
             if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 shown = str(raw).lower() if isinstance(raw, bool) else repr(raw)
-                raise FieldProblem(f"{shown} is not a text", f'quote the value: {name}: "1"',
-                                   at=(name,))
+                raise FieldProblem(
+                    f"{shown} is not a text", f'quote the value: {name}: "1"', at=(name,)
+                )
             text = str(raw)
             leftover = ENV_REFERENCE.sub("", text)
             if "${" in leftover:
-                raise FieldProblem(f"{text!r} has a malformed reference",
-                                   "write references as ${NAME} (no defaults, no nesting)",
-                                   at=(name,))
+                raise FieldProblem(
+                    f"{text!r} has a malformed reference",
+                    "write references as ${NAME} (no defaults, no nesting)",
+                    at=(name,),
+                )
             texts[name] = text
         return texts
 
@@ -150,19 +170,24 @@ class PatchSection(StrictModel):
     @classmethod
     def _relative(cls, value: str) -> str:
         if not value or value.startswith(("/", "~")) or ".." in value.split("/"):
-            raise FieldProblem(f"{value!r} must be a path inside the package",
-                               "give it relative to the package, e.g. srt/layers/communicator.py")
+            raise FieldProblem(
+                f"{value!r} must be a path inside the package",
+                "give it relative to the package, e.g. srt/layers/communicator.py",
+            )
         return value
 
     @model_validator(mode="after")
     def _changes_something(self) -> PatchSection:
         if self.find == self.replace:
-            raise FieldProblem("is the same as find", "give the text after the change",
-                               at=("replace",))
+            raise FieldProblem(
+                "is the same as find", "give the text after the change", at=("replace",)
+            )
         if self.find in self.replace:
-            raise FieldProblem("contains the whole find text, so an applied patch would look "
-                               "unapplied", "make the replacement change the found text itself",
-                               at=("replace",))
+            raise FieldProblem(
+                "contains the whole find text, so an applied patch would look unapplied",
+                "make the replacement change the found text itself",
+                at=("replace",),
+            )
         return self
 
 
@@ -171,7 +196,7 @@ class ConstraintSection(StrictModel):
 
     when: When
     action: Literal["skip", "warn"] = "skip"
-    reason: Annotated[str, not_blank("say why, e.g. \"OOM at start at >= 0.96\"")]
+    reason: Annotated[str, not_blank('say why, e.g. "OOM at start at >= 0.96"')]
 
     @field_validator("reason")
     @classmethod

@@ -91,11 +91,13 @@ class SearchSpace:
     engine = _FromFile[str]("The engine profile's name (``sglang``).")
     engine_version = _FromFile[str | None]("The engine version expected on the host, if given.")
     host = _FromFile[HostSection | None](
-        "The ``host:`` section (None: not given; the CLI decides).")
+        "The ``host:`` section (None: not given; the CLI decides)."
+    )
     server = _FromFile[ServerSection]("The ``server:`` section.")
     timeouts = _FromFile[Timeouts]("The ``timeouts:`` section (host seconds).")
     workload = _FromFile[WorkloadSection](
-        "The ``workload:`` section as written (see :meth:`workload_for`).")
+        "The ``workload:`` section as written (see :meth:`workload_for`)."
+    )
     objective = _FromFile[Objective]("The ``objective:`` section.")
     probe = _FromFile[Probe]("The ``probe:`` section.")
 
@@ -118,9 +120,14 @@ class SearchSpace:
     def patches(self) -> dict[str, PatchSpec]:
         """The declared source patches (package defaulting to the engine's)."""
         return {
-            name: PatchSpec(name=name, package=patch.package or self.profile.package,
-                            file=patch.file, find=patch.find, replace=patch.replace,
-                            description=patch.description)
+            name: PatchSpec(
+                name=name,
+                package=patch.package or self.profile.package,
+                file=patch.file,
+                find=patch.find,
+                replace=patch.replace,
+                description=patch.description,
+            )
             for name, patch in self.model.patches.items()
         }
 
@@ -143,8 +150,9 @@ class SearchSpace:
     def suggest(self, trial: optuna.Trial) -> Config:
         """Sample a configuration through ``trial`` (define-by-run; inactive ones not sampled)."""
         params = self.model.parameters
-        return build_config(list(params), self.conditions,
-                            lambda name: params[name].suggest(trial, name))
+        return build_config(
+            list(params), self.conditions, lambda name: params[name].suggest(trial, name)
+        )
 
     def config(self, values: Mapping[str, Any], *, drop_inactive: bool = False) -> Config:
         """A configuration written as ``parameter: value``, checked like the baseline.
@@ -158,21 +166,32 @@ class SearchSpace:
             ConfigError: a value not allowed, an active parameter missing, an unknown name.
         """
         try:
-            return Config(resolve_values(self.model, dict(self.conditions), values, ("config",),
-                                         drop_inactive=drop_inactive))
+            return Config(
+                resolve_values(
+                    self.model,
+                    dict(self.conditions),
+                    values,
+                    ("config",),
+                    drop_inactive=drop_inactive,
+                )
+            )
         except FieldProblem as problem:
-            raise ConfigError(problem_message(self.document.file, None, problem.at,
-                                              problem.reason, problem.fix)) from None
+            raise ConfigError(
+                problem_message(self.document.file, None, problem.at, problem.reason, problem.fix)
+            ) from None
 
     def config_from_params(self, params: Mapping[str, Any]) -> Config:
         """The configuration a trial with these ``trial.params`` ran (the inverse of suggest)."""
         specs = self.model.parameters
         try:
-            return build_config(list(specs), self.conditions,
-                                lambda name: specs[name].decode(name, dict(params)))
+            return build_config(
+                list(specs), self.conditions, lambda name: specs[name].decode(name, dict(params))
+            )
         except FieldProblem as problem:
-            raise ConfigError(f"{self.document.file}: trial params {dict(params)!r}: "
-                              f"{problem.reason}; fix: {problem.fix}") from None
+            raise ConfigError(
+                f"{self.document.file}: trial params {dict(params)!r}: "
+                f"{problem.reason}; fix: {problem.fix}"
+            ) from None
 
     def params_for_enqueue(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The Optuna params that make :meth:`suggest` return ``config`` (``enqueue_trial``)."""
@@ -184,8 +203,11 @@ class SearchSpace:
     def constraint_violations(self, config: Mapping[str, Any]) -> list[Violation]:
         """The constraints that hold for ``config`` (the caller exempts the baseline), then why
         its parallel layout cannot hold the model (``fit:``, each a ``skip``)."""
-        found = [Violation(c.reason, c.action) for c in self.model.constraints
-                 if c.condition.holds(config)]
+        found = [
+            Violation(c.reason, c.action)
+            for c in self.model.constraints
+            if c.condition.holds(config)
+        ]
         return found + [Violation(problem, "skip") for problem in self.fit_problems(config)]
 
     def fit_problems(self, config: Mapping[str, Any]) -> list[str]:
@@ -211,9 +233,15 @@ class SearchSpace:
         """
         return self.model.server.bind or "127.0.0.1"
 
-    def render(self, config: Mapping[str, Any], *, command: str | None = None,
-               port: int | None = None, local: bool | None = None, resolve: bool = True
-               ) -> LaunchSpec:
+    def render(
+        self,
+        config: Mapping[str, Any],
+        *,
+        command: str | None = None,
+        port: int | None = None,
+        local: bool | None = None,
+        resolve: bool = True,
+    ) -> LaunchSpec:
         """The launch of ``config``.
 
         Args:
@@ -232,49 +260,68 @@ class SearchSpace:
             flag = self.profile.model_flag
             assert model_path is not None  # server.model_path is set
             argv += [flag, model_path] if flag else [model_path]
-        argv += [self.profile.host_flag, self.bind_address(local), self.profile.port_flag,
-                 str(port or server.port)]
+        argv += [
+            self.profile.host_flag,
+            self.bind_address(local),
+            self.profile.port_flag,
+            str(port or server.port),
+        ]
         listed = self.profile.secret_flags
         plain = {f: v for f, v in server.flags.items() if not is_secret_flag(f, v, listed)}
-        secret_literals = {f: v for f, v in server.flags.items()
-                           if is_secret_flag(f, v, listed) and v is not None and v is not False}
+        secret_literals = {
+            f: v
+            for f, v in server.flags.items()
+            if is_secret_flag(f, v, listed) and v is not None and v is not False
+        }
         secret_templates = {f: value_text(v) for f, v in secret_literals.items()}
         argv += fixed_flag_args(plain)
         rendered = Rendered()
         for name, value in config.items():
             if name not in self.model.parameters:
-                raise ConfigError(f"{self.document.file}: configuration: {name!r} is not a "
-                                  "parameter of this space; fix: build configurations with "
-                                  "suggest(), config() or config_from_params()")
+                raise ConfigError(
+                    f"{self.document.file}: configuration: {name!r} is not a "
+                    "parameter of this space; fix: build configurations with "
+                    "suggest(), config() or config_from_params()"
+                )
             self.model.parameters[name].render(value, rendered)
         template = {**server.env, **rendered.env}
         try:
             env = resolve_env(template) if resolve else dict(template)
         except MissingVariable as missing:
-            raise self._error(("server", "env", missing.name),
-                              f"${{{missing.variable}}} is not set in the tuner's environment",
-                              f"export {missing.variable}=... before running tuner") from None
+            raise self._error(
+                ("server", "env", missing.name),
+                f"${{{missing.variable}}} is not set in the tuner's environment",
+                f"export {missing.variable}=... before running tuner",
+            ) from None
         referenced = {f: t for f, t in secret_templates.items() if ENV_REFERENCE.search(t)}
         try:
             # a reference becomes its variable's text; a literal keeps its YAML type (``true``
             # reaches the engine's --config file as a boolean, never as the string "true")
-            secrets = {**secret_literals,
-                       **(resolve_env(referenced) if resolve else referenced)}
+            secrets = {**secret_literals, **(resolve_env(referenced) if resolve else referenced)}
         except MissingVariable as missing:
-            raise self._error(("server", "flags", missing.name),
-                              f"${{{missing.variable}}} is not set in the tuner's environment",
-                              f"export {missing.variable}=... before running tuner") from None
+            raise self._error(
+                ("server", "flags", missing.name),
+                f"${{{missing.variable}}} is not set in the tuner's environment",
+                f"export {missing.variable}=... before running tuner",
+            ) from None
         if secrets and not self.profile.config_flag:
-            raise self._error(("server", "flags", next(iter(secrets))),
-                              f"engine {self.profile.name} reads no flags from a file, so this "
-                              "secret would show on the server's command line",
-                              "pass it through server.env if the engine reads it from there")
+            raise self._error(
+                ("server", "flags", next(iter(secrets))),
+                f"engine {self.profile.name} reads no flags from a file, so this "
+                "secret would show on the server's command line",
+                "pass it through server.env if the engine reads it from there",
+            )
         warnings = [v.reason for v in self.constraint_violations(config) if v.action == "warn"]
-        return LaunchSpec(argv=argv + rendered.all_args(), env=env,
-                          patches=frozenset(rendered.patches), warnings=warnings,
-                          env_template=template, secret_flags=secrets,
-                          secret_flag_templates=secret_templates,
-                          api_key=_text_or_none(secrets.get(self.profile.api_key_flag or "")))
+        return LaunchSpec(
+            argv=argv + rendered.all_args(),
+            env=env,
+            patches=frozenset(rendered.patches),
+            warnings=warnings,
+            env_template=template,
+            secret_flags=secrets,
+            secret_flag_templates=secret_templates,
+            api_key=_text_or_none(secrets.get(self.profile.api_key_flag or "")),
+        )
 
     def model_path(self, *, resolve: bool = True) -> str | None:
         """``server.model_path`` with its ``${NAME}`` references read from the tuner's
@@ -289,10 +336,11 @@ class SearchSpace:
         try:
             return resolve_env({"model_path": written})["model_path"]
         except MissingVariable as missing:
-            raise self._error(("server", "model_path"),
-                              f"${{{missing.variable}}} is not set in the tuner's environment",
-                              f"export {missing.variable}=/path/to/the/model before running "
-                              "tuner") from None
+            raise self._error(
+                ("server", "model_path"),
+                f"${{{missing.variable}}} is not set in the tuner's environment",
+                f"export {missing.variable}=/path/to/the/model before running tuner",
+            ) from None
 
     def served_model_name(self, *, resolve: bool = True) -> str | None:
         """The model's name in OpenAI requests: ``workload.model``, else ``server.model_path``;
@@ -311,14 +359,17 @@ class SearchSpace:
             "command": shlex.split(self.command),
             "flags": model.server.flags,
             "env": model.server.env,
-            "patches": {n: p.model_dump(exclude={"description"})
-                        for n, p in model.patches.items()},
+            "patches": {
+                n: p.model_dump(exclude={"description"}) for n, p in model.patches.items()
+            },
             "parameters": {n: _param_payload(p) for n, p in model.parameters.items()},
             "constraints": [c.model_dump() for c in model.constraints],
             "baseline": self.baseline.to_dict(),
             "workload": _without_added_defaults(model.workload.model_dump(), "workload"),
             # the host's stated noise judges a close pair, it changes no measurement
-            "objective": _without_added_defaults(model.objective.model_dump(exclude={"noise"}), "objective"),
+            "objective": _without_added_defaults(
+                model.objective.model_dump(exclude={"noise"}), "objective"
+            ),
             "probe": model.probe.model_dump(),
         }
         if model.server.model_path is not None:  # left out when absent: older studies resume
@@ -358,9 +409,15 @@ def load_space(path: str | Path) -> SearchSpace:
     shown = str(path)
     document = read_yaml(Path(path), shown)
     if not isinstance(document.data, dict):
-        raise ConfigError(problem_message(
-            shown, None, (), "is empty" if document.data is None else "is not a mapping",
-            "write `key: value` sections (start from search_spaces/glm5.yaml)"))
+        raise ConfigError(
+            problem_message(
+                shown,
+                None,
+                (),
+                "is empty" if document.data is None else "is not a mapping",
+                "write `key: value` sections (start from search_spaces/glm5.yaml)",
+            )
+        )
     try:
         model = SpaceFile.model_validate(document.data)
     except ValidationError as invalid:
@@ -368,16 +425,26 @@ def load_space(path: str | Path) -> SearchSpace:
         where, reason, fix = describe_pydantic_error(errors[0], KINDS)
         if len(errors) > 1:
             fix += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after this)"
-        raise ConfigError(problem_message(shown, document.line_of(where), where, reason, fix)
-                          ) from None
+        raise ConfigError(
+            problem_message(shown, document.line_of(where), where, reason, fix)
+        ) from None
     profile = load_profile(model.engine)
     try:
         conditions, baseline = check_space(model, profile)
     except FieldProblem as problem:
-        raise ConfigError(problem_message(shown, document.line_of(problem.at), problem.at,
-                                          problem.reason, problem.fix)) from None
-    return SearchSpace(model=model, path=Path(path), profile=profile, conditions=conditions,
-                       baseline=Config(baseline), document=document)
+        raise ConfigError(
+            problem_message(
+                shown, document.line_of(problem.at), problem.at, problem.reason, problem.fix
+            )
+        ) from None
+    return SearchSpace(
+        model=model,
+        path=Path(path),
+        profile=profile,
+        conditions=conditions,
+        baseline=Config(baseline),
+        document=document,
+    )
 
 
 def _without_added_defaults(dump: dict[str, Any], where: str) -> dict[str, Any]:

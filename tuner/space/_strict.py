@@ -36,24 +36,33 @@ class StrictModel(BaseModel):
                 if key not in allowed:
                     close = difflib.get_close_matches(str(key), allowed, n=1)
                     hint = f"did you mean {close[0]!r}? " if close else ""
-                    raise FieldProblem(f"unknown key {key!r}",
-                                       f"{hint}allowed here: {', '.join(allowed)}", at=(key,))
+                    raise FieldProblem(
+                        f"unknown key {key!r}",
+                        f"{hint}allowed here: {', '.join(allowed)}",
+                        at=(key,),
+                    )
         return data
 
 
 def check_flag(flag: str, at: tuple[str | int, ...] = ()) -> str:
     """A command-line flag name as SGLang spells it (``--max-running-requests``)."""
     if not isinstance(flag, str) or not _FLAG.match(flag):
-        raise FieldProblem(f"{flag!r} is not a flag name",
-                           "write the flag alone, as --name (no value, no '=', no spaces)", at=at)
+        raise FieldProblem(
+            f"{flag!r} is not a flag name",
+            "write the flag alone, as --name (no value, no '=', no spaces)",
+            at=at,
+        )
     return flag
 
 
 def check_env_name(name: str, at: tuple[str | int, ...] = ()) -> str:
     """An environment variable name (letters, digits, underscore; not starting with a digit)."""
     if not isinstance(name, str) or not _ENV_NAME.match(name):
-        raise FieldProblem(f"{name!r} is not an environment variable name",
-                           "use letters, digits and _ (e.g. SGLANG_ENABLE_X)", at=at)
+        raise FieldProblem(
+            f"{name!r} is not an environment variable name",
+            "use letters, digits and _ (e.g. SGLANG_ENABLE_X)",
+            at=at,
+        )
     return name
 
 

@@ -16,8 +16,17 @@ from tuner.space._dataset import DatasetConfig
 from tuner.space._problems import FieldProblem
 from tuner.space._strict import StrictModel, not_blank
 
-__all__ = ["RequestsPerLevel", "Workload", "WorkloadSection", "EmulatedWorkload", "Objective",
-           "Slo", "Probe", "GoodputSearch", "ADDED_DEFAULTS"]
+__all__ = [
+    "RequestsPerLevel",
+    "Workload",
+    "WorkloadSection",
+    "EmulatedWorkload",
+    "Objective",
+    "Slo",
+    "Probe",
+    "GoodputSearch",
+    "ADDED_DEFAULTS",
+]
 
 
 class RequestsPerLevel(StrictModel):
@@ -35,9 +44,10 @@ class RequestsPerLevel(StrictModel):
     @model_validator(mode="after")
     def _one_rule(self) -> RequestsPerLevel:
         if (self.count is None) == (self.per_concurrency is None):
-            raise FieldProblem("needs a count or per_concurrency (not both)",
-                               "write e.g. `requests_per_level: 512` or "
-                               "`{per_concurrency: 2, min: 128}`")
+            raise FieldProblem(
+                "needs a count or per_concurrency (not both)",
+                "write e.g. `requests_per_level: 512` or `{per_concurrency: 2, min: 128}`",
+            )
         return self
 
     def at(self, concurrency: int) -> int:
@@ -61,11 +71,15 @@ def _check_levels(levels: list[int] | None) -> list[int] | None:
         raise FieldProblem("no levels", "list concurrency levels, e.g. [64, 256, 512, 1024]")
     for index, level in enumerate(levels):
         if level < 1:
-            raise FieldProblem(f"{level} is not a positive concurrency", "use 1 or more",
-                               at=(index,))
+            raise FieldProblem(
+                f"{level} is not a positive concurrency", "use 1 or more", at=(index,)
+            )
         if index and level <= levels[index - 1]:
-            raise FieldProblem(f"{level} is not above the level before it ({levels[index - 1]})",
-                               "list levels in increasing order, each once", at=(index,))
+            raise FieldProblem(
+                f"{level} is not above the level before it ({levels[index - 1]})",
+                "list levels in increasing order, each once",
+                at=(index,),
+            )
     return levels
 
 
@@ -77,9 +91,12 @@ class _WorkloadFields(StrictModel):
     """
 
     api: RequestFormat | None = None
-    model: Annotated[
-        str, not_blank("give the name the server knows the model by, or leave the key out")
-    ] | None = None
+    model: (
+        Annotated[
+            str, not_blank("give the name the server knows the model by, or leave the key out")
+        ]
+        | None
+    ) = None
     levels: list[int] = [64, 256, 512, 1024]
     input_len: int = Field(default=256, gt=0)
     output_len: int = Field(default=256, gt=0)
@@ -169,7 +186,9 @@ class Slo(StrictModel):
     @property
     def empty(self) -> bool:
         """True when no limit is set."""
-        return all(getattr(self, n) is None for n in ("p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"))
+        return all(
+            getattr(self, n) is None for n in ("p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms")
+        )
 
 
 class GoodputSearch(StrictModel):
@@ -189,8 +208,11 @@ class GoodputSearch(StrictModel):
     @model_validator(mode="after")
     def _order(self) -> GoodputSearch:
         if self.max_rate < self.start_rate:
-            raise FieldProblem(f"max_rate {self.max_rate:g} is below start_rate {self.start_rate:g}",
-                               "raise max_rate", at=("max_rate",))
+            raise FieldProblem(
+                f"max_rate {self.max_rate:g} is below start_rate {self.start_rate:g}",
+                "raise max_rate",
+                at=("max_rate",),
+            )
         return self
 
 
@@ -223,23 +245,30 @@ class Probe(StrictModel):
         if self.min_matching_prompts > len(self.prompts):
             raise FieldProblem(
                 f"{self.min_matching_prompts} is more than the {len(self.prompts)} prompts",
-                f"use at most {len(self.prompts)}, or add prompts", at=("min_matching_prompts",))
+                f"use at most {len(self.prompts)}, or add prompts",
+                at=("min_matching_prompts",),
+            )
         return self
 
 
 class Objective(StrictModel):
     """What is maximised, when a level counts as clean, and how eagerly trials are pruned."""
 
-    metric: Literal["output_throughput", "total_throughput", "request_throughput", "goodput",
-                    "tokens_per_joule"] = (
-        "output_throughput"
-    )
+    metric: Literal[
+        "output_throughput",
+        "total_throughput",
+        "request_throughput",
+        "goodput",
+        "tokens_per_joule",
+    ] = "output_throughput"
     max_failed_fraction: float = Field(default=0.01, ge=0, lt=1)
     slo: Slo = Slo()
     prune_margin: float = Field(default=0.10, ge=0, lt=1)
     # Multi-objective mode: also minimise this latency (at the level with the best throughput);
     # the study then has a Pareto front instead of one best trial.
-    minimize: Literal["p99_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "median_ttft_ms"] | None = None
+    minimize: Literal["p99_tpot_ms", "median_tpot_ms", "p99_ttft_ms", "median_ttft_ms"] | None = (
+        None
+    )
     patience: Patience | None = None
     goodput: GoodputSearch = GoodputSearch()
     # The host's run-to-run noise as a share of a figure (0.05: two runs of one configuration
@@ -250,28 +279,40 @@ class Objective(StrictModel):
     @model_validator(mode="after")
     def _noise_is_a_share(self) -> Objective:
         if self.noise is not None and self.noise >= 0.5:
-            raise FieldProblem(f"{self.noise:g} is a share of a figure, not a percent",
-                               f"write {self.noise / 100:g} for {self.noise:g}%" if self.noise < 50
-                               else "use a share below 0.5 (0.05: 5%)", at=("noise",))
+            raise FieldProblem(
+                f"{self.noise:g} is a share of a figure, not a percent",
+                f"write {self.noise / 100:g} for {self.noise:g}%"
+                if self.noise < 50
+                else "use a share below 0.5 (0.05: 5%)",
+                at=("noise",),
+            )
         return self
 
     @model_validator(mode="after")
     def _goodput_needs_an_slo(self) -> Objective:
         if self.metric == "goodput" and self.slo.empty:
-            raise FieldProblem("goodput needs an SLO",
-                               "set objective.slo.p99_ttft_ms, median_tpot_ms or p99_tpot_ms",
-                               at=("slo",))
+            raise FieldProblem(
+                "goodput needs an SLO",
+                "set objective.slo.p99_ttft_ms, median_tpot_ms or p99_tpot_ms",
+                at=("slo",),
+            )
         if self.metric == "goodput" and self.minimize:
-            raise FieldProblem("goodput is single-objective", "remove objective.minimize",
-                               at=("minimize",))
+            raise FieldProblem(
+                "goodput is single-objective", "remove objective.minimize", at=("minimize",)
+            )
         return self
 
 
 # Fields added after studies were created: left out of the fingerprint while at their default, so
 # that a study made before them still resumes.
 ADDED_DEFAULTS: dict[str, dict[str, Any]] = {
-    "workload": {"dataset": None, "arrival": "poisson",
-                 "max_concurrency": 1024, "rate_level_s": 60.0, "model": None},
+    "workload": {
+        "dataset": None,
+        "arrival": "poisson",
+        "max_concurrency": 1024,
+        "rate_level_s": 60.0,
+        "model": None,
+    },
     "workload.emulated": {"max_concurrency": None, "rate_level_s": None},
     "objective": {"goodput": GoodputSearch().model_dump(), "noise": None},
     "objective.slo": {"p99_tpot_ms": None},

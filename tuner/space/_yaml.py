@@ -83,11 +83,14 @@ def read_yaml(path: Path, shown_as: str) -> YamlDocument:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{shown_as}: file not found; fix: give the path of a search-space "
-                          "YAML, e.g. search_spaces/glm5.yaml") from None
+        raise ConfigError(
+            f"{shown_as}: file not found; fix: give the path of a search-space "
+            "YAML, e.g. search_spaces/glm5.yaml"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{shown_as}: cannot read the file ({error}); fix: give a readable "
-                          "UTF-8 YAML file") from None
+        raise ConfigError(
+            f"{shown_as}: cannot read the file ({error}); fix: give a readable UTF-8 YAML file"
+        ) from None
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -98,11 +101,14 @@ def read_yaml(path: Path, shown_as: str) -> YamlDocument:
         mark = error.problem_mark or error.context_mark
         where = f"{shown_as}:{mark.line + 1}:{mark.column + 1}" if mark else shown_as
         problem = " ".join(str(error.problem or error.context or "invalid YAML").split())
-        raise ConfigError(f"{where}: YAML syntax error: {problem}; fix: correct the YAML at "
-                          "that line (indentation, a missing colon or quote)") from None
+        raise ConfigError(
+            f"{where}: YAML syntax error: {problem}; fix: correct the YAML at "
+            "that line (indentation, a missing colon or quote)"
+        ) from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{shown_as}: YAML error: {' '.join(str(error).split())}; fix: "
-                          "correct the YAML") from None
+        raise ConfigError(
+            f"{shown_as}: YAML error: {' '.join(str(error).split())}; fix: correct the YAML"
+        ) from None
     finally:
         loader.dispose()
     return YamlDocument(shown_as, data, root)

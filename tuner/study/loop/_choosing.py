@@ -34,7 +34,9 @@ def ensure_baseline_queued(study: optuna.Study, space: SearchSpace) -> None:
         outcome = outcome_of(trial)
         if outcome in (Outcome.COMPLETE, Outcome.WAITING, Outcome.FAILED, Outcome.REUSED):
             return
-        if outcome == Outcome.RUNNING:  # on another worker (a dead worker's is failed and queued again)
+        if (
+            outcome == Outcome.RUNNING
+        ):  # on another worker (a dead worker's is failed and queued again)
             return
     study.enqueue_trial(space.params_for_enqueue(space.baseline), user_attrs={IS_BASELINE: True})
 
@@ -62,7 +64,9 @@ def why_chosen(trial: optuna.Trial, strategy: Strategy) -> WhyChosen:
     return WhyChosen(strategy.sampled_reason, True)
 
 
-def queue_proposal(study: optuna.Study, space: SearchSpace, strategy: Strategy, view: StudyView, console: Any) -> None:
+def queue_proposal(
+    study: optuna.Study, space: SearchSpace, strategy: Strategy, view: StudyView, console: Any
+) -> None:
     """Queue the strategy's proposal, if it makes one and nothing else is queued."""
     if any(r.outcome == Outcome.WAITING for r in view.records):
         return
@@ -72,7 +76,11 @@ def queue_proposal(study: optuna.Study, space: SearchSpace, strategy: Strategy, 
     try:
         config = space.config(proposal.config, drop_inactive=True)
     except ConfigError as error:  # a strategy's mistake must not stop the study: the sampler draws
-        console.print(f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False)
+        console.print(
+            f"[yellow]strategy {strategy.name}: proposal ignored[/]: {error}", highlight=False
+        )
         return
     move = {MOVE: proposal.move.to_dict()} if proposal.move is not None else {}
-    study.enqueue_trial(space.params_for_enqueue(config), user_attrs={CHOSEN_BY: proposal.reason, **move})
+    study.enqueue_trial(
+        space.params_for_enqueue(config), user_attrs={CHOSEN_BY: proposal.reason, **move}
+    )

@@ -37,7 +37,15 @@ from tuner.failures import FailureClass
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
-from tuner.study.record import CONFIRM_RUNS, REPEATS, Spread, TrialRecord, close_pair, read_view, winner_lines
+from tuner.study.record import (
+    CONFIRM_RUNS,
+    REPEATS,
+    Spread,
+    TrialRecord,
+    close_pair,
+    read_view,
+    winner_lines,
+)
 
 if TYPE_CHECKING:
     from tuner.study.loop._progress import ProgressView
@@ -110,7 +118,11 @@ class Confirmation:
             view = read_view(self.study)  # again after each re-run: the pair may change
             noise = view.noise
             pair = close_pair(list(view.records), noise.relative)
-            short = [(r, runs) for r in pair or () if (runs := (r.spread() or Spread(0, 0, 1)).runs) < CONFIRM_RUNS]
+            short = [
+                (r, runs)
+                for r in pair or ()
+                if (runs := (r.spread() or Spread(0, 0, 1)).runs) < CONFIRM_RUNS
+            ]
             if not short:
                 break
             record, runs = short[0]
@@ -118,7 +130,9 @@ class Confirmation:
             progress.console.print(
                 f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
                 f"trial {pair[0].number} leads trial {pair[1].number} by less than two standard "
-                f"errors of the difference (noise {noise.relative:.1%}, {noise.source})", highlight=False)
+                f"errors of the difference (noise {noise.relative:.1%}, {noise.source})",
+                highlight=False,
+            )
             if not self._run_again(record, runner, runs, progress):
                 break
             made += 1
@@ -126,15 +140,25 @@ class Confirmation:
             progress.console.print(line, highlight=False)
         return made
 
-    def _run_again(self, record: TrialRecord, runner: TrialRunner, runs: int, progress: ProgressView) -> bool:
+    def _run_again(
+        self, record: TrialRecord, runner: TrialRunner, runs: int, progress: ProgressView
+    ) -> bool:
         """One re-run stored on the original; False when the host failed (no more re-runs)."""
         config = self.space.config_from_params(record.params)
         target = runner.target
-        launch = self.space.render(config, command=target.server_command(record.number, runs),
-                                   port=target.port, local=target.local)
-        again = dataclasses.replace(runner, local_runs_dir=runner.local_runs_dir / f"repeat-{runs}",
-                                    on_phase=progress.phase, on_level=progress.level_done,
-                                    on_energy=progress.level_energy)
+        launch = self.space.render(
+            config,
+            command=target.server_command(record.number, runs),
+            port=target.port,
+            local=target.local,
+        )
+        again = dataclasses.replace(
+            runner,
+            local_runs_dir=runner.local_runs_dir / f"repeat-{runs}",
+            on_phase=progress.phase,
+            on_level=progress.level_done,
+            on_energy=progress.level_energy,
+        )
         trial = _RepeatTrial(record.number)
         value, failure, host_error = None, None, False
         try:
@@ -144,16 +168,33 @@ class Confirmation:
             failure = error.reason
         except TunerError as error:
             failure, host_error = f"{FailureClass.HOST_ERROR}: {error}", True
-        self._store(record, value, failure, trial.user_attrs.get(attrs.HOST_SECONDS),
-                    trial.user_attrs.get(attrs.LEVELS) or [])
-        progress.console.print(f"  re-run of trial {record.number}: "
-                               + (f"{value:,.4g}" if value is not None else f"FAIL {failure}"), highlight=False)
+        self._store(
+            record,
+            value,
+            failure,
+            trial.user_attrs.get(attrs.HOST_SECONDS),
+            trial.user_attrs.get(attrs.LEVELS) or [],
+        )
+        progress.console.print(
+            f"  re-run of trial {record.number}: "
+            + (f"{value:,.4g}" if value is not None else f"FAIL {failure}"),
+            highlight=False,
+        )
         return not host_error
 
-    def _store(self, record: TrialRecord, value: float | None, failure: str | None,
-               host_seconds: float | None, levels: list[dict[str, Any]] | None = None) -> None:
+    def _store(
+        self,
+        record: TrialRecord,
+        value: float | None,
+        failure: str | None,
+        host_seconds: float | None,
+        levels: list[dict[str, Any]] | None = None,
+    ) -> None:
         every = dict(self.study.user_attrs.get(REPEATS) or {})
-        mine = dict(every.get(str(record.number)) or {"values": [record.value], "failed": [], "host_seconds": []})
+        mine = dict(
+            every.get(str(record.number))
+            or {"values": [record.value], "failed": [], "host_seconds": []}
+        )
         if value is not None:
             mine["values"] = [*mine["values"], value]
             # each re-run's levels, beside its value (the best at each load is their mean too)

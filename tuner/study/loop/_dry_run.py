@@ -33,7 +33,11 @@ def estimate_trial_host_seconds(space: SearchSpace, emulate: bool) -> float:
 
 
 def print_dry_run(
-    space: SearchSpace, trials: int, sampler: optuna.samplers.BaseSampler, emulate: bool, console: Console,
+    space: SearchSpace,
+    trials: int,
+    sampler: optuna.samplers.BaseSampler,
+    emulate: bool,
+    console: Console,
     proposes: str | None = None,
 ) -> None:
     """Print the baseline and ``trials`` sampled configurations with their command lines.
@@ -43,8 +47,11 @@ def print_dry_run(
     sampler's draws it falls back to."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if proposes:
-        console.print(f"{proposes}: after the baseline each trial is chosen from what the trials "
-                      "before it measured, unknown before the run; below, the sampler's draws it falls back to", highlight=False)
+        console.print(
+            f"{proposes}: after the baseline each trial is chosen from what the trials "
+            "before it measured, unknown before the run; below, the sampler's draws it falls back to",
+            highlight=False,
+        )
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.enqueue_trial(space.params_for_enqueue(space.baseline))
     seen: set[str] = set()

@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["parse_assignments", "configuration_with", "enqueue_configuration"]
 
 
-
 def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     """``["name=value", ...]`` as a dict, values parsed as YAML scalars."""
     values: dict[str, Any] = {}
     for item in assignments:
         name, sep, raw = item.partition("=")
         if not sep or not name.strip():
-            raise ConfigError(f"--set {item}: expected name=value (e.g. --set max_running_requests=1024)")
+            raise ConfigError(
+                f"--set {item}: expected name=value (e.g. --set max_running_requests=1024)"
+            )
         values[name.strip()] = yaml.safe_load(raw) if raw.strip() else None
     return values
 
@@ -44,6 +45,8 @@ def configuration_with(space: SearchSpace, overrides: dict[str, Any]) -> Any:
     return space.config({**dict(space.baseline), **overrides}, drop_inactive=True)
 
 
-def enqueue_configuration(study: optuna.Study, space: SearchSpace, config: Mapping[str, Any]) -> None:
+def enqueue_configuration(
+    study: optuna.Study, space: SearchSpace, config: Mapping[str, Any]
+) -> None:
     """Queue ``config`` in the study (it runs before sampled configurations)."""
     study.enqueue_trial(space.params_for_enqueue(config), user_attrs={ENQUEUED: True})

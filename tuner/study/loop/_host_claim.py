@@ -39,5 +39,7 @@ def release_host(claim: HostClaim, console: Console) -> None:
         console.print(
             f"the claim of {claim.host.name}:{claim.path} was taken over by another tuner during "
             "this run: measurements since then may be disturbed",
-            style="yellow", highlight=False, markup=False,
+            style="yellow",
+            highlight=False,
+            markup=False,
         )

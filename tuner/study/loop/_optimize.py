@@ -84,7 +84,9 @@ class OptimizeSummary:
     states: dict[str, int] = field(default_factory=dict)
     exhausted: bool = False
     patience_stop: bool = False
-    remeasured: int = 0  # re-runs of a close best and runner-up (tuner.study.loop._confirm), in the budget
+    remeasured: int = (
+        0  # re-runs of a close best and runner-up (tuner.study.loop._confirm), in the budget
+    )
 
     def settled(self, outcome: Outcome) -> None:
         """Count a configuration settled without running (skipped, gated or reused)."""
@@ -153,12 +155,18 @@ def optimize_study(
     progress.run_started(n_trials, study)
     while True:  # search, re-measure a close pair, and search on if its re-runs end early
         while summary.ran + summary.remeasured < n_trials and not patience.exhausted:
-            if confirm is not None and confirm.stop_search(summary.ran, n_trials - summary.remeasured):
+            if confirm is not None and confirm.stop_search(
+                summary.ran, n_trials - summary.remeasured
+            ):
                 break  # the trials left re-measure the close pair
             fail_stale_trials(study)  # a dead worker's trial: FAIL worker-died, queued again
             wait_for_probe_reference(study, space, say=progress.console.print)
-            require_probe_reference(study, space)  # a failed baseline: stop, nothing can be checked
-            require_baseline_goodput(study, space)  # a baseline that met no rate: no floor to judge by
+            require_probe_reference(
+                study, space
+            )  # a failed baseline: stop, nothing can be checked
+            require_baseline_goodput(
+                study, space
+            )  # a baseline that met no rate: no floor to judge by
             view = read_view(study, space)  # once per iteration: other workers' results too
             finished = view.finished_by_key()
             queue_proposal(study, space, strategy, view, progress.console)
@@ -177,8 +185,12 @@ def optimize_study(
                 earlier = finished.get(key)
                 gate = _feasibility(feasibility, sampled, config, earlier)
                 settled = outcome_without_running(
-                    space, config, is_baseline=is_baseline, unavailable_patches=unavailable_patches,
-                    gate=gate, earlier=view.frozen(earlier.number) if earlier is not None else None,
+                    space,
+                    config,
+                    is_baseline=is_baseline,
+                    unavailable_patches=unavailable_patches,
+                    gate=gate,
+                    earlier=view.frozen(earlier.number) if earlier is not None else None,
                 )
                 if settled is not None:
                     write_outcome(study, trial, settled)
@@ -195,17 +207,38 @@ def optimize_study(
                     idle = refused = 0
                     summary.ran += 1
                     with heartbeat(study, trial.number):
-                        if not is_baseline:  # another worker may have asked for the baseline between
-                            _await_reference(study, space, trial, progress)  # the wait above and ask
-                        state = _run_one(study, space, runner, trial, config, is_baseline, chosen_by, summary,
-                                         progress)
+                        if (
+                            not is_baseline
+                        ):  # another worker may have asked for the baseline between
+                            _await_reference(
+                                study, space, trial, progress
+                            )  # the wait above and ask
+                        state = _run_one(
+                            study,
+                            space,
+                            runner,
+                            trial,
+                            config,
+                            is_baseline,
+                            chosen_by,
+                            summary,
+                            progress,
+                        )
                     summary.states[state.name] = summary.states.get(state.name, 0) + 1
                     frozen = frozen_trial(study, trial.number)
                     if feasibility is not None:
                         feasibility.record_trial(frozen)
-                    patience.record(frozen.values[0] if frozen.state == TrialState.COMPLETE else None)
+                    patience.record(
+                        frozen.values[0] if frozen.state == TrialState.COMPLETE else None
+                    )
             except KeyboardInterrupt:
-                _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"))
+                _fail_if_running(
+                    study,
+                    trial,
+                    TrialOutcome.run_failed(
+                        FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"
+                    ),
+                )
                 raise
             if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
                 summary.exhausted = True
@@ -225,7 +258,9 @@ def optimize_study(
     return summary
 
 
-def _await_reference(study: optuna.Study, space: SearchSpace, trial: optuna.Trial, progress: ProgressView) -> None:
+def _await_reference(
+    study: optuna.Study, space: SearchSpace, trial: optuna.Trial, progress: ProgressView
+) -> None:
     """Wait, inside this trial (its heartbeat running), for the baseline's probe outputs.
 
     The wait before ``ask`` and the ``ask`` are not one step: a second worker that found no
@@ -236,7 +271,9 @@ def _await_reference(study: optuna.Study, space: SearchSpace, trial: optuna.Tria
     try:
         require_probe_reference(study, space)
     except TunerError as error:
-        _fail_if_running(study, trial, TrialOutcome.run_failed(FailureClass.HOST_ERROR, str(error)))
+        _fail_if_running(
+            study, trial, TrialOutcome.run_failed(FailureClass.HOST_ERROR, str(error))
+        )
         raise
 
 
@@ -278,8 +315,9 @@ def _run_one(
         config, command=target.server_command(trial.number), port=target.port, local=target.local
     )
     with scrubbing(Scrubber.of(launch.secret_values())):  # nothing stored shows a secret
-        return _run_launch(study, runner, trial, config, launch, is_baseline, chosen_by, summary,
-                           progress)
+        return _run_launch(
+            study, runner, trial, config, launch, is_baseline, chosen_by, summary, progress
+        )
 
 
 def _run_launch(
@@ -307,12 +345,24 @@ def _run_launch(
     write_outcome(study, trial, result)
     value = result.values[0] if result.state == TrialState.COMPLETE and result.values else None
     write_trial_note(  # what the line above said, in the dashboard's trial view
-        trial, baseline=progress.baseline, config=dict(config), is_baseline=is_baseline,
-        chosen_by=chosen_by, state=result.state.name,
-        value=progress.value_text(value) if value is not None else None, reason=result.message,
-        emulated=progress.scale.emulated)
-    progress.trial_finished(trial.number, result.state.name, value, result.message, time.monotonic() - started,
-                            host_seconds=trial.user_attrs.get(HOST_SECONDS))
+        trial,
+        baseline=progress.baseline,
+        config=dict(config),
+        is_baseline=is_baseline,
+        chosen_by=chosen_by,
+        state=result.state.name,
+        value=progress.value_text(value) if value is not None else None,
+        reason=result.message,
+        emulated=progress.scale.emulated,
+    )
+    progress.trial_finished(
+        trial.number,
+        result.state.name,
+        value,
+        result.message,
+        time.monotonic() - started,
+        host_seconds=trial.user_attrs.get(HOST_SECONDS),
+    )
     return result.state
 
 

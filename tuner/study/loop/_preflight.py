@@ -18,15 +18,26 @@ if TYPE_CHECKING:
     from tuner.host import Host
     from tuner.space import SearchSpace
 
-__all__ = ["check_run_root", "preflight_checks", "read_engine_version", "require_power", "server_environment",
-           "unavailable_patches", "PATCH_CHECK_PREFIX"]
+__all__ = [
+    "check_run_root",
+    "preflight_checks",
+    "read_engine_version",
+    "require_power",
+    "server_environment",
+    "unavailable_patches",
+    "PATCH_CHECK_PREFIX",
+]
 
 PATCH_CHECK_PREFIX = "patch "
 
 
 def unavailable_patches(checks: list[doctor.Check]) -> set[str]:
     """The patches whose check failed: their text is not in the host's file (never written)."""
-    return {c.name.removeprefix(PATCH_CHECK_PREFIX) for c in checks if not c.ok and c.name.startswith(PATCH_CHECK_PREFIX)}
+    return {
+        c.name.removeprefix(PATCH_CHECK_PREFIX)
+        for c in checks
+        if not c.ok and c.name.startswith(PATCH_CHECK_PREFIX)
+    }
 
 
 def server_environment(space: SearchSpace, target: Target) -> dict[str, str]:
@@ -37,7 +48,9 @@ def server_environment(space: SearchSpace, target: Target) -> dict[str, str]:
     return {**space.render(space.baseline, local=target.local).env, **target.env}
 
 
-def preflight_checks(space: SearchSpace, target: Target, patches: PatchManager) -> list[doctor.Check]:
+def preflight_checks(
+    space: SearchSpace, target: Target, patches: PatchManager
+) -> list[doctor.Check]:
     """Run every check, in the server's environment; each says pass or fail, with a fix."""
     host, env, profile = target.host, server_environment(space, target), target.profile
     checks = [doctor.check_reachable(host)]
@@ -47,9 +60,13 @@ def preflight_checks(space: SearchSpace, target: Target, patches: PatchManager) 
     checks += [
         check_run_root(host),
         doctor.check_python(host, target.python, env),
-        doctor.check_engine_version(host, target.python, env, profile.version_code, space.engine_version),
+        doctor.check_engine_version(
+            host, target.python, env, profile.version_code, space.engine_version
+        ),
         doctor.check_gpus(host, None, env),
-        doctor.check_gpus_idle(host, env=env, left=left, server_gpus=_baseline_gpus(space, target, env)),
+        doctor.check_gpus_idle(
+            host, env=env, left=left, server_gpus=_baseline_gpus(space, target, env)
+        ),
         doctor.check_flags_known(host, f"{target.command} --help", env, space.flags()),
         doctor.check_port_free(host, target.port, left),
         doctor.check_disk(host, target.run_root),
@@ -58,16 +75,27 @@ def preflight_checks(space: SearchSpace, target: Target, patches: PatchManager) 
     ]
     if not target.emulated:  # the emulator's figures are on its own clock, not the client's
         workload = space.workload
-        checks.append(doctor.check_client_capacity(host, target.run_root, target.python,
-                                                   list(workload.levels), workload.output_len,
-                                                   target.client_workers))
+        checks.append(
+            doctor.check_client_capacity(
+                host,
+                target.run_root,
+                target.python,
+                list(workload.levels),
+                workload.output_len,
+                target.client_workers,
+            )
+        )
     return checks
 
 
-def _baseline_gpus(space: SearchSpace, target: Target, env: Mapping[str, str]) -> frozenset[int] | None:
+def _baseline_gpus(
+    space: SearchSpace, target: Target, env: Mapping[str, str]
+) -> frozenset[int] | None:
     """The GPUs the baseline's server will use (None: every GPU, when that cannot be told)."""
     try:
-        return server_gpus(read_gpu_state(target.host, env), space.render(space.baseline, local=target.local).argv)
+        return server_gpus(
+            read_gpu_state(target.host, env), space.render(space.baseline, local=target.local).argv
+        )
     except TunerError:
         return None
 
@@ -80,7 +108,9 @@ def check_run_root(host: Host) -> doctor.Check:
     try:
         state = inspect_run_root(host, host.run_root)
     except TunerError as error:
-        return doctor.Check("run root", False, str(error), "make the host reachable, then run doctor again")
+        return doctor.Check(
+            "run root", False, str(error), "make the host reachable, then run doctor again"
+        )
     host.run_root = state.path
     problem = state.problem()
     if problem:

@@ -39,7 +39,9 @@ def _hms(seconds: float) -> str:
 class ProgressView:
     """Receives the optimize loop's events and shows them."""
 
-    def __init__(self, console: Console | None = None, time_scale: TimeScale | None = None) -> None:
+    def __init__(
+        self, console: Console | None = None, time_scale: TimeScale | None = None
+    ) -> None:
         self.console = console or Console(stderr=True)
         self.scale = time_scale or TimeScale()
         self.total = 0
@@ -65,7 +67,9 @@ class ProgressView:
         completed = [t.values[0] for t in study.get_trials(deepcopy=False) if t.values]
         self.best = max(completed) if completed else None
         label = " (emulated)" if self.scale.emulated else ""
-        self.console.print(f"[bold]study {study.study_name}{label}[/]: {total} configurations to run")
+        self.console.print(
+            f"[bold]study {study.study_name}{label}[/]: {total} configurations to run"
+        )
         if self.console.is_terminal:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -111,8 +115,12 @@ class ProgressView:
         bound = getattr(metrics, "measurement_bound", None)
         seen = getattr(metrics, "in_flight", None)
         seen = f", {seen:,.0f} of {metrics.concurrency} in flight" if seen is not None else ""
-        stop += (f"\n      [yellow]client-bound{seen} (a lower bound where that moves the figure over "
-                 f"1%): {bound}[/]" if bound else "")
+        stop += (
+            f"\n      [yellow]client-bound{seen} (a lower bound where that moves the figure over "
+            f"1%): {bound}[/]"
+            if bound
+            else ""
+        )
         repeated = getattr(metrics, "repeated_prompts", 0)
         again = f", {repeated} prompts repeated" if repeated else ""
         self._print(
@@ -123,13 +131,20 @@ class ProgressView:
         )
 
     def trial_finished(
-        self, number: int, state: str, value: float | None, reason: str | None, seconds: float,
+        self,
+        number: int,
+        state: str,
+        value: float | None,
+        reason: str | None,
+        seconds: float,
         host_seconds: float | None = None,
     ) -> None:
         """``seconds``: the trial's wall time; ``host_seconds``: its host time as the trial runner
         stored it (an emulated trial: the start-up and levels the emulator stood for, plus the
         tuner's own work at its real duration), else ``seconds`` on the time scale."""
-        self.host_seconds += host_seconds if host_seconds is not None else self.scale.duration(seconds)
+        self.host_seconds += (
+            host_seconds if host_seconds is not None else self.scale.duration(seconds)
+        )
         if value is not None and (self.best is None or value > self.best):
             self.best = value
         colour = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}[state]
@@ -159,20 +174,34 @@ class ProgressView:
             self._live.stop()
             self._live = None
         label = " (emulated)" if self.scale.emulated else ""
-        best = (self._value(self.best).replace("tok/s", "output tok/s") + label
-                if self.best is not None else "none")
+        best = (
+            self._value(self.best).replace("tok/s", "output tok/s") + label
+            if self.best is not None
+            else "none"
+        )
         self.console.print(
             f"[bold]done[/]: {summary.ran} run, "
             + (f"{summary.remeasured} re-measured, " if getattr(summary, "remeasured", 0) else "")
             + f"{summary.skipped} skipped by constraints, "
-            + (f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
-               if getattr(summary, "skipped_unsafe", 0) else "")
+            + (
+                f"{summary.skipped_unsafe} skipped as likely to fail (feasibility), "
+                if getattr(summary, "skipped_unsafe", 0)
+                else ""
+            )
             + f"{summary.reused} reused; "
             # after re-measures the winner is told above by its mean: this is one run's figure
-            + (f"highest single run {best}; " if getattr(summary, "remeasured", 0) else f"best so far {best}; ")
+            + (
+                f"highest single run {best}; "
+                if getattr(summary, "remeasured", 0)
+                else f"best so far {best}; "
+            )
             + f"host time {_hms(self.host_seconds)}{label}"
             + ("; the search space looks exhausted" if summary.exhausted else "")
-            + ("; stopped: no real improvement for a while (patience)" if summary.patience_stop else "")
+            + (
+                "; stopped: no real improvement for a while (patience)"
+                if summary.patience_stop
+                else ""
+            )
         )
 
     def close(self) -> None:

@@ -57,7 +57,14 @@ from tuner.study.loop._warm_start import warm_start
 if TYPE_CHECKING:
     from tuner.space import SearchSpace
 
-__all__ = ["OptimizeOptions", "run_optimize", "open_study", "patch_manager", "study_directions", "study_pruner"]
+__all__ = [
+    "OptimizeOptions",
+    "run_optimize",
+    "open_study",
+    "patch_manager",
+    "study_directions",
+    "study_pruner",
+]
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,9 @@ def study_pruner(space: SearchSpace, emulate: bool = False) -> BaselinePruner | 
     )
 
 
-def open_study(space: SearchSpace, target: Target, options: OptimizeOptions, strategy: Strategy | None = None) -> optuna.Study:
+def open_study(
+    space: SearchSpace, target: Target, options: OptimizeOptions, strategy: Strategy | None = None
+) -> optuna.Study:
     """Create or resume the study; a changed search space is refused before the host is touched."""
     strategy = strategy or resolve_strategy(options.strategy, options.sampler, space, options.seed)
     storage = open_storage(options.storage, heartbeat_interval=options.heartbeat_s)
@@ -135,7 +144,9 @@ def open_study(space: SearchSpace, target: Target, options: OptimizeOptions, str
     )
 
 
-def _preflight(space: SearchSpace, target: Target, patches: PatchManager, console: Console) -> set[str]:
+def _preflight(
+    space: SearchSpace, target: Target, patches: PatchManager, console: Console
+) -> set[str]:
     """Run the checks; stop on a failure, except a patch that does not apply: it is pinned off
     (returned), unless the baseline needs it."""
     checks = preflight_checks(space, target, patches)
@@ -143,7 +154,9 @@ def _preflight(space: SearchSpace, target: Target, patches: PatchManager, consol
     unavailable = unavailable_patches(checks)
     failed = [c for c in checks if not c.ok and not c.name.startswith(PATCH_CHECK_PREFIX)]
     if failed:
-        raise TunerError(f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}")
+        raise TunerError(
+            f"preflight failed: {failed[0].name}: {failed[0].detail}; fix: {failed[0].fix}"
+        )
     if unavailable & set(space.render(space.baseline, resolve=False).patches):
         raise TunerError(
             f"preflight failed: the baseline needs patch(es) {', '.join(sorted(unavailable))} "
@@ -157,7 +170,9 @@ def _preflight(space: SearchSpace, target: Target, patches: PatchManager, consol
     return unavailable
 
 
-def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, console: Console) -> OptimizeSummary:
+def run_optimize(
+    space: SearchSpace, target: Target, options: OptimizeOptions, console: Console
+) -> OptimizeSummary:
     """Run the study on the target (see the module docstring)."""
     strategy = resolve_strategy(options.strategy, options.sampler, space, options.seed)
     space.render(space.baseline, local=target.local)  # an unset ${NAME}: exit 2, nothing made yet
@@ -183,7 +198,11 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
-        check = options.upgrade.check(study, space, target, patches, console) if options.upgrade else None
+        check = (
+            options.upgrade.check(study, space, target, patches, console)
+            if options.upgrade
+            else None
+        )
         unavailable = set() if options.skip_doctor else _preflight(space, target, patches, console)
         target.gpu_idle = read_gpu_state(target.host, target.env)  # each start waits for it
         require_power(space, target.gpu_idle)  # tokens_per_joule on a host without nvidia-smi
@@ -191,7 +210,9 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
             options.upgrade.seed(study, space, target, check, console)
         if options.warm_start:
             queued = warm_start(study, space, options.warm_start)
-            console.print(f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}")
+            console.print(
+                f"warm start: queued {len(queued)} configuration(s) of {options.warm_start}"
+            )
         runner = TrialRunner(
             space=space,
             target=target,
@@ -208,8 +229,15 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
             else None
         )
         summary = optimize_study(
-            study, space, runner, options.trials, progress, unavailable, feasibility=feasibility,
-            strategy=strategy, confirm=Confirmation(study, space),
+            study,
+            space,
+            runner,
+            options.trials,
+            progress,
+            unavailable,
+            feasibility=feasibility,
+            strategy=strategy,
+            confirm=Confirmation(study, space),
         )
         for line in failing_values(study):
             console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)
@@ -217,8 +245,12 @@ def run_optimize(space: SearchSpace, target: Target, options: OptimizeOptions, c
             console.print(line, highlight=False)
         winner = winner_lines(study, progress.value_text(1.0).split(" ", 1)[1])
         if winner:  # the winner and its re-measures, in the dashboard; what NAME__set means
-            helpers = {name.removesuffix(SET_SUFFIX) for trial in study.get_trials(deepcopy=False)
-                       for name in trial.params if name.endswith(SET_SUFFIX)}
+            helpers = {
+                name.removesuffix(SET_SUFFIX)
+                for trial in study.get_trials(deepcopy=False)
+                for name in trial.params
+                if name.endswith(SET_SUFFIX)
+            }
             save_study_note(study, winner, sorted(helpers))
         return summary
     finally:

@@ -61,12 +61,20 @@ def _peak_level(record: TrialRecord, metric: str) -> Level:
 
 
 def _candidates(study: optuna.Study, top: int) -> list[TrialRecord]:
-    stable = [r for r in records(study) if r.stable and r.value is not None and r.reused_from is None]
+    stable = [
+        r for r in records(study) if r.stable and r.value is not None and r.reused_from is None
+    ]
     return sorted(stable, key=lambda r: r.value or 0.0, reverse=True)[:top]
 
 
-def _soak(space: SearchSpace, target: Target, session: ServerSession, record: TrialRecord, duration_s: float,
-          repeats: int) -> ValidationResult:
+def _soak(
+    space: SearchSpace,
+    target: Target,
+    session: ServerSession,
+    record: TrialRecord,
+    duration_s: float,
+    repeats: int,
+) -> ValidationResult:
     objective = space.objective
     peak = _peak_level(record, objective.metric)
     concurrency = int(peak.concurrency)
@@ -87,26 +95,52 @@ def _soak(space: SearchSpace, target: Target, session: ServerSession, record: Tr
         )
         dialect = request_dialect(space, workload.api or target.profile.api)
         metrics = asyncio.run(
-            run_level(session.base_url, spec, api=dialect,
-                      stop_check=session.stop_reason, time_scale=target.time_scale,
-                      headers=session.client_headers)
+            run_level(
+                session.base_url,
+                spec,
+                api=dialect,
+                stop_check=session.stop_reason,
+                time_scale=target.time_scale,
+                headers=session.client_headers,
+            )
         )
-        failure = session.wait_for_failure(CLASSIFY_WAIT_S) if metrics.stop_reason else session.failure()
+        failure = (
+            session.wait_for_failure(CLASSIFY_WAIT_S) if metrics.stop_reason else session.failure()
+        )
         if failure is not None or metrics.stop_reason is not None:
             reason = str(failure) if failure is not None else metrics.stop_reason
-            return ValidationResult(record.number, False, concurrency, index + 1, throughputs,
-                                    reason=f"soak run {index + 1}: {reason}", emulated=metrics.emulated,
-                                    duration_s=duration_s)
+            return ValidationResult(
+                record.number,
+                False,
+                concurrency,
+                index + 1,
+                throughputs,
+                reason=f"soak run {index + 1}: {reason}",
+                emulated=metrics.emulated,
+                duration_s=duration_s,
+            )
         if not metrics.clean(objective.max_failed_fraction):
-            return ValidationResult(record.number, False, concurrency, index + 1, throughputs,
-                                    reason=f"soak run {index + 1}: {metrics.failed} failed requests",
-                                    emulated=metrics.emulated, duration_s=duration_s)
+            return ValidationResult(
+                record.number,
+                False,
+                concurrency,
+                index + 1,
+                throughputs,
+                reason=f"soak run {index + 1}: {metrics.failed} failed requests",
+                emulated=metrics.emulated,
+                duration_s=duration_s,
+            )
         throughputs.append(float(getattr(metrics, objective.metric)))
     return ValidationResult(
-        record.number, True, concurrency, repeats, throughputs,
+        record.number,
+        True,
+        concurrency,
+        repeats,
+        throughputs,
         mean_output_throughput=statistics.fmean(throughputs),
         std_output_throughput=statistics.stdev(throughputs) if len(throughputs) > 1 else 0.0,
-        emulated=target.emulated, duration_s=duration_s,
+        emulated=target.emulated,
+        duration_s=duration_s,
     )
 
 
@@ -139,30 +173,52 @@ def validate_study(
     try:
         for record in candidates:
             config = space.config_from_params(record.params)
-            launch = space.render(config, command=target.command, port=target.port, local=target.local)
-            console.print(f"soaking trial {record.number} ({duration_s:.0f} host s)", highlight=False)
+            launch = space.render(
+                config, command=target.command, port=target.port, local=target.local
+            )
+            console.print(
+                f"soaking trial {record.number} ({duration_s:.0f} host s)", highlight=False
+            )
             patches.set_active(set(launch.patches))
             session = ServerSession(
-                target.host, target.profile, launch.argv, {**launch.env, **target.env}, target.port,
+                target.host,
+                target.profile,
+                launch.argv,
+                {**launch.env, **target.env},
+                target.port,
                 f"{target.run_root.rstrip('/')}/{study.study_name}/validate-{record.number:04d}",
                 stop_grace_s=target.time_scale.to_server(space.timeouts.stop_grace_s),
                 stop_command=target.stop_command,
-                secret_flags=launch.secret_flags, idle_gpus=target.gpu_idle,
-                secrets=launch.secret_values(), api_key=launch.api_key,
+                secret_flags=launch.secret_flags,
+                idle_gpus=target.gpu_idle,
+                secrets=launch.secret_values(),
+                api_key=launch.api_key,
             )
             try:
                 with session:
-                    session.wait_ready(max(MIN_WALL_TIMEOUT_S, target.time_scale.to_server(space.timeouts.ready_s)))
+                    session.wait_ready(
+                        max(
+                            MIN_WALL_TIMEOUT_S, target.time_scale.to_server(space.timeouts.ready_s)
+                        )
+                    )
                     result = _soak(space, target, session, record, duration_s, repeats)
             except ServerFailure as failure:
-                result = ValidationResult(record.number, False, 0, 0, reason=str(failure),
-                                          emulated=target.emulated, duration_s=duration_s)
+                result = ValidationResult(
+                    record.number,
+                    False,
+                    0,
+                    0,
+                    reason=str(failure),
+                    emulated=target.emulated,
+                    duration_s=duration_s,
+                )
             store_validation(study, result)
             label = " (emulated)" if result.emulated else ""
             verdict = (
                 f"stable: {result.mean_output_throughput:,.0f} ± {result.std_output_throughput:,.0f} "
                 f"output tok/s{label} at {result.concurrency} concurrent"
-                if result.stable else f"[red]unstable[/]: {result.reason}"
+                if result.stable
+                else f"[red]unstable[/]: {result.reason}"
             )
             console.print(f"  trial {record.number}: {verdict}", highlight=False)
             results.append(result)

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["Candidate", "storage_url", "warm_start", "warm_start_candidates"]
 
 
-
 @dataclass(frozen=True)
 class Candidate:
     """A stable trial of the earlier study and what became of it in the new space.

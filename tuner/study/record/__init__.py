@@ -87,7 +87,13 @@ from tuner.study.record._outcome import (
     write_dead_worker,
 )
 from tuner.study.record._level import Level, read_levels, clean_levels
-from tuner.study.record._figure import EXACT_WITHIN, LevelFigure, TrialFigure, figures_by_level, trial_figure
+from tuner.study.record._figure import (
+    EXACT_WITHIN,
+    LevelFigure,
+    TrialFigure,
+    figures_by_level,
+    trial_figure,
+)
 from tuner.study.record._record import TrialRecord, read_record
 from tuner.study.record._view import StudyView, read_view
 from tuner.study.record._results import (

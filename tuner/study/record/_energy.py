@@ -29,7 +29,9 @@ __all__ = [
     "tokens_per_joule",
 ]
 
-TOKENS_PER_JOULE = "tokens_per_joule"  # the objective metric, and the key a measured level stores it under
+TOKENS_PER_JOULE = (
+    "tokens_per_joule"  # the objective metric, and the key a measured level stores it under
+)
 # A level being measured is still the dict the runner stores (the typed one is read back: Level).
 _GPU, _OUTPUT_THROUGHPUT = "gpu", "output_throughput"
 
@@ -48,7 +50,9 @@ def add_energy(level: dict[str, Any]) -> float | None:
     return value
 
 
-def _per_joule(gpu: Mapping[str, Any] | None, tokens: float | None, gpus: int | None = None) -> float | None:
+def _per_joule(
+    gpu: Mapping[str, Any] | None, tokens: float | None, gpus: int | None = None
+) -> float | None:
     gpu = gpu or {}
     power = gpu.get("total_power_w")
     if not power and gpus and gpu.get("mean_power_w"):
@@ -81,6 +85,12 @@ def energy_points(records: Iterable[TrialRecord], gpus: int | None = None) -> li
         for level in record.levels:
             value = tokens_per_joule(level, gpus)
             if value is not None and level.stop_reason is None:
-                points.append(EnergyPoint(record.number, int(level.concurrency),
-                                          float(level.output_throughput), value))
+                points.append(
+                    EnergyPoint(
+                        record.number,
+                        int(level.concurrency),
+                        float(level.output_throughput),
+                        value,
+                    )
+                )
     return points

@@ -30,13 +30,29 @@ from typing import Any
 
 from tuner.study.record._level import Level
 
-__all__ = ["EXACT_WITHIN", "LevelFigure", "TrialFigure", "as_level", "figures_by_level", "shortfall_effect",
-           "trial_figure"]
+__all__ = [
+    "EXACT_WITHIN",
+    "LevelFigure",
+    "TrialFigure",
+    "as_level",
+    "figures_by_level",
+    "shortfall_effect",
+    "trial_figure",
+]
 
 EXACT_WITHIN = 0.01
 
-_REQUIRED = ("num_requests", "completed", "failed", "duration_s", "input_tokens", "output_tokens",
-             "output_throughput", "total_throughput", "request_throughput")
+_REQUIRED = (
+    "num_requests",
+    "completed",
+    "failed",
+    "duration_s",
+    "input_tokens",
+    "output_tokens",
+    "output_throughput",
+    "total_throughput",
+    "request_throughput",
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +131,9 @@ def _slope(concurrency: int, exact: Mapping[int, float]) -> float:
     return min(1.0, max(0.0, math.log(exact[high] / exact[low]) / math.log(high / low)))
 
 
-def figures_by_level(levels: Sequence[Level], metric: str, max_failed_fraction: float) -> dict[int, LevelFigure]:
+def figures_by_level(
+    levels: Sequence[Level], metric: str, max_failed_fraction: float
+) -> dict[int, LevelFigure]:
     """Each clean level's :class:`LevelFigure` (a goodput study's rate levels: the highest rate
     that met the SLO stands for its concurrency, as :func:`clean_levels` reads it)."""
     raw: dict[int, tuple[float, Level]] = {}
@@ -169,7 +187,9 @@ def trial_figure(
             continue  # its latencies were read by a client that under-drove the server
         if slo is not None and figure.level is not None and slo.unmet(figure.level.to_dict()):
             continue
-        if minimize is not None and (figure.level is None or getattr(figure.level, minimize, None) is None):
+        if minimize is not None and (
+            figure.level is None or getattr(figure.level, minimize, None) is None
+        ):
             continue
         counted[c] = figure
     if not counted:

@@ -92,7 +92,9 @@ def read_levels(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Level, ...]
     return tuple(out)
 
 
-def clean_levels(levels: Sequence[Level], metric: str, max_failed_fraction: float) -> dict[int, float]:
+def clean_levels(
+    levels: Sequence[Level], metric: str, max_failed_fraction: float
+) -> dict[int, float]:
     """``{concurrency: metric}`` of the levels that ran to their end with few failed requests.
 
     A goodput study's levels are request rates at one concurrency and carry no ``goodput`` figure:

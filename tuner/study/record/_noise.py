@@ -42,7 +42,9 @@ def noise_of(found: Iterable[TrialRecord], emulated: bool, stated: float | None 
     measured = [s.relative for r in found if (s := r.spread()) is not None and s.host_noise]
     if stated and (not measured or max(measured) < stated):
         # what the user knows of the host is a floor: two or three runs can agree by chance
-        seen = f"; the re-measures read {max(measured):.1%}" if measured else "; no re-measures yet"
+        seen = (
+            f"; the re-measures read {max(measured):.1%}" if measured else "; no re-measures yet"
+        )
         return Noise(float(stated), f"stated in the search space (objective.noise{seen})")
     if measured:
         return Noise(max(measured), f"measured over {len(measured)} re-measured trial(s)")

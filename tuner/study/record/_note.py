@@ -19,8 +19,17 @@ import optuna
 from tuner.study.record._keys import COMMAND_LINE, LEVELS
 from tuner.study.record._level import Level, read_levels
 
-__all__ = ["Change", "changes_from", "metric_names", "name_metrics", "save_study_note",
-           "save_trial_note", "study_note", "trial_note", "write_trial_note"]
+__all__ = [
+    "Change",
+    "changes_from",
+    "metric_names",
+    "name_metrics",
+    "save_study_note",
+    "save_trial_note",
+    "study_note",
+    "trial_note",
+    "write_trial_note",
+]
 
 # The objective's figure as the dashboard's axes name it.
 _METRIC_NAMES = {
@@ -55,8 +64,11 @@ def _shown(value: Any) -> str:
 def changes_from(baseline: Mapping[str, Any], config: Mapping[str, Any]) -> list[Change]:
     """The settings of ``config`` that differ from ``baseline``, in the configuration's order."""
     names = list(dict.fromkeys([*config, *baseline]))
-    return [Change(name, baseline.get(name), config.get(name)) for name in names
-            if baseline.get(name) != config.get(name)]
+    return [
+        Change(name, baseline.get(name), config.get(name))
+        for name in names
+        if baseline.get(name) != config.get(name)
+    ]
 
 
 def metric_names(objective: Any) -> list[str]:
@@ -80,17 +92,25 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 
 def _level_table(levels: Sequence[Level]) -> list[str]:
-    rows = [("| level | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 (ms) | output tok/J | "
-            "done / failed | stopped |"),
-            "|---|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        (
+            "| level | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 (ms) | output tok/J | "
+            "done / failed | stopped |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for level in levels:
-        at = (f"{level.request_rate:g} req/s" if level.request_rate is not None
-              else f"c={level.concurrency}")
+        at = (
+            f"{level.request_rate:g} req/s"
+            if level.request_rate is not None
+            else f"c={level.concurrency}"
+        )
         rows.append(
             f"| {at} | {_number(level.output_throughput)} | {_number(level.median_ttft_ms)} / "
             f"{_number(level.p99_ttft_ms)} | {_number(level.median_tpot_ms, 1)} | "
             f"{_number(level.tokens_per_joule, 3)} | {level.completed} / {level.failed} | "
-            f"{level.stop_reason or ''} |")
+            f"{level.stop_reason or ''} |"
+        )
     return rows
 
 
@@ -111,15 +131,19 @@ def trial_note(
     label = " (emulated host: figures of the emulator, not measured on a GPU)" if emulated else ""
     lines = [f"## {'Baseline' if is_baseline else 'Trial'} {number}{label}", ""]
     if is_baseline:
-        lines.append("**Chosen by:** the space's baseline, run first: every trial is compared with it.")
+        lines.append(
+            "**Chosen by:** the space's baseline, run first: every trial is compared with it."
+        )
     else:
         lines.append(f"**Chosen by:** {chosen_by or 'the sampler'}")
     lines += ["", "**Changes from the baseline:**"]
     if is_baseline:
         lines.append("none (this is the baseline)")
     elif changes:
-        lines += [f"- `{change.name}`: {_shown(change.value)} (baseline {_shown(change.baseline)})"
-                  for change in changes]
+        lines += [
+            f"- `{change.name}`: {_shown(change.value)} (baseline {_shown(change.baseline)})"
+            for change in changes
+        ]
     else:
         lines.append("none: the baseline's configuration")
     lines += ["", "**Levels:**", ""]
@@ -156,12 +180,21 @@ def write_trial_note(
 ) -> None:
     """Write the note of a trial the loop just finished, its levels read from what it stored."""
     attrs = trial.user_attrs
-    save_trial_note(trial, trial_note(
-        number=trial.number, is_baseline=is_baseline, chosen_by=chosen_by,
-        changes=changes_from(baseline, config), levels=read_levels(attrs.get(LEVELS)),
-        state=state, value=value, reason=reason, emulated=emulated,
-        command_line=attrs.get(COMMAND_LINE),
-    ))
+    save_trial_note(
+        trial,
+        trial_note(
+            number=trial.number,
+            is_baseline=is_baseline,
+            chosen_by=chosen_by,
+            changes=changes_from(baseline, config),
+            levels=read_levels(attrs.get(LEVELS)),
+            state=state,
+            value=value,
+            reason=reason,
+            emulated=emulated,
+            command_line=attrs.get(COMMAND_LINE),
+        ),
+    )
 
 
 def study_note(winner: Sequence[str], optional: Sequence[str] = ()) -> str:
@@ -169,14 +202,20 @@ def study_note(winner: Sequence[str], optional: Sequence[str] = ()) -> str:
     parameter ``NAME__set`` of an optional setting means."""
     text = "## Winner\n\n" + "\n".join(f"- {line.strip()}" for line in winner) + "\n"
     if optional:
-        text += ("\n## Parameters named `NAME__set`\n\nEach chooses whether the setting NAME is given "
-                 "at all: true puts NAME's flag on the command line with the value in NAME, false leaves "
-                 "it to the engine's default (NAME is then not sampled). The sampler needs it; the "
-                 "plots show it beside NAME: " + ", ".join(f"`{name}__set`" for name in optional) + ".\n")
+        text += (
+            "\n## Parameters named `NAME__set`\n\nEach chooses whether the setting NAME is given "
+            "at all: true puts NAME's flag on the command line with the value in NAME, false leaves "
+            "it to the engine's default (NAME is then not sampled). The sampler needs it; the "
+            "plots show it beside NAME: "
+            + ", ".join(f"`{name}__set`" for name in optional)
+            + ".\n"
+        )
     return text
 
 
-def save_study_note(study: optuna.Study, winner: Sequence[str], optional: Sequence[str] = ()) -> None:
+def save_study_note(
+    study: optuna.Study, winner: Sequence[str], optional: Sequence[str] = ()
+) -> None:
     """Write the study's note in optuna-dashboard (:func:`study_note`)."""
     from optuna_dashboard import save_note
 

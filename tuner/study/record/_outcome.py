@@ -32,8 +32,14 @@ from tuner.study.record._keys import (
 from tuner.study.record._write import store, store_level_figures
 
 __all__ = [
-    "Outcome", "outcome_of", "PRUNED_CLASSES", "reusable_failure",
-    "TrialOutcome", "outcome_attrs", "write_outcome", "write_dead_worker",
+    "Outcome",
+    "outcome_of",
+    "PRUNED_CLASSES",
+    "reusable_failure",
+    "TrialOutcome",
+    "outcome_attrs",
+    "write_outcome",
+    "write_dead_worker",
 ]
 
 
@@ -67,9 +73,14 @@ class Outcome(str, Enum):
 
 
 # The stored ``pruned_by`` values (kept as they were, so older studies read the same).
-_PRUNED_BY = {Outcome.BELOW_BASELINE: "baseline", Outcome.CONSTRAINT: "constraint", Outcome.GATED: "feasibility"}
+_PRUNED_BY = {
+    Outcome.BELOW_BASELINE: "baseline",
+    Outcome.CONSTRAINT: "constraint",
+    Outcome.GATED: "feasibility",
+}
 _BY_PRUNED = {text: outcome for outcome, text in _PRUNED_BY.items()}
 PRUNED_CLASSES = tuple(_BY_PRUNED)
+
 
 def reusable_failure(reason: str | None) -> bool:
     """True when a FAIL with this stored reason would fail again (its :class:`FailureClass`
@@ -111,7 +122,9 @@ class TrialOutcome:
     noticed_at: Any = None  # FAIL by the server: where it was noticed
     message: str | None = None  # the line the terminal shows
     earlier: FrozenTrial | None = field(default=None, repr=False)  # REUSED: the trial copied
-    by_server: bool = False  # FAIL noticed in the server (its excerpt and where, stored even if empty)
+    by_server: bool = (
+        False  # FAIL noticed in the server (its excerpt and where, stored even if empty)
+    )
 
     @classmethod
     def complete(cls, values: list[float]) -> TrialOutcome:
@@ -128,27 +141,46 @@ class TrialOutcome:
     def server_failed(cls, failure: ServerFailure) -> TrialOutcome:
         """FAIL: the server crashed, hung, answered wrongly (its class in ``failure.reason``)."""
         outcome = Outcome.FAILED if failure.failure_class.blamed else Outcome.RUN_FAILED
-        return cls(TrialState.FAIL, outcome, reason=failure.reason, detail=failure.detail,
-                   excerpt=failure.excerpt, noticed_at=failure.noticed_at, message=str(failure),
-                   by_server=True)
+        return cls(
+            TrialState.FAIL,
+            outcome,
+            reason=failure.reason,
+            detail=failure.detail,
+            excerpt=failure.excerpt,
+            noticed_at=failure.noticed_at,
+            message=str(failure),
+            by_server=True,
+        )
 
     @classmethod
     def run_failed(cls, reason: FailureClass, detail: str) -> TrialOutcome:
         """FAIL by the run, not the configuration (``interrupted``, ``host-error``, ``worker-died``)."""
-        return cls(TrialState.FAIL, Outcome.RUN_FAILED, reason=str(reason), detail=detail,
-                   message=f"{reason}: {detail}")
+        return cls(
+            TrialState.FAIL,
+            Outcome.RUN_FAILED,
+            reason=str(reason),
+            detail=detail,
+            message=f"{reason}: {detail}",
+        )
 
     @classmethod
     def reused(cls, earlier: FrozenTrial) -> TrialOutcome:
         """The result of an earlier identical configuration, copied."""
-        return cls(earlier.state, Outcome.REUSED, values=earlier.values, earlier=earlier,
-                   message=f"same as trial {earlier.number}: reused")
+        return cls(
+            earlier.state,
+            Outcome.REUSED,
+            values=earlier.values,
+            earlier=earlier,
+            message=f"same as trial {earlier.number}: reused",
+        )
 
 
 def outcome_attrs(result: TrialOutcome) -> dict[str, Any]:
     """The attributes an outcome stores (a reused one: those of the trial it copies)."""
     if result.earlier is not None:
-        copied = {k: result.earlier.user_attrs[k] for k in REUSED_ATTRS if k in result.earlier.user_attrs}
+        copied = {
+            k: result.earlier.user_attrs[k] for k in REUSED_ATTRS if k in result.earlier.user_attrs
+        }
         return {**copied, REUSED_FROM: result.earlier.number}
     if result.state == TrialState.PRUNED:
         return {PRUNED_REASON: result.reason, PRUNED_BY: result.outcome.pruned_by}
@@ -179,6 +211,8 @@ def write_outcome(study: optuna.Study, trial: optuna.Trial, result: TrialOutcome
 def write_dead_worker(storage: BaseStorage, trial_id: int, detail: str) -> bool:
     """FAIL ``worker-died`` a trial another worker left RUNNING, through the storage; False when
     another worker finished it first."""
-    for key, value in outcome_attrs(TrialOutcome.run_failed(FailureClass.WORKER_DIED, detail)).items():
+    for key, value in outcome_attrs(
+        TrialOutcome.run_failed(FailureClass.WORKER_DIED, detail)
+    ).items():
         storage.set_trial_user_attr(trial_id, key, value)
     return storage.set_trial_state_values(trial_id, state=TrialState.FAIL)

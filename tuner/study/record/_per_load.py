@@ -40,7 +40,15 @@ if TYPE_CHECKING:
     import optuna
     from tuner.space import SearchSpace
 
-__all__ = ["Excluded", "LoadBest", "best_at", "best_by_load", "figure_text", "load_contrast", "load_summary"]
+__all__ = [
+    "Excluded",
+    "LoadBest",
+    "best_at",
+    "best_by_load",
+    "figure_text",
+    "load_contrast",
+    "load_summary",
+]
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,9 @@ class LoadBest:
     runs: int = 1
 
 
-def _by_run(record: TrialRecord, metric: str, max_failed_fraction: float) -> dict[int, list[float]]:
+def _by_run(
+    record: TrialRecord, metric: str, max_failed_fraction: float
+) -> dict[int, list[float]]:
     """Each level's clean figures, one per run that measured it clean."""
     figures: dict[int, list[float]] = {}
     for levels in record.runs_levels:  # the study's one rule: a bound counts as its figure
@@ -79,31 +89,51 @@ def _figures(record: TrialRecord, metric: str, max_failed_fraction: float) -> di
     return {c: fmean(values) for c, values in _by_run(record, metric, max_failed_fraction).items()}
 
 
-
 def _unstable_why(record: TrialRecord) -> str:
     if record.state == TrialState.FAIL:
         return f"failed: {record.reason}" if record.reason else "failed"
     if record.soak_stable is False:
         return "failed its validation soak"
-    unclean = sorted({level.concurrency for level in record.levels} - set(_figures(record, "output_throughput", 1.0)))
-    return f"a level ran unclean (c={', '.join(map(str, unclean))})" if unclean else "a level ran unclean"
+    unclean = sorted(
+        {level.concurrency for level in record.levels}
+        - set(_figures(record, "output_throughput", 1.0))
+    )
+    return (
+        f"a level ran unclean (c={', '.join(map(str, unclean))})"
+        if unclean
+        else "a level ran unclean"
+    )
 
 
-def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "output_throughput",
-            max_failed_fraction: float = 0.01, noise: float = 0.0) -> LoadBest:
+def best_at(
+    records: Sequence[TrialRecord],
+    concurrency: int,
+    metric: str = "output_throughput",
+    max_failed_fraction: float = 0.01,
+    noise: float = 0.0,
+) -> LoadBest:
     """The best stable trial at ``concurrency`` by ``metric`` there (see **Runs** in the module
     docstring; ``noise``: the study's relative run-to-run noise).
 
     Raises:
         ConfigError: no stable trial measured that level (the message lists those measured).
     """
-    candidates = [(r, runs) for r in stable_candidates(records)
-                  if (runs := _by_run(r, metric, max_failed_fraction).get(concurrency))]
+    candidates = [
+        (r, runs)
+        for r in stable_candidates(records)
+        if (runs := _by_run(r, metric, max_failed_fraction).get(concurrency))
+    ]
     # ranked as the winner is (TrialRecord.rank): a first run alone does not outrank a mean
     candidates.sort(key=lambda pair: rank_of(fmean(pair[1]), len(pair[1]), noise), reverse=True)
     ranked = [(r, fmean(runs)) for r, runs in candidates]
     if not ranked:
-        measured = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
+        measured = sorted(
+            {
+                c
+                for r in stable_candidates(records)
+                for c in _figures(r, metric, max_failed_fraction)
+            }
+        )
         raise ConfigError(
             f"--at {concurrency}: no stable trial measured that level; fix: use one of "
             f"{', '.join(map(str, measured)) or '(none yet: run `tuner optimize`)'}"
@@ -113,17 +143,32 @@ def best_at(records: Sequence[TrialRecord], concurrency: int, metric: str = "out
     excluded = tuple(
         Excluded(r.number, f, _unstable_why(r))
         for r in records
-        if r.number not in stable and r.reused_from is None and r.state in (TrialState.COMPLETE, TrialState.FAIL)
-        and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None and f > figure
+        if r.number not in stable
+        and r.reused_from is None
+        and r.state in (TrialState.COMPLETE, TrialState.FAIL)
+        and (f := _figures(r, metric, max_failed_fraction).get(concurrency)) is not None
+        and f > figure
     )
-    return LoadBest(concurrency, best, figure, ranked[1] if len(ranked) > 1 else None, excluded,
-                    len(candidates[0][1]))
+    return LoadBest(
+        concurrency,
+        best,
+        figure,
+        ranked[1] if len(ranked) > 1 else None,
+        excluded,
+        len(candidates[0][1]),
+    )
 
 
-def best_by_load(records: Sequence[TrialRecord], metric: str = "output_throughput",
-                 max_failed_fraction: float = 0.01, noise: float = 0.0) -> list[LoadBest]:
+def best_by_load(
+    records: Sequence[TrialRecord],
+    metric: str = "output_throughput",
+    max_failed_fraction: float = 0.01,
+    noise: float = 0.0,
+) -> list[LoadBest]:
     """:func:`best_at` for every level a stable trial measured, by rising concurrency."""
-    levels = sorted({c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)})
+    levels = sorted(
+        {c for r in stable_candidates(records) for c in _figures(r, metric, max_failed_fraction)}
+    )
     return [best_at(records, c, metric, max_failed_fraction, noise) for c in levels]
 
 
@@ -132,8 +177,12 @@ def figure_text(found: LoadBest) -> str:
     return f"{found.figure:,.4g}" + (f", mean of {found.runs} runs" if found.runs > 1 else "")
 
 
-def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
-                  max_failed_fraction: float = 0.01, noise: float = 0.0) -> str | None:
+def load_contrast(
+    bests: Sequence[LoadBest],
+    metric: str = "output_throughput",
+    max_failed_fraction: float = 0.01,
+    noise: float = 0.0,
+) -> str | None:
     """One line when the best at the lowest level is not the best at the top one, and by how
     much each loses where the other wins (and whether both losses are within ``noise``, the
     relative run-to-run noise); None when one configuration wins both."""
@@ -148,8 +197,10 @@ def load_contrast(bests: Sequence[LoadBest], metric: str = "output_throughput",
         if there is None:
             return f"trial {other.trial.number} did not measure c={winner.concurrency}"
         losses.append((winner.figure - there) / winner.figure)
-        return (f"trial {other.trial.number} reads {there:,.4g} there "
-                f"({(there - winner.figure) / winner.figure:+.1%})")
+        return (
+            f"trial {other.trial.number} reads {there:,.4g} there "
+            f"({(there - winner.figure) / winner.figure:+.1%})"
+        )
 
     text = (
         f"the best at c={low.concurrency} is trial {low.trial.number} ({figure_text(low)}), "
@@ -170,7 +221,15 @@ def load_summary(study: optuna.Study, space: SearchSpace) -> list[str]:
 
     metric = objective.metric
     noise = study_noise(study).relative
-    contrast = load_contrast(best_by_load(records(study), metric, objective.max_failed_fraction, noise),
-                             metric, objective.max_failed_fraction, noise)
+    contrast = load_contrast(
+        best_by_load(records(study), metric, objective.max_failed_fraction, noise),
+        metric,
+        objective.max_failed_fraction,
+        noise,
+    )
     label = " (emulated)" if study.user_attrs.get(EMULATED) else ""
-    return [f"[yellow]best by load{label}[/]: {contrast}; see `tuner best --at C`"] if contrast else []
+    return (
+        [f"[yellow]best by load{label}[/]: {contrast}; see `tuner best --at C`"]
+        if contrast
+        else []
+    )

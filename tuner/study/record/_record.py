@@ -81,10 +81,14 @@ class TrialRecord:
     clean: dict[int, float] = field(default_factory=dict)
     reported: dict[int, float] = field(default_factory=dict)
     observations: dict[str, float] = field(default_factory=dict)
-    observation_sources: dict[str, Source] = field(default_factory=dict)  # name -> where it was read
+    observation_sources: dict[str, Source] = field(
+        default_factory=dict
+    )  # name -> where it was read
     copied_outcome: Outcome | None = None  # a copy (REUSED): the outcome of the trial it copied
     user_attrs: dict[str, Any] = field(default_factory=dict)
-    metric: str = "output_throughput"  # the objective's level figure, for the runs' like-for-like spread
+    metric: str = (
+        "output_throughput"  # the objective's level figure, for the runs' like-for-like spread
+    )
     max_failed_fraction: float = 0.01
 
     @property
@@ -139,14 +143,18 @@ class TrialRecord:
         concurrency, at_level = self._at_own_level(repeats)
         return spread_of(self.value, repeats, noise, at_level, concurrency)
 
-    def _at_own_level(self, repeats: Mapping[str, Any] | None) -> tuple[int | None, list[RunFigure] | None]:
+    def _at_own_level(
+        self, repeats: Mapping[str, Any] | None
+    ) -> tuple[int | None, list[RunFigure] | None]:
         """Each run's figure at the level of its value (None: re-runs stored without levels, a
         run that did not measure that level clean, or a value no level of its own gives, as a
         goodput rate search's: each run's value then)."""
         if self.value is None or not repeats or not repeats.get("levels"):
             return None, None
         own = figures_by_level(self.levels, self.metric, self.max_failed_fraction)
-        at = next((c for c, f in own.items() if math.isclose(f.value, self.value, rel_tol=1e-9)), None)
+        at = next(
+            (c for c, f in own.items() if math.isclose(f.value, self.value, rel_tol=1e-9)), None
+        )
         if at is None:
             return None, None
         runs = [own[at]]
@@ -182,13 +190,17 @@ class TrialRecord:
         return rank_of(spread.mean, spread.runs, noise)
 
 
-def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
-                study_attrs: Mapping[str, Any]) -> TrialRecord:
+def read_record(
+    trial: FrozenTrial, metric: str, max_failed_fraction: float, study_attrs: Mapping[str, Any]
+) -> TrialRecord:
     """``trial`` as a :class:`TrialRecord`; ``clean`` by the objective's ``metric`` and
     ``max_failed_fraction``; the study's soak result and re-measures of it (``study_attrs``)
     joined to its attributes."""
     ua = dict(trial.user_attrs)
-    for key in (VALIDATION, REPEATS):  # a finished trial's attributes are closed: kept on the study
+    for key in (
+        VALIDATION,
+        REPEATS,
+    ):  # a finished trial's attributes are closed: kept on the study
         if str(trial.number) in (study_attrs.get(key) or {}):
             ua[key] = study_attrs[key][str(trial.number)]
     complete = trial.state == TrialState.COMPLETE
@@ -209,14 +221,17 @@ def read_record(trial: FrozenTrial, metric: str, max_failed_fraction: float,
         chosen_by=stored_chosen_by or ("baseline" if ua.get(IS_BASELINE) else ""),
         move=read_move(ua.get(MOVE), stored_chosen_by, config),
         stable=bool(ua.get(STABLE)) and complete,
-        failure_reason=ua.get(FAILURE_REASON) or (str(FailureClass.WORKER_DIED) if trial.state == TrialState.FAIL else None),
+        failure_reason=ua.get(FAILURE_REASON)
+        or (str(FailureClass.WORKER_DIED) if trial.state == TrialState.FAIL else None),
         pruned_reason=ua.get(PRUNED_REASON),
         detail=ua.get(FAILURE_DETAIL),
         command_line=ua.get(COMMAND_LINE),
         levels=levels,
         clean=clean_levels(levels, metric, max_failed_fraction),
         reported=dict(trial.intermediate_values),
-        observations={k: float(v) for k, v in (ua.get(OBSERVATIONS) or {}).items() if v is not None},
+        observations={
+            k: float(v) for k, v in (ua.get(OBSERVATIONS) or {}).items() if v is not None
+        },
         observation_sources=observation_sources(ua),
         copied_outcome=outcome_of(trial, follow_reuse=True) if outcome == Outcome.REUSED else None,
         user_attrs=ua,

@@ -28,7 +28,9 @@ def best_stable(study: optuna.Study, *, prefer_validated: bool = True) -> TrialR
     """
     found = read_view(study).best_stable_of(prefer_validated=prefer_validated)
     if found is None:
-        raise ConfigError(f"study {study.study_name!r} has no stable completed trial yet; fix: run `tuner optimize`")
+        raise ConfigError(
+            f"study {study.study_name!r} has no stable completed trial yet; fix: run `tuner optimize`"
+        )
     return found
 
 
@@ -43,6 +45,10 @@ def baseline_record(study: optuna.Study) -> TrialRecord | None:
 def stable_candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """Trials that ran every level clean, did not fail a soak, and are not copies."""
     return [
-        r for r in records
-        if r.stable and r.value is not None and r.reused_from is None and r.soak_stable is not False
+        r
+        for r in records
+        if r.stable
+        and r.value is not None
+        and r.reused_from is None
+        and r.soak_stable is not False
     ]

@@ -73,8 +73,13 @@ class RunFigure:
     bound: bool = False
 
 
-def spread_of(value: float | None, repeats: Mapping[str, Any] | None, noise: float = 0.0,
-              at_level: Sequence[RunFigure] | None = None, concurrency: int | None = None) -> Spread | None:
+def spread_of(
+    value: float | None,
+    repeats: Mapping[str, Any] | None,
+    noise: float = 0.0,
+    at_level: Sequence[RunFigure] | None = None,
+    concurrency: int | None = None,
+) -> Spread | None:
     """The :class:`Spread` of a trial's ``value`` and its stored ``repeats`` (None: no value).
 
     ``noise``: the relative run-to-run noise known for the study; the spread is never below it.
@@ -86,8 +91,14 @@ def spread_of(value: float | None, repeats: Mapping[str, Any] | None, noise: flo
         level_values = [run.value for run in at_level]
         mean = fmean(level_values)
         measured = stdev(level_values) if len(level_values) > 1 else 0.0
-        return Spread(mean, max(measured, noise * mean), len(level_values), failed,
-                      sum(run.bound for run in at_level), concurrency)
+        return Spread(
+            mean,
+            max(measured, noise * mean),
+            len(level_values),
+            failed,
+            sum(run.bound for run in at_level),
+            concurrency,
+        )
     values: Sequence[float] = [float(v) for v in (repeats or {}).get("values", [])] or (
         [float(value)] if value is not None else []
     )
@@ -107,7 +118,7 @@ def lead_is_clear(best: Spread, second: Spread) -> bool:
     """Whether ``best`` leads ``second`` by more than :data:`CLEAR_LEAD_SE` standard errors of
     the difference of their means (each run's spread ``sd``, its mean's ``sd / sqrt(runs)``):
     at 2.2% noise and one run each, 6.2%; three runs each, 3.6%."""
-    error = sqrt(best.sd ** 2 / max(1, best.runs) + second.sd ** 2 / max(1, second.runs))
+    error = sqrt(best.sd**2 / max(1, best.runs) + second.sd**2 / max(1, second.runs))
     return best.mean - second.mean > CLEAR_LEAD_SE * error
 
 

@@ -85,7 +85,11 @@ class StudyView:
 
     def best_stable_of(self, *, prefer_validated: bool) -> TrialRecord | None:
         """:attr:`best_stable`, preferring validated trials or not."""
-        stable = [r for r in self.records if r.stable and r.value is not None and r.soak_stable is not False]
+        stable = [
+            r
+            for r in self.records
+            if r.stable and r.value is not None and r.soak_stable is not False
+        ]
         if prefer_validated:
             validated = [r for r in stable if r.soak_stable]
             if validated:
@@ -96,8 +100,15 @@ class StudyView:
     def baseline_trial(self) -> TrialRecord | None:
         """The baseline trial as shown: the one that completed, else the first that failed (a
         baseline that failed for a reason of the run, interrupted or host-error, runs again)."""
-        baselines = [r for r in self.records if r.is_baseline and r.state in (TrialState.COMPLETE, TrialState.FAIL)]
-        return next((r for r in baselines if r.state == TrialState.COMPLETE), baselines[0] if baselines else None)
+        baselines = [
+            r
+            for r in self.records
+            if r.is_baseline and r.state in (TrialState.COMPLETE, TrialState.FAIL)
+        ]
+        return next(
+            (r for r in baselines if r.state == TrialState.COMPLETE),
+            baselines[0] if baselines else None,
+        )
 
     @cached_property
     def noise(self) -> Noise:
@@ -108,7 +119,9 @@ class StudyView:
     @property
     def emulated(self) -> bool:
         """True when the study ran on the emulated host (its figures are labelled so)."""
-        return bool(self.attrs.get(EMULATED)) or any(r.user_attrs.get(EMULATED) for r in self.records)
+        return bool(self.attrs.get(EMULATED)) or any(
+            r.user_attrs.get(EMULATED) for r in self.records
+        )
 
     @property
     def label(self) -> str:
@@ -139,7 +152,9 @@ def read_view(study: optuna.Study, space: SearchSpace | None = None) -> StudyVie
     a space, by the objective's defaults: output tokens/s, at most 1% failed)."""
     objective = space.objective if space is not None else None
     metric = objective.metric if objective is not None else _DEFAULT_METRIC
-    limit = objective.max_failed_fraction if objective is not None else _DEFAULT_MAX_FAILED_FRACTION
+    limit = (
+        objective.max_failed_fraction if objective is not None else _DEFAULT_MAX_FAILED_FRACTION
+    )
     trials = study.get_trials(deepcopy=False)
     attrs = dict(study.user_attrs)
     records = tuple(read_record(t, metric, limit, attrs) for t in trials)

@@ -50,7 +50,9 @@ def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
     """The best stable trial with its spread, and a tie with the runner-up when there is one."""
     view = read_view(study)  # read once: the noise and the ranking of the same trials
     noise = view.noise
-    ranked = sorted(stable_candidates(view.records), key=lambda r: r.rank(noise.relative), reverse=True)
+    ranked = sorted(
+        stable_candidates(view.records), key=lambda r: r.rank(noise.relative), reverse=True
+    )
     if not ranked:
         return []
     first = ranked[0].spread(noise.relative)
@@ -85,10 +87,14 @@ def _simpler(winner: TrialRecord, other: TrialRecord, baseline: TrialRecord | No
     if mine == theirs:
         return ""
     if mine < theirs:
-        return (f"; trial {winner.number} is also the simpler ({_settings(mine)} changed from the "
-                f"baseline against {theirs})")
-    return (f"; trial {other.number} is the simpler ({_settings(theirs)} changed from the baseline "
-            f"against {mine}): `tuner export --trial {other.number}`")
+        return (
+            f"; trial {winner.number} is also the simpler ({_settings(mine)} changed from the "
+            f"baseline against {theirs})"
+        )
+    return (
+        f"; trial {other.number} is the simpler ({_settings(theirs)} changed from the baseline "
+        f"against {mine}): `tuner export --trial {other.number}`"
+    )
 
 
 def _settings(count: int) -> str:

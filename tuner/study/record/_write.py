@@ -48,7 +48,10 @@ LEVEL_FIGURES = (
     ("tps", "output_throughput"),
     ("p99_ttft_ms", "p99_ttft_ms"),
     ("median_tpot_ms", "median_tpot_ms"),
-    ("tokens_per_joule", "tokens_per_joule"),  # output tokens per joule (tuner.study.record._energy)
+    (
+        "tokens_per_joule",
+        "tokens_per_joule",
+    ),  # output tokens per joule (tuner.study.record._energy)
 )
 
 
@@ -63,11 +66,14 @@ def store_level_figures(trial: optuna.Trial, level: dict[str, Any]) -> None:
         store(trial, key, value)
 
 
-
 def store_observations(trial: optuna.Trial, observations: TrialObservations) -> None:
     """Store a trial's observations and, beside them, the source each was read from."""
     store(trial, OBSERVATIONS, observations.values)
-    store(trial, OBSERVATION_SOURCES, {name: source.value for name, source in observations.sources.items()})
+    store(
+        trial,
+        OBSERVATION_SOURCES,
+        {name: source.value for name, source in observations.sources.items()},
+    )
 
 
 def observation_sources(user_attrs: dict[str, Any]) -> dict[str, Source]:

@@ -26,4 +26,8 @@ from tuner.study.storage._stale import (
 from tuner.study.storage._access import frozen_trial, remember_storage, storage_of
 from tuner.study.storage import _access, _stale, _storage
 
-__all__ = [*_storage.__all__, *_stale.__all__, *_access.__all__]  # each module lists its public names once
+__all__ = [
+    *_storage.__all__,
+    *_stale.__all__,
+    *_access.__all__,
+]  # each module lists its public names once

@@ -27,15 +27,24 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.study.record import KEPT_ON_RETRY, RETRY_OF, WORKER, write_dead_worker
 from tuner.study.storage._access import storage_of
 
-__all__ = ["fail_stale_trials", "heartbeat", "mark_dead_workers", "retry_dead_worker", "retry_later", "trial_id",
-           "worker_id"]
+__all__ = [
+    "fail_stale_trials",
+    "heartbeat",
+    "mark_dead_workers",
+    "retry_dead_worker",
+    "retry_later",
+    "trial_id",
+    "worker_id",
+]
 
 
 def fail_stale_trials(study: optuna.Study) -> None:
     """FAIL the RUNNING trials whose worker stopped sending heartbeats, and queue their
     configurations again (:func:`retry_dead_worker`); nothing without heartbeats."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)  # public, marked experimental since 2.9
+        warnings.simplefilter(
+            "ignore", ExperimentalWarning
+        )  # public, marked experimental since 2.9
         optuna.storages.fail_stale_trials(study)
 
 
@@ -54,7 +63,9 @@ def retry_later(study: optuna.Study, trial: FrozenTrial) -> None:
 
 def trial_id(storage: BaseStorage, study: optuna.Study, number: int) -> int:
     """The storage's id of the study's trial ``number``."""
-    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+    return storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(study.study_name), number
+    )
 
 
 @contextmanager
@@ -102,7 +113,11 @@ def mark_dead_workers(study: optuna.Study) -> int:
         machine, _, pid = worker.rpartition(":")
         if machine != me or not pid.isdigit() or _pid_alive(int(pid)):
             continue
-        write_dead_worker(storage, trial_id(storage, study, trial.number), "the tuner running this trial was killed")
+        write_dead_worker(
+            storage,
+            trial_id(storage, study, trial.number),
+            "the tuner running this trial was killed",
+        )
         retry_later(study, trial)
         marked += 1
     return marked

@@ -25,7 +25,9 @@ from tuner.study.storage._stale import retry_dead_worker
 from tuner.errors import ConfigError
 from tuner.study.record import FINGERPRINT
 
-STALE_LOCK_S = 30  # a journal lock unchanged this long was left by a killed writer (Optuna's default)
+STALE_LOCK_S = (
+    30  # a journal lock unchanged this long was left by a killed writer (Optuna's default)
+)
 
 __all__ = [
     "default_storage_url",
@@ -38,11 +40,12 @@ __all__ = [
 ]
 
 
-
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def default_storage_url(space_path: Path, emulate: bool, studies_dir: Path = Path("studies")) -> str:
+def default_storage_url(
+    space_path: Path, emulate: bool, studies_dir: Path = Path("studies")
+) -> str:
     """``studies/<stem>[-emulated].db``: a JournalStorage file (see the module docstring)."""
     stem = space_path.stem + ("-emulated" if emulate else "")
     return str(studies_dir / (stem + ".db"))
@@ -72,10 +75,13 @@ def resolve_storage(url: str) -> ResolvedStorage:
     if "://" in url or not _is_sqlite(Path(url)):
         return ResolvedStorage(url, None)
     sqlite_url = f"sqlite:///{url}"
-    return ResolvedStorage(sqlite_url, (
-        f"note: {url} is an SQLite study (the earlier default format); reading it as {sqlite_url} "
-        f"(optuna-dashboard {sqlite_url})"
-    ))
+    return ResolvedStorage(
+        sqlite_url,
+        (
+            f"note: {url} is an SQLite study (the earlier default format); reading it as {sqlite_url} "
+            f"(optuna-dashboard {sqlite_url})"
+        ),
+    )
 
 
 def storage_file(url: str) -> Path | None:
@@ -87,7 +93,11 @@ def storage_file(url: str) -> Path | None:
 
 def _with_driver(url: str) -> str:
     """``postgresql://`` with the driver the project installs (SQLAlchemy 2.1 would pick psycopg 3)."""
-    return "postgresql+psycopg2://" + url.removeprefix("postgresql://") if url.startswith("postgresql://") else url
+    return (
+        "postgresql+psycopg2://" + url.removeprefix("postgresql://")
+        if url.startswith("postgresql://")
+        else url
+    )
 
 
 def _open_journal(path: Path, heartbeat_interval: int | None) -> JournalStorage:
@@ -97,7 +107,9 @@ def _open_journal(path: Path, heartbeat_interval: int | None) -> JournalStorage:
             "fix: pass --storage sqlite:///PATH.db or postgresql://... with it"
         )
     if path.is_dir():
-        raise ConfigError(f"--storage {path}: is a folder; fix: give a file such as studies/NAME.db")
+        raise ConfigError(
+            f"--storage {path}: is a folder; fix: give a file such as studies/NAME.db"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         # The lock on the absolute path: Optuna's symlink lock points at the path it is given,
@@ -105,7 +117,9 @@ def _open_journal(path: Path, heartbeat_interval: int | None) -> JournalStorage:
         # the age through the link; a link to a relative path dangles, and the next run waited
         # forever.
         return JournalStorage(
-            JournalFileBackend(str(path), lock_obj=JournalFileSymlinkLock(str(path.absolute()), STALE_LOCK_S))
+            JournalFileBackend(
+                str(path), lock_obj=JournalFileSymlinkLock(str(path.absolute()), STALE_LOCK_S)
+            )
         )
     except Exception as exc:  # a file that is not an Optuna journal: one line for the user
         raise ConfigError(
@@ -133,11 +147,15 @@ def open_storage(url: str, heartbeat_interval: int | None = None) -> BaseStorage
             _with_driver(url),
             heartbeat_interval=heartbeat_interval,
             grace_period=None if heartbeat_interval is None else 3 * heartbeat_interval,
-            heartbeat_stale_trial_callback=retry_dead_worker if heartbeat_interval is not None else None,
+            heartbeat_stale_trial_callback=retry_dead_worker
+            if heartbeat_interval is not None
+            else None,
             engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else None,
         )
     except Exception as exc:  # SQLAlchemy raises many kinds: one line for the user
-        raise ConfigError(f"--storage {url}: cannot open ({type(exc).__name__}: {exc})".splitlines()[0]) from exc
+        raise ConfigError(
+            f"--storage {url}: cannot open ({type(exc).__name__}: {exc})".splitlines()[0]
+        ) from exc
 
 
 def create_or_resume(
@@ -155,7 +173,9 @@ def create_or_resume(
 
     ``directions`` has two entries in multi-objective mode (throughput up, a latency down).
     """
-    existing = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    existing = {
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    }
     study = optuna.create_study(
         storage=storage,
         study_name=study_name,
@@ -165,7 +185,12 @@ def create_or_resume(
         load_if_exists=True,
     )
     stored = study.user_attrs.get(FINGERPRINT)
-    if study_name in existing and stored is not None and stored != fingerprint and not allow_changed:
+    if (
+        study_name in existing
+        and stored is not None
+        and stored != fingerprint
+        and not allow_changed
+    ):
         raise ConfigError(
             f"study {study_name!r}: the search space or workload changed since it was created "
             f"(fingerprint {stored[:12]} != {fingerprint[:12]}); fix: use --study-name NEW, "
@@ -187,7 +212,9 @@ def load_existing_study(url: str, study_name: str) -> optuna.Study:
             "fix: run `tuner optimize` first or pass --storage"
         )
     storage = open_storage(url)
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    names = [
+        s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+    ]
     if study_name not in names:
         raise ConfigError(
             f"no study named {study_name!r} in {url}; existing: {', '.join(names) or 'none'}; "

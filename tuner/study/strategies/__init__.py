@@ -19,19 +19,41 @@ from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
 if TYPE_CHECKING:
     from tuner.space import SearchSpace
     from tuner.study.strategies._base import Proposal, SpaceStrategy, Strategy
-    from tuner.study.strategies._samplers import SAMPLERS, SamplerStrategy, StudySampler, make_sampler
+    from tuner.study.strategies._samplers import (
+        SAMPLERS,
+        SamplerStrategy,
+        StudySampler,
+        make_sampler,
+    )
 
 __all__ = [
-    "STRATEGIES", "DEFAULT_STRATEGY", "make_strategy", "resolve_strategy",
-    "Move", "MoveKind", "Change", "Signal", "Source", "read_move",
-    "Strategy", "SpaceStrategy", "Proposal",
-    "SAMPLERS", "make_sampler", "SamplerStrategy", "StudySampler",
+    "STRATEGIES",
+    "DEFAULT_STRATEGY",
+    "make_strategy",
+    "resolve_strategy",
+    "Move",
+    "MoveKind",
+    "Change",
+    "Signal",
+    "Source",
+    "read_move",
+    "Strategy",
+    "SpaceStrategy",
+    "Proposal",
+    "SAMPLERS",
+    "make_sampler",
+    "SamplerStrategy",
+    "StudySampler",
 ]
 
 # Public names whose modules import Optuna: loaded when first asked for (PEP 562).
 _LAZY = {
-    "Strategy": "_base", "SpaceStrategy": "_base", "Proposal": "_base",
-    "SAMPLERS": "_samplers", "make_sampler": "_samplers", "SamplerStrategy": "_samplers",
+    "Strategy": "_base",
+    "SpaceStrategy": "_base",
+    "Proposal": "_base",
+    "SAMPLERS": "_samplers",
+    "make_sampler": "_samplers",
+    "SamplerStrategy": "_samplers",
     "StudySampler": "_samplers",
 }
 
@@ -69,11 +91,15 @@ def make_strategy(name: str, space: SearchSpace, seed: int | None) -> Strategy:
     return strategy
 
 
-def resolve_strategy(strategy: str | None, sampler: str | None, space: SearchSpace, seed: int | None) -> Strategy:
+def resolve_strategy(
+    strategy: str | None, sampler: str | None, space: SearchSpace, seed: int | None
+) -> Strategy:
     """The strategy of ``--strategy``, or of the older ``--sampler`` (a strategy of the same
     name, else that Optuna sampler alone); neither: :data:`DEFAULT_STRATEGY`."""
     if strategy is not None and sampler is not None:
-        raise ConfigError(f"--sampler {sampler} with --strategy {strategy}: give one; fix: drop --sampler")
+        raise ConfigError(
+            f"--sampler {sampler} with --strategy {strategy}: give one; fix: drop --sampler"
+        )
     if strategy is None and sampler is not None:
         if sampler in _STRATEGY_CLASSES:
             return make_strategy(sampler, space, seed)

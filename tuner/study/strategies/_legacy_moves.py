@@ -35,7 +35,9 @@ def _without_source(text: str) -> str:
     return text
 
 
-def read_move(stored: dict[str, Any] | None, chosen_by: str, config: dict[str, Any]) -> Move | None:
+def read_move(
+    stored: dict[str, Any] | None, chosen_by: str, config: dict[str, Any]
+) -> Move | None:
     """A trial's move: the stored ``move`` attribute, else what its ``chosen_by`` reason text says
     (a study written without a ``move`` attribute); None for a trial no move chose (the sampler's)."""
     if stored:
@@ -59,16 +61,23 @@ def legacy_move(chosen_by: str, config: dict[str, Any]) -> Move | None:
         if kind is MoveKind.RULE:
             return Move(kind, (change,), detail=said)
         found = _REPAIR.match(said)
-        return Move(kind, (change,), trial=int(found[1]) if found else None,
-                    signal=Signal("failure_reason", found[2], Source.OUTCOME) if found else None)
+        return Move(
+            kind,
+            (change,),
+            trial=int(found[1]) if found else None,
+            signal=Signal("failure_reason", found[2], Source.OUTCOME) if found else None,
+        )
     if kind is MoveKind.CLIFF:
         name, _, detail = rest.partition(" ")
         return Move(kind, (Change(name, config.get(name)),), detail=detail)
     if kind is MoveKind.SWEEP:
         assigned, _, patches = rest.partition(" with patch ")
         name, _, text = assigned.partition("=")
-        return Move(kind, (Change(name, _value(config, name, text)),),
-                    patches=tuple(patches.split(", ")) if patches else ())
+        return Move(
+            kind,
+            (Change(name, _value(config, name, text)),),
+            patches=tuple(patches.split(", ")) if patches else (),
+        )
     detail, _, listed = rest.rpartition(": ") if kind is MoveKind.MODEL else ("", "", rest)
     changes = []
     for item in listed.split(", "):

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from tuner.signals import Source  # where a signal was read: one vocabulary with the stored observations
+from tuner.signals import (
+    Source,
+)  # where a signal was read: one vocabulary with the stored observations
 
 __all__ = ["MoveKind", "Source", "Signal", "Change", "Move", "value_key", "value_text"]
 
@@ -84,11 +86,19 @@ class Move:
     @property
     def key(self) -> tuple[Any, ...]:
         """What makes two moves the same change (true kept apart from 1, lists hashable)."""
-        return (self.kind, tuple((c.parameter, value_key(c.value)) for c in self.changes), self.patches)
+        return (
+            self.kind,
+            tuple((c.parameter, value_key(c.value)) for c in self.changes),
+            self.patches,
+        )
 
     def sets(self, kind: MoveKind, parameter: str, value: Any) -> bool:
         """Whether this is a ``kind`` move that sets ``parameter`` to ``value``."""
-        return self.kind is kind and self.parameter == parameter and value_key(self.value) == value_key(value)
+        return (
+            self.kind is kind
+            and self.parameter == parameter
+            and value_key(self.value) == value_key(value)
+        )
 
     @property
     def reason(self) -> str:
@@ -99,11 +109,21 @@ class Move:
         """The JSON-able dict stored on the trial."""
         out: dict[str, Any] = {
             "kind": self.kind.value,
-            "changes": [{"parameter": c.parameter, "value": c.value, "was": c.was, "gain": c.gain}
-                        for c in self.changes],
-            "rule": self.rule, "patches": list(self.patches), "trial": self.trial, "detail": self.detail,
-            "signal": None if self.signal is None else {
-                "name": self.signal.name, "value": self.signal.value, "source": self.signal.source.value},
+            "changes": [
+                {"parameter": c.parameter, "value": c.value, "was": c.was, "gain": c.gain}
+                for c in self.changes
+            ],
+            "rule": self.rule,
+            "patches": list(self.patches),
+            "trial": self.trial,
+            "detail": self.detail,
+            "signal": None
+            if self.signal is None
+            else {
+                "name": self.signal.name,
+                "value": self.signal.value,
+                "source": self.signal.source.value,
+            },
         }
         return json.loads(json.dumps(out, default=str))
 
@@ -113,10 +133,14 @@ class Move:
         signal = data.get("signal")
         return cls(
             kind=MoveKind(data["kind"]),
-            changes=tuple(Change(c["parameter"], c.get("value"), c.get("was"), c.get("gain"))
-                          for c in data.get("changes") or []),
+            changes=tuple(
+                Change(c["parameter"], c.get("value"), c.get("was"), c.get("gain"))
+                for c in data.get("changes") or []
+            ),
             rule=data.get("rule"),
-            signal=None if not signal else Signal(signal["name"], signal.get("value"), Source(signal["source"])),
+            signal=None
+            if not signal
+            else Signal(signal["name"], signal.get("value"), Source(signal["source"])),
             patches=tuple(data.get("patches") or ()),
             trial=data.get("trial"),
             detail=str(data.get("detail") or ""),
@@ -132,7 +156,10 @@ def value_key(value: Any) -> Any:
     """A hashable identity of a parameter value: true is not 1, a list is a tuple."""
     if isinstance(value, list):
         return ("list", tuple(value_key(v) for v in value))
-    return (type(value).__name__ if isinstance(value, (bool, str)) or value is None else "number", value)
+    return (
+        type(value).__name__ if isinstance(value, (bool, str)) or value is None else "number",
+        value,
+    )
 
 
 def _one_step(move: Move) -> str:
@@ -145,12 +172,19 @@ def _listed(move: Move) -> str:
 
 
 _RENDER = {
-    MoveKind.RULE: lambda m: f"{m.detail}: {_one_step(m)}" + (f" ({m.signal.source.value})" if m.signal else ""),
-    MoveKind.REPAIR: lambda m: (f"rule of trial {m.trial} ran out of memory under load "
-                                f"({m.signal.value if m.signal else ''}): {_one_step(m)}"),
+    MoveKind.RULE: lambda m: (
+        f"{m.detail}: {_one_step(m)}" + (f" ({m.signal.source.value})" if m.signal else "")
+    ),
+    MoveKind.REPAIR: lambda m: (
+        f"rule of trial {m.trial} ran out of memory under load "
+        f"({m.signal.value if m.signal else ''}): {_one_step(m)}"
+    ),
     MoveKind.CLIFF: lambda m: f"{m.parameter} {m.detail}",
-    MoveKind.SWEEP: lambda m: _listed(m) + (f" with patch {', '.join(m.patches)}" if m.patches else ""),
+    MoveKind.SWEEP: lambda m: (
+        _listed(m) + (f" with patch {', '.join(m.patches)}" if m.patches else "")
+    ),
     MoveKind.MODEL: lambda m: f"{m.detail}: {_listed(m)}",
-    MoveKind.COMBINE: lambda m: ", ".join(f"{c.parameter}={value_text(c.value)} ({(c.gain or 1.0) - 1:+.0%})"
-                                          for c in m.changes),
+    MoveKind.COMBINE: lambda m: ", ".join(
+        f"{c.parameter}={value_text(c.value)} ({(c.gain or 1.0) - 1:+.0%})" for c in m.changes
+    ),
 }

@@ -19,7 +19,10 @@ def sweep_values(param: Any, points: int = POINTS) -> list[Any]:
         return list(param.options())
     low, high = float(param.low), float(param.high)
     if param.log:
-        raw = [math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / (points - 1)) for i in range(points)]
+        raw = [
+            math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / (points - 1))
+            for i in range(points)
+        ]
     else:
         raw = [low + (high - low) * i / (points - 1) for i in range(points)]
     values: list[Any] = []

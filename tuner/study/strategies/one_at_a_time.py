@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["OneAtATimeStrategy", "single_changes"]
 
 
-def single_changes(space: SearchSpace, start: dict[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
+def single_changes(
+    space: SearchSpace, start: dict[str, Any]
+) -> list[tuple[str, Any, dict[str, Any]]]:
     """``(parameter, value, configuration)`` for each valid one-parameter change of ``start``.
 
     A parameter that ``start`` makes inactive is changed only through the one it depends on:
@@ -60,9 +62,13 @@ class OneAtATimeStrategy(RandomStrategy):
 
     def propose(self, view: StudyView) -> Proposal | None:
         best = view.best() or view.baseline
-        start = dict(best.config) if best is not None and best.config else dict(self.space.baseline)
+        start = (
+            dict(best.config) if best is not None and best.config else dict(self.space.baseline)
+        )
         tried = {r.config_key for r in view.records if r.config_key is not None}
-        tried |= {_key(self.space, r.config) for r in view.records if r.config and r.config_key is None}
+        tried |= {
+            _key(self.space, r.config) for r in view.records if r.config and r.config_key is None
+        }
         label = f"trial {best.number}" if best is not None else "the baseline"
         for name, value, config in single_changes(self.space, start):
             if self.space.config(config).key() not in tried:

@@ -20,7 +20,13 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from tuner.study.record import Outcome, outcome_of
 from tuner.study.strategies._base import SpaceStrategy
 
-__all__ = ["TpeStrategy", "CrashAwareTPESampler", "tpe_settings", "seen_by_tpe", "CRASH_CONSTRAINT"]
+__all__ = [
+    "TpeStrategy",
+    "CrashAwareTPESampler",
+    "tpe_settings",
+    "seen_by_tpe",
+    "CRASH_CONSTRAINT",
+]
 
 CRASH_CONSTRAINT = "crashed"  # the constraint an infeasible (crashed) trial violates, by 1
 
@@ -32,7 +38,13 @@ def tpe_settings(seed: int | None) -> dict[str, Any]:
     """The TPE settings of ``tuner optimize`` (as ``make_sampler("tpe")`` always had them)."""
     # constant_liar: with several workers, a trial still running elsewhere counts as a poor one,
     # so two workers do not sample the same neighbourhood (no effect with one worker).
-    return {"seed": seed, "multivariate": True, "group": True, "n_startup_trials": 6, "constant_liar": True}
+    return {
+        "seed": seed,
+        "multivariate": True,
+        "group": True,
+        "n_startup_trials": 6,
+        "constant_liar": True,
+    }
 
 
 def _shown(trial: FrozenTrial) -> FrozenTrial | None:
@@ -42,20 +54,33 @@ def _shown(trial: FrozenTrial) -> FrozenTrial | None:
     if outcome == Outcome.GATED:
         return None
     if outcome == Outcome.FAILED and trial.params:
-        return create_trial(state=TrialState.PRUNED, params=trial.params, distributions=trial.distributions,
-                            system_attrs=trial.system_attrs, constraints={CRASH_CONSTRAINT: 1.0})
+        return create_trial(
+            state=TrialState.PRUNED,
+            params=trial.params,
+            distributions=trial.distributions,
+            system_attrs=trial.system_attrs,
+            constraints={CRASH_CONSTRAINT: 1.0},
+        )
     if trial.state not in _READ:
         return None
-    return create_trial(state=trial.state, values=trial.values, params=trial.params,
-                        distributions=trial.distributions, system_attrs=trial.system_attrs,
-                        intermediate_values=trial.intermediate_values)
+    return create_trial(
+        state=trial.state,
+        values=trial.values,
+        params=trial.params,
+        distributions=trial.distributions,
+        system_attrs=trial.system_attrs,
+        intermediate_values=trial.intermediate_values,
+    )
 
 
 def seen_by_tpe(study: optuna.Study) -> tuple[optuna.Study, dict[int, FrozenTrial]]:
     """An in-memory study with ``study``'s trials as TPE is to see them (see :func:`_shown`), in
     the same order, and the map from a trial's number in ``study`` to its copy there."""
-    seen = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=study.directions,
-                               study_name=study.study_name)
+    seen = optuna.create_study(
+        storage=optuna.storages.InMemoryStorage(),
+        directions=study.directions,
+        study_name=study.study_name,
+    )
     numbers = []
     for trial in study.get_trials(deepcopy=False):
         shown = _shown(trial)
@@ -76,22 +101,40 @@ class CrashAwareTPESampler(optuna.samplers.TPESampler):
         """The study as TPE sees it, and ``trial`` (the one being sampled) in it; made again
         only when a trial was added, changed state or (another one) set a parameter."""
         trials = study.get_trials(deepcopy=False)
-        key = (study.study_name, tuple((t.number, t.state, -1 if t.number == trial.number else len(t.params),
-                                        len(t.system_attrs)) for t in trials))
+        key = (
+            study.study_name,
+            tuple(
+                (
+                    t.number,
+                    t.state,
+                    -1 if t.number == trial.number else len(t.params),
+                    len(t.system_attrs),
+                )
+                for t in trials
+            ),
+        )
         if self._cached is None or self._cached[0] != key:
             seen, by_number = seen_by_tpe(study)
             self._cached = (key, seen, by_number)
         _, seen, by_number = self._cached
         return seen, by_number.get(trial.number, trial)
 
-    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, Any]:
         return super().infer_relative_search_space(*self._seen(study, trial))
 
-    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]
+    ) -> dict[str, Any]:
         return super().sample_relative(*self._seen(study, trial), search_space)
 
-    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: Any) -> Any:
-        return super().sample_independent(*self._seen(study, trial), param_name, param_distribution)
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: Any
+    ) -> Any:
+        return super().sample_independent(
+            *self._seen(study, trial), param_name, param_distribution
+        )
 
 
 class TpeStrategy(SpaceStrategy):

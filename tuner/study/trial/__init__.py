@@ -41,7 +41,11 @@ from tuner.study.trial._goodput import (
 )
 from tuner.study.trial._traffic import dataset_path, rate_level, request_dialect, request_source
 from tuner.study.trial._target import Target, build_target, parse_host_option
-from tuner.study.trial._placeholder_host import PLACEHOLDER_ADDRESS, is_placeholder, refuse_placeholder_host
+from tuner.study.trial._placeholder_host import (
+    PLACEHOLDER_ADDRESS,
+    is_placeholder,
+    refuse_placeholder_host,
+)
 from tuner.study.trial._blame import Failure, blamed_values, shown
 from tuner.study.trial._outcome import outcome_without_running, run_outcome
 from tuner.study.trial import (

@@ -42,8 +42,9 @@ def _named(detail: str, name: str, value: Any) -> bool:
     return False
 
 
-def blamed_values(ran: Counter[tuple[str, str]], failures: Iterable[Failure]
-                  ) -> list[set[tuple[str, str]]]:
+def blamed_values(
+    ran: Counter[tuple[str, str]], failures: Iterable[Failure]
+) -> list[set[tuple[str, str]]]:
     """For each failure, the ``(name, shown value)`` pairs it is put down to.
 
     Args:
@@ -58,8 +59,11 @@ def blamed_values(ran: Counter[tuple[str, str]], failures: Iterable[Failure]
     blamed = []
     for config, detail in failures:
         keys = {(name, shown(value)) for name, value in config.items()}
-        named = {(name, shown(value)) for name, value in config.items()
-                 if detail and _named(detail, name, value)}
+        named = {
+            (name, shown(value))
+            for name, value in config.items()
+            if detail and _named(detail, name, value)
+        }
         if named:
             blamed.append(named)
             continue

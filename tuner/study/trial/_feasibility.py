@@ -48,7 +48,9 @@ __all__ = [
     "training_label",
 ]
 
-FEASIBILITY_PRUNER = Outcome.GATED.pruned_by  # the ``pruned_by`` of a configuration the gate skipped
+FEASIBILITY_PRUNER = (
+    Outcome.GATED.pruned_by
+)  # the ``pruned_by`` of a configuration the gate skipped
 # The chance that the gate lets a configuration it would skip run anyway (``tuner optimize``):
 # a skipped configuration measures nothing, so without this a gated region could never prove
 # the model wrong (a few failures can otherwise fence off a third of a study's proposals).
@@ -310,8 +312,13 @@ def failing_values(
         config = trial.user_attrs[CONFIG]
         ran.update((name, shown(value)) for name, value in config.items())
         if label:
-            failures.append((config, str(trial.user_attrs.get(FAILURE_DETAIL) or ""),
-                             trial.user_attrs.get(FAILURE_REASON) or "unknown"))
+            failures.append(
+                (
+                    config,
+                    str(trial.user_attrs.get(FAILURE_DETAIL) or ""),
+                    trial.user_attrs.get(FAILURE_REASON) or "unknown",
+                )
+            )
     failed: Counter[tuple[str, str]] = Counter()
     reasons: dict[tuple[str, str], Counter[str]] = {}
     blamed = blamed_values(ran, ((config, detail) for config, detail, _ in failures))

@@ -54,8 +54,14 @@ if TYPE_CHECKING:
     from tuner.space import Workload
     from tuner.space import SearchSpace
 
-__all__ = ["NO_RATE_MET", "RateSearch", "baseline_goodput", "level_verdict",
-           "measure_goodput", "require_baseline_goodput"]
+__all__ = [
+    "NO_RATE_MET",
+    "RateSearch",
+    "baseline_goodput",
+    "level_verdict",
+    "measure_goodput",
+    "require_baseline_goodput",
+]
 
 NO_RATE_MET = "goodput 0: no request rate met within the SLO, down to"  # a pruned_reason's start
 CLASSIFY_WAIT_S = 2.0
@@ -82,7 +88,11 @@ class RateSearch:
         if not self.tried:
             return min(self.max_rate, max(self.start_rate, self.floor or 0.0))
         if self.missed is None:  # every level met so far: go up
-            return None if self.met is not None and self.met >= self.max_rate else min(self.max_rate, 2 * (self.met or 0))
+            return (
+                None
+                if self.met is not None and self.met >= self.max_rate
+                else min(self.max_rate, 2 * (self.met or 0))
+            )
         if self.met is None:  # every level missed so far: go down
             if self.floor is None:
                 return self.missed / 2
@@ -137,14 +147,18 @@ def baseline_goodput(study: optuna.Study) -> float | None:
     return None
 
 
-def measure_goodput(runner: Any, trial: optuna.Trial, session: ServerSession, workload: Workload) -> list[float]:
+def measure_goodput(
+    runner: Any, trial: optuna.Trial, session: ServerSession, workload: Workload
+) -> list[float]:
     """Search this configuration's goodput on the running server (see the module docstring)."""
     objective = runner.space.objective
     search = objective.goodput
     scale = runner.target.time_scale
     reference = None if trial.user_attrs.get(IS_BASELINE) else baseline_goodput(runner.study)
     floor = reference * (1 - objective.prune_margin) if reference else None
-    plan = RateSearch(search.start_rate, search.max_rate, search.max_levels, search.resolution, floor)
+    plan = RateSearch(
+        search.start_rate, search.max_rate, search.max_levels, search.resolution, floor
+    )
     levels: list[dict[str, Any]] = []
     telemetry: dict[str, Any] = {}
     observations = TrialObservations()
@@ -181,7 +195,12 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: ServerSession, wo
         observations.add(seen, f"@{rate:g}rps", top=rate >= max(plan.tried))
         store_observations(trial, observations)
         runner.on_level(metrics, k, search.max_levels)
-        if floor is not None and why is not None and rate <= floor and not metrics.measurement_bound:
+        if (
+            floor is not None
+            and why is not None
+            and rate <= floor
+            and not metrics.measurement_bound
+        ):
             raise optuna.TrialPruned(
                 f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
                 f"{objective.prune_margin:.0%}): missed at {rate:g} req/s, {why}"
@@ -191,11 +210,18 @@ def measure_goodput(runner: Any, trial: optuna.Trial, session: ServerSession, wo
     if plan.met is None and bound:
         raise ServerFailure(FailureClass.MEASUREMENT_BOUND, bound[0]["measurement_bound"])
     if bound:
-        store(trial, NOTE, f"goodput capped by the client: measurement-bound at "
-                                 f"{min(lv['request_rate'] for lv in bound):g} req/s")
+        store(
+            trial,
+            NOTE,
+            f"goodput capped by the client: measurement-bound at "
+            f"{min(lv['request_rate'] for lv in bound):g} req/s",
+        )
     if plan.met is None and all(lv.get("stop_reason") for lv in levels):
-        raise ServerFailure(FailureClass.UNSTABLE.at(levels[0]['concurrency']),
-                            "no level ran to its end", session.log_excerpt())
+        raise ServerFailure(
+            FailureClass.UNSTABLE.at(levels[0]["concurrency"]),
+            "no level ran to its end",
+            session.log_excerpt(),
+        )
     if plan.met is None and floor is not None:  # the floor's level was not reached (max_levels)
         raise optuna.TrialPruned(
             f"goodput below {floor:.3g} req/s (the baseline's {reference:.3g} less "
@@ -230,14 +256,23 @@ def require_baseline_goodput(study: optuna.Study, space: SearchSpace) -> None:
     reason = str(last.user_attrs.get(PRUNED_REASON) or "")
     if last.state != TrialState.PRUNED or not reason.startswith(NO_RATE_MET):
         return
-    lowest = min((lv["request_rate"] for lv in last.user_attrs.get(LEVELS, [])),
-                 default=space.objective.goodput.start_rate)
-    slo = ", ".join(f"{name} {value:g}" for name, value in space.objective.slo.model_dump().items()
-                    if value is not None)
+    lowest = min(
+        (lv["request_rate"] for lv in last.user_attrs.get(LEVELS, [])),
+        default=space.objective.goodput.start_rate,
+    )
+    slo = ", ".join(
+        f"{name} {value:g}"
+        for name, value in space.objective.slo.model_dump().items()
+        if value is not None
+    )
     where = ("objective", "goodput", "start_rate")
-    raise ConfigError(problem_message(
-        space.document.file, space.document.line_of(where), where,
-        f"the baseline (trial {last.number}) ended PRUNED, {reason}",
-        f"set start_rate below {lowest:g} req/s, or loosen objective.slo ({slo}); then run "
-        "again with --allow-changed (the baseline runs again)",
-    ))
+    raise ConfigError(
+        problem_message(
+            space.document.file,
+            space.document.line_of(where),
+            where,
+            f"the baseline (trial {last.number}) ended PRUNED, {reason}",
+            f"set start_rate below {lowest:g} req/s, or loosen objective.slo ({slo}); then run "
+            "again with --allow-changed (the baseline runs again)",
+        )
+    )

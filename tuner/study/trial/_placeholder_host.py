@@ -42,8 +42,9 @@ def _in_hosts_file(address: str, hosts: Path) -> bool:
     return any(address in line.split("#", 1)[0].split()[1:] for line in lines)
 
 
-def is_placeholder(address: str, *, ssh_config: Path | None = None,
-                   hosts: Path = Path("/etc/hosts")) -> bool:
+def is_placeholder(
+    address: str, *, ssh_config: Path | None = None, hosts: Path = Path("/etc/hosts")
+) -> bool:
     """Whether ``address`` is the shipped placeholder that names no machine here."""
     if address != PLACEHOLDER_ADDRESS:
         return False
@@ -51,7 +52,9 @@ def is_placeholder(address: str, *, ssh_config: Path | None = None,
     return not (_ssh_alias(address, config) or _in_hosts_file(address, hosts))
 
 
-def refuse_placeholder_host(space: SearchSpace, *, host_override: str | None, emulate: bool) -> None:
+def refuse_placeholder_host(
+    space: SearchSpace, *, host_override: str | None, emulate: bool
+) -> None:
     """Raise the one-line first-contact error when the run would go to the placeholder host.
 
     Raises:
@@ -63,8 +66,13 @@ def refuse_placeholder_host(space: SearchSpace, *, host_override: str | None, em
         return
     document = space.document
     path = ("host", "address")
-    raise ConfigError(problem_message(
-        document.file, document.line_of(path), path,
-        f"{PLACEHOLDER_ADDRESS!r} is the shipped placeholder, not your GPU machine",
-        "pass --host user@address (or set host.address to it), or add --emulate to run on "
-        "the emulated host"))
+    raise ConfigError(
+        problem_message(
+            document.file,
+            document.line_of(path),
+            path,
+            f"{PLACEHOLDER_ADDRESS!r} is the shipped placeholder, not your GPU machine",
+            "pass --host user@address (or set host.address to it), or add --emulate to run on "
+            "the emulated host",
+        )
+    )

@@ -51,8 +51,10 @@ def wait_for_probe_reference(
     announced = False
     while PROBE_REFERENCE not in study.user_attrs and _baseline_running(study):
         if not announced:
-            say("waiting for the baseline, running on another worker: its probe outputs are the "
-                "reference every other configuration is checked against")
+            say(
+                "waiting for the baseline, running on another worker: its probe outputs are the "
+                "reference every other configuration is checked against"
+            )
             announced = True
         time.sleep(poll_s)
         fail_stale_trials(study)
@@ -69,13 +71,16 @@ def require_probe_reference(study: optuna.Study, space: SearchSpace) -> None:
     if not space.probe.prompts or PROBE_REFERENCE in study.user_attrs:
         return
     baselines = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(IS_BASELINE)]
-    if any(t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE) for t in baselines):
+    if any(
+        t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE) for t in baselines
+    ):
         return  # queued, running, or run by a runner without a probe (the search benchmark's model)
     last = baselines[-1] if baselines else None
     why = (
         f"baseline trial {last.number} ended {last.state.name} "
         f"({last.user_attrs.get(FAILURE_REASON) or 'no reason recorded'})"
-        if last is not None else "no baseline trial ran"
+        if last is not None
+        else "no baseline trial ran"
     )
     raise TunerError(
         f"no probe reference: {why}, so the correctness probe cannot check any other "

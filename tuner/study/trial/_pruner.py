@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 def measurement_order(levels: list[int] | tuple[int, ...]) -> list[int]:
     """The order levels are measured in: the top concurrency first, then downwards."""
     return sorted(levels, reverse=True)
@@ -73,7 +72,9 @@ def below_baseline(
     return max(values.values()) < (1.0 - margin) * reference
 
 
-def clean_values(levels: list[dict[str, Any]], metric: str, max_failed_fraction: float) -> dict[int, float]:
+def clean_values(
+    levels: list[dict[str, Any]], metric: str, max_failed_fraction: float
+) -> dict[int, float]:
     """``{concurrency: metric}`` of the levels that ran to their end with few failed requests
     (the study's one rule, :func:`tuner.study.record.figures_by_level`; a bound's figure as read)."""
     figures = figures_by_level([as_level(level) for level in levels], metric, max_failed_fraction)
@@ -90,7 +91,9 @@ def _baseline(study: optuna.Study) -> tuple[list[dict[str, Any]], float | None] 
     """The baseline's levels and objective value (None when it failed), once it ran."""
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if frozen.user_attrs.get(IS_BASELINE) and frozen.user_attrs.get(LEVELS):
-            value = frozen.values[0] if frozen.state == TrialState.COMPLETE and frozen.values else None
+            value = (
+                frozen.values[0] if frozen.state == TrialState.COMPLETE and frozen.values else None
+            )
             return list(frozen.user_attrs[LEVELS]), value
     return None
 

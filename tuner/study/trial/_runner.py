@@ -24,7 +24,14 @@ from tuner.failures import FailureClass
 from tuner.errors import NoAnswerInTime, ServerFailure, TunerError
 from tuner.handover import server_gpus
 from tuner.lifecycle import ServerSession
-from tuner.loadgen import Dialect, LevelMetrics, LevelSpec, ServerAnswered, fetch_emulated_startup_s, run_level
+from tuner.loadgen import (
+    Dialect,
+    LevelMetrics,
+    LevelSpec,
+    ServerAnswered,
+    fetch_emulated_startup_s,
+    run_level,
+)
 from tuner.signals import TrialObservations, observe_level, sample_metrics
 from tuner.patches import PatchManager
 from tuner.probe import run_probe
@@ -66,7 +73,14 @@ from tuner.telemetry import SAMPLE_MS, GpuSampler, under_utilised
 if TYPE_CHECKING:
     from tuner.space import Config, LaunchSpec, Objective, SearchSpace, Workload
 
-__all__ = ["LevelRun", "ObjectiveValue", "TrialRunner", "host_seconds", "objective_value", "MIN_WALL_TIMEOUT_S"]
+__all__ = [
+    "LevelRun",
+    "ObjectiveValue",
+    "TrialRunner",
+    "host_seconds",
+    "objective_value",
+    "MIN_WALL_TIMEOUT_S",
+]
 
 # Timeouts are host seconds divided by the emulator's time scale, but starting a process costs
 # the same wall time at any scale: no phase gets less than this many wall seconds.
@@ -100,8 +114,9 @@ def objective_value(levels: list[dict[str, Any]], objective: Objective) -> Objec
     that meets the SLOs, a level the client under-drove counting as the lower bound it is; in
     multi-objective mode the second is ``objective.minimize`` (a latency) at that same level.
     """
-    figure = trial_figure(levels, objective.metric, objective.max_failed_fraction,
-                          objective.slo, objective.minimize)
+    figure = trial_figure(
+        levels, objective.metric, objective.max_failed_fraction, objective.slo, objective.minimize
+    )
     if figure.value is None:
         return ObjectiveValue(None, figure.stable)
     values = [figure.value]
@@ -148,7 +163,9 @@ class TrialRunner:
     on_phase: Callable[[str], None] = lambda text: None
     on_level: Callable[[LevelMetrics, int, int], None] = lambda m, k, n: None
     on_energy: Callable[[float | None], None] = lambda tokens_per_joule: None  # before on_level
-    requests: Any = None  # the workload's request source (tuner.study.traffic), None: random tokens
+    requests: Any = (
+        None  # the workload's request source (tuner.study.traffic), None: random tokens
+    )
     _emulated_s: float = field(default=0.0, init=False, repr=False)  # see host_seconds
 
     def run(self, trial: optuna.Trial, config: Config, launch: LaunchSpec) -> list[float]:
@@ -156,7 +173,9 @@ class TrialRunner:
         scale = self.target.time_scale
         timeouts = self.space.timeouts
         workload = self.space.workload_for(self.emulate)
-        run_dir = f"{self.target.run_root.rstrip('/')}/{self.study.study_name}/trial-{trial.number:04d}"
+        run_dir = (
+            f"{self.target.run_root.rstrip('/')}/{self.study.study_name}/trial-{trial.number:04d}"
+        )
         store(trial, RUN_DIR, run_dir)
         session = ServerSession(
             self.target.host,
@@ -185,17 +204,28 @@ class TrialRunner:
                     max(MIN_WALL_TIMEOUT_S, scale.to_server(timeouts.ready_s)),
                     poll_s=EMULATED_READY_POLL_S if scale.emulated else None,
                 )
-                startup_s = (fetch_emulated_startup_s(session.base_url, headers=session.client_headers)
-                             if scale.emulated else None)
+                startup_s = (
+                    fetch_emulated_startup_s(session.base_url, headers=session.client_headers)
+                    if scale.emulated
+                    else None
+                )
                 if startup_s is not None:
                     self._emulated_s += startup_s
-                store(trial, READY_S, round(startup_s if startup_s is not None else scale.duration(ready_s), 2))
+                store(
+                    trial,
+                    READY_S,
+                    round(startup_s if startup_s is not None else scale.duration(ready_s), 2),
+                )
                 self._probe(trial, session)
                 if self.space.objective.metric == "goodput":
                     return measure_goodput(self, trial, session, workload)
                 return self._measure(trial, session, workload)
         finally:
-            store(trial, HOST_SECONDS, round(host_seconds(time.monotonic() - started, self._emulated_s, scale), 1))
+            store(
+                trial,
+                HOST_SECONDS,
+                round(host_seconds(time.monotonic() - started, self._emulated_s, scale), 1),
+            )
             if session.handover_wait_s >= 1.0:  # the previous server's GPU memory, still held
                 store(trial, HANDOVER_WAIT_S, round(session.handover_wait_s, 1))
             store(trial, LOG_EXCERPT, session.log_excerpt())
@@ -209,14 +239,21 @@ class TrialRunner:
             return
         self.on_phase("correctness probe")
         session.phase = "probe"
-        reference = None if trial.user_attrs.get(IS_BASELINE) else self.study.user_attrs.get(PROBE_REFERENCE)
+        reference = (
+            None
+            if trial.user_attrs.get(IS_BASELINE)
+            else self.study.user_attrs.get(PROBE_REFERENCE)
+        )
         try:
             result = run_probe(
                 session.base_url,
                 self._api(),
                 list(probe.prompts),
                 probe.max_tokens,
-                max(MIN_WALL_TIMEOUT_S, self.target.time_scale.to_server(self.space.timeouts.probe_s)),
+                max(
+                    MIN_WALL_TIMEOUT_S,
+                    self.target.time_scale.to_server(self.space.timeouts.probe_s),
+                ),
                 reference=reference,
                 required=probe.min_matching_prompts,
                 headers=session.client_headers,
@@ -255,15 +292,20 @@ class TrialRunner:
             return found
         if isinstance(error, ServerAnswered) and error.status >= 500:
             return ServerFailure(
-                FailureClass.STARTUP_CRASH, f"the server failed its first request: {error}",
+                FailureClass.STARTUP_CRASH,
+                f"the server failed its first request: {error}",
                 session.log_excerpt(),
             )
-        return ServerFailure(FailureClass.WRONG_OUTPUT, f"probe request failed: {error}", session.log_excerpt())
+        return ServerFailure(
+            FailureClass.WRONG_OUTPUT, f"probe request failed: {error}", session.log_excerpt()
+        )
 
     def _api(self) -> Dialect:
         return request_dialect(self.space, self.space.workload.api or self.target.profile.api)
 
-    def _measure(self, trial: optuna.Trial, session: ServerSession, workload: Workload) -> list[float]:
+    def _measure(
+        self, trial: optuna.Trial, session: ServerSession, workload: Workload
+    ) -> list[float]:
         scale = self.target.time_scale
         levels: list[dict[str, Any]] = []
         telemetry: dict[str, Any] = {}
@@ -299,15 +341,21 @@ class TrialRunner:
             store_level_figures(trial, level)
             store(trial, TELEMETRY, telemetry)
             # unsuffixed too: the highest level measured so far
-            observations.add(observe_level(session, concurrency, cap, level.get("gpu")), f"@{concurrency}")
+            observations.add(
+                observe_level(session, concurrency, cap, level.get("gpu")), f"@{concurrency}"
+            )
             store_observations(trial, observations)
             self.on_level(metrics, k, n)
             if metrics.stop_reason is not None:
                 # The client often notices first; the server's own log says why (OOM, crash).
-                raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(metrics, session)
+                raise session.wait_for_failure(CLASSIFY_WAIT_S) or _client_failure(
+                    metrics, session
+                )
             figure = level.get(self.space.objective.metric)
-            if figure is not None and metrics.clean(self.space.objective.max_failed_fraction) and self._should_prune(
-                trial, levels, figure, concurrency
+            if (
+                figure is not None
+                and metrics.clean(self.space.objective.max_failed_fraction)
+                and self._should_prune(trial, levels, figure, concurrency)
             ):
                 raise optuna.TrialPruned(
                     f"below the baseline's best by more than {self.space.objective.prune_margin:.0%} "
@@ -324,19 +372,26 @@ class TrialRunner:
         if "gpu" in peak and under_utilised(peak["gpu"]):
             store(trial, NOTE, "under-utilised: peak-level GPU power below half the limit")
         if value is None and any(level.get("measurement_bound") for level in levels):
-            raise ServerFailure(FailureClass.MEASUREMENT_BOUND, next(
-                lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")))
+            raise ServerFailure(
+                FailureClass.MEASUREMENT_BOUND,
+                next(lv["measurement_bound"] for lv in levels if lv.get("measurement_bound")),
+            )
         if value is None:
             raise ServerFailure(
-                FailureClass.UNSTABLE.at(min(level['concurrency'] for level in levels)),
+                FailureClass.UNSTABLE.at(min(level["concurrency"] for level in levels)),
                 "no level ran clean (failed requests above the limit)",
                 session.log_excerpt(),
             )
         return value
 
     def _drive_harder(
-        self, session: ServerSession, spec: LevelSpec, levels: list[dict[str, Any]],
-        metrics: LevelMetrics, gpu: dict[str, Any] | None, asked: int,
+        self,
+        session: ServerSession,
+        spec: LevelSpec,
+        levels: list[dict[str, Any]],
+        metrics: LevelMetrics,
+        gpu: dict[str, Any] | None,
+        asked: int,
     ) -> tuple[LevelMetrics, dict[str, Any] | None, int]:
         """A level the client under-drove, run again with twice the client processes (up to this
         machine's cores) until its shortfall moves its figure by under
@@ -349,37 +404,54 @@ class TrialRunner:
         workers = max(1, self.target.client_workers)
         cores = os.cpu_count() or 1
         while workers < cores and metrics.stop_reason is None and metrics.measurement_bound:
-            judged = figures_by_level(read_levels([*levels, metrics.to_dict()]), objective.metric,
-                                   objective.max_failed_fraction).get(spec.concurrency)
+            judged = figures_by_level(
+                read_levels([*levels, metrics.to_dict()]),
+                objective.metric,
+                objective.max_failed_fraction,
+            ).get(spec.concurrency)
             if judged is None or not judged.bound:
                 break
             workers = min(cores, 2 * workers)
-            self.on_phase(f"level {spec.concurrency}: the client under-drove it "
-                          f"({judged.in_flight or 0:.0f} of {spec.concurrency} in flight); "
-                          f"again with {workers} client processes")
+            self.on_phase(
+                f"level {spec.concurrency}: the client under-drove it "
+                f"({judged.in_flight or 0:.0f} of {spec.concurrency} in flight); "
+                f"again with {workers} client processes"
+            )
             again = replace(spec, first_request=asked)
             asked += again.num_requests
             more, more_gpu = self._run_level(session, again, workers=workers)
-            kept = figures_by_level(read_levels([*levels, more.to_dict()]), objective.metric,
-                                 objective.max_failed_fraction).get(spec.concurrency)
+            kept = figures_by_level(
+                read_levels([*levels, more.to_dict()]),
+                objective.metric,
+                objective.max_failed_fraction,
+            ).get(spec.concurrency)
             runs = metrics.client_runs + 1
-            if more.stop_reason is None and (kept is None or not kept.bound
-                                             or kept.value >= judged.value):
+            if more.stop_reason is None and (
+                kept is None or not kept.bound or kept.value >= judged.value
+            ):
                 metrics, gpu = more, more_gpu
             metrics = replace(metrics, client_runs=runs)
         return metrics, gpu, asked
 
-    def _run_level(self, session: ServerSession, spec: LevelSpec,
-                   workers: int | None = None) -> LevelRun:
+    def _run_level(
+        self, session: ServerSession, spec: LevelSpec, workers: int | None = None
+    ) -> LevelRun:
         """One level against the running server, with GPU telemetry (of the server's own GPUs) and
         the server's /metrics sampled meanwhile (the search benchmark's model host replaces this
         one method); ``workers``: client processes (default: the target's ``--client-workers``)."""
         gpus = server_gpus(self.target.gpu_idle, session.argv)  # only the server's GPUs' power
         # every 250 ms of the host's time: an emulated level runs K times faster
         interval_ms = max(10, round(1000 * self.target.time_scale.to_server(SAMPLE_MS / 1000)))
-        with GpuSampler(self.target.host, interval_ms, env=self.target.env, gpus=gpus,
-                        busy_only=self.target.time_scale.emulated) as sampler, \
-                sample_metrics(session, self.target.time_scale.emulated):
+        with (
+            GpuSampler(
+                self.target.host,
+                interval_ms,
+                env=self.target.env,
+                gpus=gpus,
+                busy_only=self.target.time_scale.emulated,
+            ) as sampler,
+            sample_metrics(session, self.target.time_scale.emulated),
+        ):
             metrics = asyncio.run(
                 run_level(
                     session.base_url,
@@ -391,11 +463,15 @@ class TrialRunner:
                     headers=session.client_headers,
                 )
             )
-        return LevelRun(metrics, sampler.summary.to_dict() if sampler.summary is not None else None)
+        return LevelRun(
+            metrics, sampler.summary.to_dict() if sampler.summary is not None else None
+        )
 
     def _mtime(self, path: str) -> float | None:
         code = "import os, sys; print(os.stat(sys.argv[1]).st_mtime)"
-        result = self.target.host.run(f"{shlex.quote(self.target.python)} -c {shlex.quote(code)} {shlex.quote(path)}")
+        result = self.target.host.run(
+            f"{shlex.quote(self.target.python)} -c {shlex.quote(code)} {shlex.quote(path)}"
+        )
         return float(result.stdout.strip()) if result.ok else None
 
     def _should_prune(
@@ -441,6 +517,12 @@ def _client_failure(metrics: LevelMetrics, session: ServerSession) -> ServerFail
     itself on (``measurement_bound``) is not the configuration's instability."""
     reason = metrics.stop_reason or ""
     if metrics.measurement_bound:
-        return ServerFailure(FailureClass.MEASUREMENT_BOUND, f"{reason}; {metrics.measurement_bound}")
-    kind = FailureClass.TIMEOUT if "time limit" in reason.lower() else FailureClass.UNSTABLE.at(metrics.concurrency)
+        return ServerFailure(
+            FailureClass.MEASUREMENT_BOUND, f"{reason}; {metrics.measurement_bound}"
+        )
+    kind = (
+        FailureClass.TIMEOUT
+        if "time limit" in reason.lower()
+        else FailureClass.UNSTABLE.at(metrics.concurrency)
+    )
     return ServerFailure(kind, reason, session.log_excerpt())

@@ -43,7 +43,9 @@ class Target:
     stop_command: str | None = None
     gpu_idle: GpuState | None = None  # measured after preflight: each start waits for it
     client_workers: int = 1  # load-generator processes that share each level (--client-workers)
-    emulator_seed: int | None = None  # the study's --seed: each emulated server run's noise is drawn from it
+    emulator_seed: int | None = (
+        None  # the study's --seed: each emulated server run's noise is drawn from it
+    )
 
     def server_command(self, trial_number: int, run: int = 0) -> str:
         """The command that starts the server for run ``run`` of trial ``trial_number``.
@@ -88,8 +90,10 @@ def parse_host_option(value: str) -> dict[str, object]:
     else:
         address, _, port = rest.partition(":")
     if not address or (port and not port.isdigit()):
-        raise ConfigError(f"--host {value}: not [user@]address[:port] or local; fix: write e.g. "
-                          "root@gpu-host:22, or an IPv6 address in brackets: root@[::1]:22")
+        raise ConfigError(
+            f"--host {value}: not [user@]address[:port] or local; fix: write e.g. "
+            "root@gpu-host:22, or an IPv6 address in brackets: root@[::1]:22"
+        )
     fields: dict[str, object] = {"address": address}
     if user:
         fields["user"] = user

@@ -30,8 +30,11 @@ def request_dialect(space: SearchSpace, api: str) -> Dialect:
     (``workload.model``, else ``server.model_path``; None: asked of ``/v1/models``) and the
     OpenAI extensions its engine profile lists (``request_extensions``: none for a strict
     server such as ``transformers serve``)."""
-    return Dialect(cast(RequestFormat, api), space.served_model_name(),
-                   frozenset(space.profile.request_extensions))
+    return Dialect(
+        cast(RequestFormat, api),
+        space.served_model_name(),
+        frozenset(space.profile.request_extensions),
+    )
 
 
 def dataset_path(path: str, space_path: Path) -> Path:
@@ -52,16 +55,30 @@ def request_source(workload: Workload, space_path: Path) -> RequestSource | None
     if config.kind == "random":
         return RandomLengths(workload.input_len, workload.output_len, config.range_ratio)
     if config.kind == "shared_prefix":
-        return SharedPrefix(config.groups, config.prefix_len, config.suffix_len or workload.input_len,
-                            workload.output_len)
+        return SharedPrefix(
+            config.groups,
+            config.prefix_len,
+            config.suffix_len or workload.input_len,
+            workload.output_len,
+        )
     assert config.path is not None  # a file dataset names its file (validated with the space)
-    return load_file_pool(dataset_path(config.path, space_path), sample=config.sample,
-                          default_output_len=workload.output_len,
-                          max_output_len=config.max_output_len, output_len=config.output_len)
+    return load_file_pool(
+        dataset_path(config.path, space_path),
+        sample=config.sample,
+        default_output_len=workload.output_len,
+        max_output_len=config.max_output_len,
+        output_len=config.output_len,
+    )
 
 
-def rate_level(workload: Workload, rate: float, time_limit_s: float, seed: int,
-               source: RequestSource | None, first_request: int = 0) -> LevelSpec:
+def rate_level(
+    workload: Workload,
+    rate: float,
+    time_limit_s: float,
+    seed: int,
+    source: RequestSource | None,
+    first_request: int = 0,
+) -> LevelSpec:
     """An open-loop level at ``rate`` requests per host second (``workload.arrival`` times,
     at most ``workload.max_concurrency`` in flight), starting at ``first_request`` in the
     trial's request stream (the requests of the trial's earlier levels)."""

@@ -31,15 +31,46 @@ from tuner.study.strategies.guided._capacity import expected_effect
 from tuner.study.strategies.guided._cliff import CliffProposer, cliff_bracket
 from tuner.study.strategies.guided._common import pool_full, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
-from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Reading, Rule, RuleProposer, rule_id
+from tuner.study.strategies.guided._rules import (
+    BUILT_IN_RULES,
+    ProfileRule,
+    Reading,
+    Rule,
+    RuleProposer,
+    rule_id,
+)
 from tuner.study.strategies.guided._settings import (
-    DEFAULT_PROPOSERS, GuidedSettings, ModelSettings, ProposerKind, SweepSettings)
+    DEFAULT_PROPOSERS,
+    GuidedSettings,
+    ModelSettings,
+    ProposerKind,
+    SweepSettings,
+)
 from tuner.study.strategies.guided._strategy import GuidedStrategy
 from tuner.study.strategies.guided._sweep import SweepProposer, SweptParameter
 
 __all__ = [
-    "GuidedStrategy", "GuidedSettings", "SweepSettings", "ModelSettings", "ProposerKind", "DEFAULT_PROPOSERS",
-    "Rule", "Reading", "RuleProposer", "ProfileRule", "BUILT_IN_RULES", "rule_id",
-    "Proposer", "Candidate", "Plan", "Round", "CliffProposer", "SweepProposer", "SweptParameter",
-    "cliff_bracket", "expected_effect", "pool_full", "top_level_observations",
+    "GuidedStrategy",
+    "GuidedSettings",
+    "SweepSettings",
+    "ModelSettings",
+    "ProposerKind",
+    "DEFAULT_PROPOSERS",
+    "Rule",
+    "Reading",
+    "RuleProposer",
+    "ProfileRule",
+    "BUILT_IN_RULES",
+    "rule_id",
+    "Proposer",
+    "Candidate",
+    "Plan",
+    "Round",
+    "CliffProposer",
+    "SweepProposer",
+    "SweptParameter",
+    "cliff_bracket",
+    "expected_effect",
+    "pool_full",
+    "top_level_observations",
 ]

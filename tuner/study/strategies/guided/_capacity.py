@@ -22,7 +22,15 @@ from typing import Any
 from tuner.signals import ClientObservation, ClientSignal, client_observations
 from tuner.study.record import Outcome, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source, value_text
-from tuner.study.strategies.guided._common import MISSING, changed, grid, pool_full, room_to_spare, token_usage, top_level_observations
+from tuner.study.strategies.guided._common import (
+    MISSING,
+    changed,
+    grid,
+    pool_full,
+    room_to_spare,
+    token_usage,
+    top_level_observations,
+)
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 
 __all__ = ["cap_value", "limit_binds", "raised_cap", "expected_effect", "CapacityRetryProposer"]
@@ -69,9 +77,13 @@ def expected_effect(plan: Plan, inc: TrialRecord, name: str, patched: bool) -> f
         binds = (value is not None and value < plan.top) or limit_binds(plan, inc) is not None
     elif prior.kind in ("memory", "admission"):
         binds = not room_to_spare(inc)  # a pool with room gains nothing from more of it, or fuller
-    elif prior.kind == "pool":  # a layout for more requests: first only where the pool is known full
+    elif (
+        prior.kind == "pool"
+    ):  # a layout for more requests: first only where the pool is known full
         if token_usage(inc) is None:
-            return settings.patch_effect if patched else settings.default_effect  # no log: no prior
+            return (
+                settings.patch_effect if patched else settings.default_effect
+            )  # no log: no prior
         binds = pool_full(inc)
     else:
         binds = True
@@ -88,24 +100,46 @@ class CapacityRetryProposer(Proposer):
         seen = limit_binds(plan, inc)
         if seen is None or not inc.value:
             return
-        measured = [r for r in now.view.records if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE)]
+        measured = [
+            r for r in now.view.records if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE)
+        ]
         for record in reversed(measured):
             move = record.move
-            name = move.parameter if move is not None and move.kind in (MoveKind.RULE, MoveKind.SWEEP) else None
-            if name not in plan.capacity or record.config.get(name, MISSING) == inc.config.get(name, MISSING):
+            name = (
+                move.parameter
+                if move is not None and move.kind in (MoveKind.RULE, MoveKind.SWEEP)
+                else None
+            )
+            if name not in plan.capacity or record.config.get(name, MISSING) == inc.config.get(
+                name, MISSING
+            ):
                 continue
-            parents = [p for p in measured if p.number < record.number and changed(p.config, record.config) == {name}]
+            parents = [
+                p
+                for p in measured
+                if p.number < record.number and changed(p.config, record.config) == {name}
+            ]
             parent = max(parents, key=lambda p: p.value or 0.0, default=None)
-            if parent is None or not parent.value or _score(record) >= parent.value or inc.value <= parent.value:
+            if (
+                parent is None
+                or not parent.value
+                or _score(record) >= parent.value
+                or inc.value <= parent.value
+            ):
                 continue  # it did not lose alone, or nothing lifted the best since
             lifted = sorted(changed(parent.config, inc.config) - {name})
             if not lifted:
                 continue
             value = record.config[name]
             words = ", ".join(f"{n}={value_text(inc.config[n])}" for n in lifted)
-            move = Move(MoveKind.RULE, (Change(name, value, inc.config.get(name)),), rule=RETRY_RULE,
-                        signal=Signal(seen.signal.value, round(seen.ratio, 3), Source.CLIENT), trial=record.number,
-                        detail=f"{seen.says}; lost alone in trial {record.number}, again with {words}")
+            move = Move(
+                MoveKind.RULE,
+                (Change(name, value, inc.config.get(name)),),
+                rule=RETRY_RULE,
+                signal=Signal(seen.signal.value, round(seen.ratio, 3), Source.CLIENT),
+                trial=record.number,
+                detail=f"{seen.says}; lost alone in trial {record.number}, again with {words}",
+            )
             yield Candidate({**inc.config, name: value}, move)
 
 

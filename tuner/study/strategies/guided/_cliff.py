@@ -21,14 +21,25 @@ from typing import Any
 from tuner.failures import FailureClass
 from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._moves import Change, Move, MoveKind, Signal, Source
-from tuner.study.strategies.guided._common import changed, grid, room_to_spare, running_batch, token_usage
+from tuner.study.strategies.guided._common import (
+    changed,
+    grid,
+    room_to_spare,
+    running_batch,
+    token_usage,
+)
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
 __all__ = ["cliff_bracket", "CliffProposer", "RepairProposer"]
 
 
-def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | None = None,
-                  cap: str | None = None) -> tuple[Any, Any, list[Any]]:
+def cliff_bracket(
+    view: StudyView,
+    name: str,
+    values: list[Any],
+    batch: float | None = None,
+    cap: str | None = None,
+) -> tuple[Any, Any, list[Any]]:
     """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
     the highest value a trial ran clean with, the lowest value above it that ran out of memory
     (at start or under load), and the ``values`` (its grid) strictly between them (above ``held`` when
@@ -38,15 +49,19 @@ def cliff_bracket(view: StudyView, name: str, values: list[Any], batch: float | 
     requests says nothing of 1,024 (``cap``: the running-request cap's parameter, to bound a
     batch no log reported: :func:`running_batch`)."""
     held_values = [
-        r.config[name] for r in view.records
-        if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) and r.config.get(name) is not None
+        r.config[name]
+        for r in view.records
+        if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE)
+        and r.config.get(name) is not None
         and (batch is None or (ran := running_batch(r, cap)) is None or ran >= 0.9 * batch)
     ]
     held = max(held_values) if held_values else None
     failed_values = [
-        r.config[name] for r in view.failed()
+        r.config[name]
+        for r in view.failed()
         if r.config.get(name) is not None
-        and r.failure_class is not None and r.failure_class.capacity
+        and r.failure_class is not None
+        and r.failure_class.capacity
         and (held is None or r.config[name] > held)
     ]
     failed = min(failed_values) if failed_values else None
@@ -80,21 +95,38 @@ class CliffProposer(Proposer):
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
             current = inc.config[name]
-            held, failed, inside = cliff_bracket(now.view, name, grid(param), running_batch(inc, self.plan.cap),
-                                                 self.plan.cap)
+            held, failed, inside = cliff_bracket(
+                now.view, name, grid(param), running_batch(inc, self.plan.cap), self.plan.cap
+            )
             span = bracket_text(held, failed)
             if inside:
                 # bisect a bracket; with no failure yet, the highest value the constraints allow
                 probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]
                 for probe in probes:
-                    yield Candidate({**inc.config, name: probe},
-                                    Move(MoveKind.CLIFF, (Change(name, probe, current),), signal=signal, detail=span))
+                    yield Candidate(
+                        {**inc.config, name: probe},
+                        Move(
+                            MoveKind.CLIFF,
+                            (Change(name, probe, current),),
+                            signal=signal,
+                            detail=span,
+                        ),
+                    )
             elif held is not None and current is not None and current < held:
-                if any(r.move is not None and r.move.sets(MoveKind.CLIFF, name, held) for r in now.view.records):
+                if any(
+                    r.move is not None and r.move.sets(MoveKind.CLIFF, name, held)
+                    for r in now.view.records
+                ):
                     continue  # moved back up once: the best went below since and measured as fast
-                yield Candidate({**inc.config, name: held},
-                                Move(MoveKind.CLIFF, (Change(name, held, current),), signal=signal,
-                                     detail=f"at {held:g}, the highest that held ({span})"))
+                yield Candidate(
+                    {**inc.config, name: held},
+                    Move(
+                        MoveKind.CLIFF,
+                        (Change(name, held, current),),
+                        signal=signal,
+                        detail=f"at {held:g}, the highest that held ({span})",
+                    ),
+                )
 
 
 class RepairProposer(Proposer):
@@ -104,18 +136,29 @@ class RepairProposer(Proposer):
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
         inc, space = now.incumbent, self.plan.space
-        capacity = {name for name, param in space.parameters.items() if param.shape == "up_to_failure"}
+        capacity = {
+            name for name, param in space.parameters.items() if param.shape == "up_to_failure"
+        }
         for record in reversed(now.view.failed()):
             reason = record.failure_reason or ""
             move = record.move
-            if record.failure_class is not FailureClass.UNSTABLE or move is None or move.kind is not MoveKind.RULE:
+            if (
+                record.failure_class is not FailureClass.UNSTABLE
+                or move is None
+                or move.kind is not MoveKind.RULE
+            ):
                 continue
             if move.parameter in capacity:
                 continue  # the rule moved the memory itself: the cliff's bracket has that failure
             different = changed(record.config, inc.config) - capacity
             if not different or len(different) > 2:
                 continue  # a probe of the cliff itself, or a change far from the best
-            start = {**inc.config, **{k: v for k, v in record.config.items() if k in different or k not in inc.config}}
+            start = {
+                **inc.config,
+                **{
+                    k: v for k, v in record.config.items() if k in different or k not in inc.config
+                },
+            }
             signal = Signal("failure_reason", reason, Source.OUTCOME)
             for name, param in space.parameters.items():
                 current = record.config.get(name)
@@ -124,6 +167,13 @@ class RepairProposer(Proposer):
                 below = [v for v in grid(param) if v < current]
                 for steps in (2, 4, 8):
                     if len(below) >= steps:
-                        yield Candidate({**start, name: below[-steps]},
-                                        Move(MoveKind.REPAIR, (Change(name, below[-steps], current),),
-                                             rule=move.rule, signal=signal, trial=record.number))
+                        yield Candidate(
+                            {**start, name: below[-steps]},
+                            Move(
+                                MoveKind.REPAIR,
+                                (Change(name, below[-steps], current),),
+                                rule=move.rule,
+                                signal=signal,
+                                trial=record.number,
+                            ),
+                        )

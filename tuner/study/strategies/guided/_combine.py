@@ -33,8 +33,10 @@ class CombineProposer(Proposer):
             for name, (_, record) in ordered[:size]:
                 values[name] = record.config[name]
                 values.update({k: v for k, v in record.config.items() if k not in inc.config})
-            changes = tuple(Change(name, record.config[name], inc.config.get(name), gain=gain)
-                            for name, (gain, record) in ordered[:size])
+            changes = tuple(
+                Change(name, record.config[name], inc.config.get(name), gain=gain)
+                for name, (gain, record) in ordered[:size]
+            )
             yield Candidate(values, Move(MoveKind.COMBINE, changes))
 
 
@@ -45,11 +47,23 @@ def one_change_gains(view: StudyView) -> dict[tuple[str, Any], tuple[float, Tria
     earlier: list[TrialRecord] = []
     for record in view.records:
         if record.outcome == Outcome.COMPLETE and record.value is not None:
-            if record.move is not None and record.move.kind is MoveKind.SWEEP and record.move.parameter is not None:
+            if (
+                record.move is not None
+                and record.move.kind is MoveKind.SWEEP
+                and record.move.parameter is not None
+            ):
                 name = record.move.parameter
-                parents = [p.value for p in earlier if p.value is not None and changed(p.config, record.config) <= {name}
-                           and p.config.get(name, MISSING) != record.config.get(name)]
+                parents = [
+                    p.value
+                    for p in earlier
+                    if p.value is not None
+                    and changed(p.config, record.config) <= {name}
+                    and p.config.get(name, MISSING) != record.config.get(name)
+                ]
                 if parents:
-                    gains[(name, hashable(record.config.get(name)))] = (record.value / max(parents), record)
+                    gains[(name, hashable(record.config.get(name)))] = (
+                        record.value / max(parents),
+                        record,
+                    )
             earlier.append(record)
     return gains

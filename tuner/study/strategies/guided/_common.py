@@ -13,8 +13,20 @@ if TYPE_CHECKING:
     from tuner.space import SearchSpace
 
 __all__ = [
-    "MISSING", "FULL_POOL", "top_level_observations", "running_batch", "token_usage", "pool_full",
-    "room_to_spare", "distance", "changed", "hashable", "grid", "doublings", "natural", "flags_of",
+    "MISSING",
+    "FULL_POOL",
+    "top_level_observations",
+    "running_batch",
+    "token_usage",
+    "pool_full",
+    "room_to_spare",
+    "distance",
+    "changed",
+    "hashable",
+    "grid",
+    "doublings",
+    "natural",
+    "flags_of",
     "engine_profile",
 ]
 
@@ -29,7 +41,10 @@ def top_level_observations(observations: dict[str, Any]) -> dict[str, Any]:
     if not levels:
         return dict(observations)
     top = f"@{max(levels)}"
-    return {**observations, **{k.removesuffix(top): v for k, v in observations.items() if k.endswith(top)}}
+    return {
+        **observations,
+        **{k.removesuffix(top): v for k, v in observations.items() if k.endswith(top)},
+    }
 
 
 def running_batch(record: TrialRecord, cap: str | None = None) -> float | None:

@@ -32,8 +32,11 @@ __all__ = ["fit_near", "modelled_best", "known_loss", "ModelProposer"]
 
 def fit_near(view: StudyView, inc: TrialRecord, settings: ModelSettings) -> AdditiveFit | None:
     """The additive model of the clean trials within ``settings.radius`` changes of ``inc``."""
-    near = [(r.config, r.value) for r in view.complete()
-            if r.value and distance(r.config, inc.config) <= settings.radius]
+    near = [
+        (r.config, r.value)
+        for r in view.complete()
+        if r.value and distance(r.config, inc.config) <= settings.radius
+    ]
     return fit_additive(near, inc.config)
 
 
@@ -50,13 +53,19 @@ def modelled_best(view: StudyView, measured: TrialRecord, settings: ModelSetting
     return max(scored, key=lambda item: item[:2])[2] if scored else measured
 
 
-def known_loss(fit: AdditiveFit | None, config: Mapping[str, Any], inc: TrialRecord, settings: ModelSettings) -> bool:
+def known_loss(
+    fit: AdditiveFit | None, config: Mapping[str, Any], inc: TrialRecord, settings: ModelSettings
+) -> bool:
     """Whether the model, fitted near the best, is sure ``config`` loses at least ``settings.known_loss``
     against it (a backend that measured 0.3x of its parent is not run again from every new best)."""
     if not settings.known_loss or fit is None or fit.rows < 3:
         return False
     effects = fit.changes(dict(config), inc.config)
-    return effects is not None and bool(effects) and fit.upper(effects) < math.log1p(-settings.known_loss)
+    return (
+        effects is not None
+        and bool(effects)
+        and fit.upper(effects) < math.log1p(-settings.known_loss)
+    )
 
 
 class ModelProposer(Proposer):
@@ -66,7 +75,12 @@ class ModelProposer(Proposer):
     loses the patch's effect); one the model expects to lose (posterior mean) is not proposed."""
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
-        fit, inc, space, settings = now.fit, now.incumbent, self.plan.space, self.plan.settings.model
+        fit, inc, space, settings = (
+            now.fit,
+            now.incumbent,
+            self.plan.space,
+            self.plan.settings.model,
+        )
         if fit is None or fit.rows < 3:
             return
         singles: list[tuple[str, Any, list[int]]] = []
@@ -98,6 +112,10 @@ class ModelProposer(Proposer):
                 continue
             if not effects or fit.gain(effects, sample) <= 0 or fit.gain(effects) < 0.0:
                 continue
-            changes = tuple(Change(name, value, inc.config.get(name)) for name, (_, value) in picked)
-            detail = f"{fit.rows} trials near the best, expects {math.expm1(fit.gain(effects)):+.1%}"
+            changes = tuple(
+                Change(name, value, inc.config.get(name)) for name, (_, value) in picked
+            )
+            detail = (
+                f"{fit.rows} trials near the best, expects {math.expm1(fit.gain(effects)):+.1%}"
+            )
             yield Candidate(values, Move(MoveKind.MODEL, changes, detail=detail))

@@ -26,7 +26,16 @@ from tuner.study.strategies.guided._cliff import cliff_bracket
 from tuner.study.strategies.guided._common import doublings, grid, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
-__all__ = ["Rule", "Reading", "ProfileRule", "CapBelowTopConcurrency", "ClientCapBinds", "BUILT_IN_RULES", "RuleProposer", "rule_id"]
+__all__ = [
+    "Rule",
+    "Reading",
+    "ProfileRule",
+    "CapBelowTopConcurrency",
+    "ClientCapBinds",
+    "BUILT_IN_RULES",
+    "RuleProposer",
+    "rule_id",
+]
 
 
 @dataclass(frozen=True)
@@ -86,8 +95,13 @@ class ProfileRule(Rule):
                 continue  # still above the captured graphs: the other rule raises them
             if reading.tried(name, value):
                 continue  # this change was tried once already (from another best)
-            move = Move(MoveKind.RULE, (Change(name, value, current),), rule=self.id, signal=signal,
-                        detail=_says(rule.says, seen, current))
+            move = Move(
+                MoveKind.RULE,
+                (Change(name, value, current),),
+                rule=self.id,
+                signal=signal,
+                detail=_says(rule.says, seen, current),
+            )
             yield Candidate({**inc.config, name: value}, move)
 
 
@@ -106,8 +120,13 @@ class CapBelowTopConcurrency(Rule):
             value = inc.config.get(name)
             if param.shape == "saturating" and value is not None and value < plan.top:
                 for raised in rules.steps(now.view, name, value, "raise"):
-                    move = Move(MoveKind.RULE, (Change(name, raised, value),), rule=self.id, signal=signal,
-                                detail=f"cap {value} below the top concurrency {plan.top}")
+                    move = Move(
+                        MoveKind.RULE,
+                        (Change(name, raised, value),),
+                        rule=self.id,
+                        signal=signal,
+                        detail=f"cap {value} below the top concurrency {plan.top}",
+                    )
                     yield Candidate({**inc.config, name: raised}, move)
 
 
@@ -123,18 +142,31 @@ class ClientCapBinds(Rule):
         if name is None or name not in inc.config:
             return
         seen = limit_binds(plan, inc)
-        if seen is None or seen.signal is not ClientSignal.CAP_BINDS or seen.cap is None or seen.cap >= plan.top:
+        if (
+            seen is None
+            or seen.signal is not ClientSignal.CAP_BINDS
+            or seen.cap is None
+            or seen.cap >= plan.top
+        ):
             return
         current = inc.config[name]
         value = raised_cap(plan, name, current)
         if value is None or reading.tried(name, value):
             return
-        move = Move(MoveKind.RULE, (Change(name, value, current),), rule=self.id,
-                    signal=Signal(seen.signal.value, round(seen.ratio, 3), Source.CLIENT), detail=seen.says)
+        move = Move(
+            MoveKind.RULE,
+            (Change(name, value, current),),
+            rule=self.id,
+            signal=Signal(seen.signal.value, round(seen.ratio, 3), Source.CLIENT),
+            detail=seen.says,
+        )
         yield Candidate({**inc.config, name: value}, move)
 
 
-BUILT_IN_RULES: tuple[Rule, ...] = (ClientCapBinds(), CapBelowTopConcurrency())  # after the profile's, in this order
+BUILT_IN_RULES: tuple[Rule, ...] = (
+    ClientCapBinds(),
+    CapBelowTopConcurrency(),
+)  # after the profile's, in this order
 
 
 class RuleProposer(Proposer):
@@ -142,14 +174,22 @@ class RuleProposer(Proposer):
 
     def candidates(self, now: Round) -> Iterator[Candidate]:
         inc = now.incumbent
-        reading = Reading(top_level_observations(inc.observations),
-                          fresh_moves(now.view, inc, self.plan.settings.retry_gain),
-                          top_level_observations(inc.observation_sources))
+        reading = Reading(
+            top_level_observations(inc.observations),
+            fresh_moves(now.view, inc, self.plan.settings.retry_gain),
+            top_level_observations(inc.observation_sources),
+        )
         for rule in self.plan.rules:
             yield from rule.candidates(self, now, reading)
 
-    def steps(self, view: StudyView, name: str, current: Any, direction: str,
-              seen: dict[str, float] | None = None) -> list[Any]:
+    def steps(
+        self,
+        view: StudyView,
+        name: str,
+        current: Any,
+        direction: str,
+        seen: dict[str, float] | None = None,
+    ) -> list[Any]:
         """The next values of ``name`` from ``current`` in ``direction`` (nearest first)."""
         plan = self.plan
         param = plan.space.parameters[name]
@@ -159,18 +199,32 @@ class RuleProposer(Proposer):
             # the parameter's doubling nearest half the batch that ran: a cap that binds again
             # below where the trouble was, and the same value from every best (967 and 986
             # running both give 512), which the model pools and the known losses can then skip
-            running = (seen or {}).get("running_req_max", current if current is not None else plan.top)
+            running = (seen or {}).get(
+                "running_req_max", current if current is not None else plan.top
+            )
             steps = [v for v in doublings(param) if current is None or v < current]
-            return [min(steps, key=lambda v: abs(math.log(v / max(1.0, running / 2))))] if steps else []
+            return (
+                [min(steps, key=lambda v: abs(math.log(v / max(1.0, running / 2))))]
+                if steps
+                else []
+            )
         if param.shape == "up_to_failure":
             _, _, inside = cliff_bracket(view, name, grid(param))
-            return [v for v in inside if current is None or v > current] if direction == "raise" else []
-        numbers = sorted(v for v in sweep_values(param, plan.settings.sweep.points) if v is not None)
+            return (
+                [v for v in inside if current is None or v > current]
+                if direction == "raise"
+                else []
+            )
+        numbers = sorted(
+            v for v in sweep_values(param, plan.settings.sweep.points) if v is not None
+        )
         if param.shape == "saturating" and direction == "raise":
             reach = [v for v in grid(param) if v >= plan.top and (current is None or v > current)]
             return reach[:1] or [v for v in numbers if current is not None and v > current][-1:]
         if current is None:
-            return [numbers[max(0, len(numbers) // 2 - 1)] if direction == "lower" else numbers[-1]]
+            return [
+                numbers[max(0, len(numbers) // 2 - 1)] if direction == "lower" else numbers[-1]
+            ]
         if direction == "raise":
             return [v for v in numbers if v > current][:1]
         return [v for v in numbers if v < current][-1:]

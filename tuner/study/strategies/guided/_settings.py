@@ -19,7 +19,9 @@ class ProposerKind(StrEnum):
 
     RULES = "rules"  # the engine profile's tuning rules, then the built-in ones
     REPAIR = "repair"  # a rule's change that ran out of memory under load, with less memory
-    CAPACITY_RETRY = "capacity-retry"  # a capacity change that lost alone, from a best lifted since
+    CAPACITY_RETRY = (
+        "capacity-retry"  # a capacity change that lost alone, from a best lifted since
+    )
     CLIFF = "cliff"  # an up-to-failure parameter's bracket, bisected while memory binds
     SWEEP = "sweep"  # each parameter's values, one change of the best at a time
     MODEL = "model"  # the changes the additive model draws as gains
@@ -29,18 +31,28 @@ class ProposerKind(StrEnum):
 
 # Best first; when none of them has a candidate left, the sampler (TPE) draws.
 DEFAULT_PROPOSERS = (
-    ProposerKind.RULES, ProposerKind.REPAIR, ProposerKind.CAPACITY_RETRY, ProposerKind.CLIFF, ProposerKind.SWEEP,
-    ProposerKind.MODEL, ProposerKind.COMBINE, ProposerKind.SWEEP_AGAIN,
+    ProposerKind.RULES,
+    ProposerKind.REPAIR,
+    ProposerKind.CAPACITY_RETRY,
+    ProposerKind.CLIFF,
+    ProposerKind.SWEEP,
+    ProposerKind.MODEL,
+    ProposerKind.COMBINE,
+    ProposerKind.SWEEP_AGAIN,
 )
 
 
 def _check(owner: object, name: str, kind: type, least: float, most: float | None = None) -> None:
     value: float = getattr(owner, name)
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else kind):
-        raise ValueError(f"{type(owner).__name__}.{name}: {value!r} is not of type {kind.__name__}")
+        raise ValueError(
+            f"{type(owner).__name__}.{name}: {value!r} is not of type {kind.__name__}"
+        )
     if value < least or (most is not None and value > most):
         bound = f"between {least:g} and {most:g}" if most is not None else f"at least {least:g}"
-        raise ValueError(f"{type(owner).__name__}.{name}: {value!r} is out of range; use a value {bound}")
+        raise ValueError(
+            f"{type(owner).__name__}.{name}: {value!r} is out of range; use a value {bound}"
+        )
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,9 @@ class GuidedSettings:
             try:
                 kinds.append(ProposerKind(item))
             except ValueError:
-                raise ValueError(f"GuidedSettings.proposers: {item!r} is not a proposer; use {known}") from None
+                raise ValueError(
+                    f"GuidedSettings.proposers: {item!r} is not a proposer; use {known}"
+                ) from None
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"GuidedSettings.proposers: {', '.join(kinds)} names one twice")
         object.__setattr__(self, "proposers", tuple(kinds))
@@ -124,7 +138,9 @@ class GuidedSettings:
         _check(self, "retry_gain", float, 1.0)
         for name, kind in (("sweep", SweepSettings), ("model", ModelSettings)):
             if not isinstance(getattr(self, name), kind):
-                raise ValueError(f"GuidedSettings.{name}: {getattr(self, name)!r} is not a {kind.__name__}")
+                raise ValueError(
+                    f"GuidedSettings.{name}: {getattr(self, name)!r} is not a {kind.__name__}"
+                )
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> GuidedSettings:
@@ -138,17 +154,28 @@ class GuidedSettings:
             if field and part in nested:
                 nested[part][field] = value
             elif not field and name in {f.name for f in fields(cls)} - set(nested):
-                top[name] = value.split(",") if name == "proposers" and isinstance(value, str) else value
+                top[name] = (
+                    value.split(",") if name == "proposers" and isinstance(value, str) else value
+                )
             else:
-                raise ValueError(f"{name!r} is not a guided setting; use one of {', '.join(_names(cls))}")
+                raise ValueError(
+                    f"{name!r} is not a guided setting; use one of {', '.join(_names(cls))}"
+                )
         for part, kind in (("sweep", SweepSettings), ("model", ModelSettings)):
             unknown = set(nested[part]) - {f.name for f in fields(kind)}
             if unknown:
-                raise ValueError(f"'{part}.{sorted(unknown)[0]}' is not a guided setting; use one of "
-                                 f"{', '.join(_names(cls))}")
-        return cls(**top, sweep=SweepSettings(**nested["sweep"]), model=ModelSettings(**nested["model"]))
+                raise ValueError(
+                    f"'{part}.{sorted(unknown)[0]}' is not a guided setting; use one of "
+                    f"{', '.join(_names(cls))}"
+                )
+        return cls(
+            **top, sweep=SweepSettings(**nested["sweep"]), model=ModelSettings(**nested["model"])
+        )
 
 
 def _names(cls: type[GuidedSettings]) -> list[str]:
-    return ([f.name for f in fields(cls) if f.name not in ("sweep", "model")]
-            + [f"sweep.{f.name}" for f in fields(SweepSettings)] + [f"model.{f.name}" for f in fields(ModelSettings)])
+    return (
+        [f.name for f in fields(cls) if f.name not in ("sweep", "model")]
+        + [f"sweep.{f.name}" for f in fields(SweepSettings)]
+        + [f"model.{f.name}" for f in fields(ModelSettings)]
+    )

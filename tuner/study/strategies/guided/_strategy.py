@@ -20,7 +20,13 @@ from tuner.study.strategies._base import Proposal
 from tuner.study.strategies.guided._capacity import CapacityRetryProposer
 from tuner.study.strategies.guided._cliff import CliffProposer, RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
-from tuner.study.strategies.guided._common import MISSING, engine_profile, flags_of, hashable, top_level_observations
+from tuner.study.strategies.guided._common import (
+    MISSING,
+    engine_profile,
+    flags_of,
+    hashable,
+    top_level_observations,
+)
 from tuner.study.strategies.guided._model import ModelProposer, fit_near, known_loss, modelled_best
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.strategies.guided._rules import BUILT_IN_RULES, ProfileRule, Rule, RuleProposer
@@ -69,13 +75,24 @@ class GuidedStrategy(TpeStrategy):
         table = list(rules) if rules is not None else list(getattr(profile, "tuning_rules", []))
         by_flag = {flag: name for name, p in space.parameters.items() for flag in flags_of(p)}
         self.plan = Plan(
-            space=space, seed=seed, settings=settings,
-            rules=tuple(r if isinstance(r, Rule) else ProfileRule(r) for r in table) + BUILT_IN_RULES,
+            space=space,
+            seed=seed,
+            settings=settings,
+            rules=tuple(r if isinstance(r, Rule) else ProfileRule(r) for r in table)
+            + BUILT_IN_RULES,
             by_flag=by_flag,
             late=frozenset(by_flag[f] for f in getattr(profile, "sweep_late", []) if f in by_flag),
-            in_use={by_flag[f]: seen for f, seen in getattr(profile, "value_in_use", {}).items() if f in by_flag},
+            in_use={
+                by_flag[f]: seen
+                for f, seen in getattr(profile, "value_in_use", {}).items()
+                if f in by_flag
+            },
             top=max(space.workload_for(True).levels + space.workload_for(False).levels),
-            capacity={by_flag[f]: prior for f, prior in getattr(profile, "capacity", {}).items() if f in by_flag},
+            capacity={
+                by_flag[f]: prior
+                for f, prior in getattr(profile, "capacity", {}).items()
+                if f in by_flag
+            },
             cap=by_flag.get(getattr(profile, "running_cap_flag", None) or ""),
             last=frozenset(by_flag[f] for f in getattr(profile, "sweep_last", []) if f in by_flag),
         )
@@ -92,18 +109,27 @@ class GuidedStrategy(TpeStrategy):
             return None  # the sampler's turn
         tried = {r.config_key for r in view.records if r.config_key}
         bad = _failing_values(view)
-        now = Round(view, incumbent, fit_near(view, incumbent, settings.model))  # once per proposal
+        now = Round(
+            view, incumbent, fit_near(view, incumbent, settings.model)
+        )  # once per proposal
         for candidate in self.candidates(now):
             try:
                 config = self.space.config(candidate.values, drop_inactive=True)
             except ConfigError:
                 continue
-            if config.key() in tried or any(v.action == "skip" for v in self.space.constraint_violations(config)):
+            if config.key() in tried or any(
+                v.action == "skip" for v in self.space.constraint_violations(config)
+            ):
                 continue
-            if any((name, hashable(value)) in bad for name, value in config.items()
-                   if incumbent.config.get(name, MISSING) != value):
+            if any(
+                (name, hashable(value)) in bad
+                for name, value in config.items()
+                if incumbent.config.get(name, MISSING) != value
+            ):
                 continue
-            if self._same_server(config, incumbent) or known_loss(now.fit, config, incumbent, settings.model):
+            if self._same_server(config, incumbent) or known_loss(
+                now.fit, config, incumbent, settings.model
+            ):
                 continue
             return Proposal.of(dict(config), candidate.move)
         return None
@@ -118,14 +144,18 @@ class GuidedStrategy(TpeStrategy):
         already used (``--cuda-graph-max-bs 512`` where the unset flag captured up to 512: the
         start-up log said so): the same server again, not worth a start."""
         in_use = self.plan.in_use
-        different = {k for k in config.keys() | inc.config.keys()
-                     if config.get(k, MISSING) != inc.config.get(k, MISSING)}
+        different = {
+            k
+            for k in config.keys() | inc.config.keys()
+            if config.get(k, MISSING) != inc.config.get(k, MISSING)
+        }
         if not different or not different <= in_use.keys():
             return False
         seen = top_level_observations(inc.observations)
         return all(
             in_use[name] in seen
-            and {hashable(config.get(name)), hashable(inc.config.get(name))} == {None, seen[in_use[name]]}
+            and {hashable(config.get(name)), hashable(inc.config.get(name))}
+            == {None, seen[in_use[name]]}
             for name in different
         )
 
@@ -137,8 +167,12 @@ def _failing_values(view: StudyView) -> set[tuple[str, Any]]:
     trial's one value that never ran clean, or it failed in two such trials. A trial that drew
     two new values at once (fa3 attention with the cutlass MoE) says only that one of them is
     broken: each is then tried once on its own, and the one that fails again is dropped."""
-    clean = {(n, hashable(v)) for r in view.records
-             if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE) for n, v in r.config.items()}
+    clean = {
+        (n, hashable(v))
+        for r in view.records
+        if r.outcome in (Outcome.COMPLETE, Outcome.BELOW_BASELINE)
+        for n, v in r.config.items()
+    }
     failing: set[tuple[str, Any]] = set()
     seen: Counter[tuple[str, Any]] = Counter()
     for record in view.failed():
