@@ -154,7 +154,9 @@ def optimize(
     space = _load(space_path)
     chosen = resolve_strategy(strategy, sampler, space, seed)  # validate before any host work
     requests = _requests(space, emulate)  # a bad dataset: exit 2 here
-    check_flags_known(space)  # a flag the engine's recorded list lacks: exit 2, --dry-run too
+    check_flags_known(
+        space, emulate
+    )  # a flag the engine's recorded list lacks: exit 2, --dry-run too
     url, name = storage_and_name(space, storage, study_name, emulate)
     if dry_run:
         from tuner.study.loop import print_dry_run

@@ -45,10 +45,11 @@ def _where(space: Any, flag: str) -> tuple[str | int, ...]:
     return ()
 
 
-def check_flags_known(space: Any) -> None:
+def check_flags_known(space: Any, emulate: bool = False) -> None:
     """Refuse the first flag of ``space`` its engine's recorded list does not hold.
 
-    A unique prefix of a known flag passes, as argparse takes it.
+    A unique prefix of a known flag passes, as argparse takes it; with ``emulate``, the
+    emulated host's own flags (``--time-scale``, ``--emulator-seed``) pass too.
 
     Raises:
         ConfigError: ``file:line: parameters.NAME.flag: --x is not a flag of sglang 0.5.9; fix:
@@ -57,6 +58,10 @@ def check_flags_known(space: Any) -> None:
     known = recorded_flags(space.profile.name, space.model.engine_version)
     if known is None:
         return
+    if emulate:
+        from tuner.emulator.sglang_flags import EMULATOR_FLAGS
+
+        known = known | EMULATOR_FLAGS
     for flag in space.flags():
         name = "--" + flag.split("=", 1)[0].lstrip("-")
         if name in known or sum(k.startswith(name) for k in known) == 1:

@@ -12,11 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEPRECATED_SWITCHES", "OPTIONS", "SGLANG_VERSION", "SWITCHES"]
+__all__ = ["DEPRECATED_SWITCHES", "EMULATOR_FLAGS", "OPTIONS", "SGLANG_VERSION", "SWITCHES"]
 
 _TABLE = json.loads((Path(__file__).parent / "sglang_flags.json").read_text())
 
 SGLANG_VERSION: str = _TABLE["sglang_version"]
+
+# The emulator's own flags (tuner/emulator/cli_args.py), taken only by the emulated host.
+EMULATOR_FLAGS = frozenset({"--time-scale", "--emulator-seed"})
 
 # store_true flags (bare, no value); aliases share one string, space-separated.
 SWITCHES: tuple[str, ...] = tuple(_TABLE["switches"])

@@ -22,7 +22,7 @@ from bench.search_efficiency import ModelHost, ModelRunner
 from tests.study.conftest import N_ON
 from tuner.space import load_space
 from tuner.study.loop import Confirmation, ProgressView, optimize_study
-from tuner.study.record import REPEATS
+from tuner.study.record import CONFIRM_RUNS, REPEATS, close_pair, read_view
 from tuner.study.strategies._samplers import make_sampler
 from tuner.study.trial import BaselinePruner
 
@@ -57,3 +57,33 @@ def test_trials_a_re_measure_leaves_unspent_search_again(monkeypatch) -> None:
     assert searched_after, "no trial searched after the re-measure"
     assert re.search(r"done: \d+ run, \d+ re-measured", said)
     assert sum(len(r["values"]) - 1 for r in study.user_attrs[REPEATS].values()) == len(remeasured)
+
+
+def test_a_winner_its_pair_s_re_runs_leave_in_the_lead_is_re_measured_too(monkeypatch) -> None:
+    """The first two trials re-measured had lucky first runs (each re-run reads 4% lower): a
+    trial measured once, close behind them, is then in the lead. The search kept room for it,
+    so the winner of a close pair ends with its full runs, not one or two."""
+    space = load_space(GLM5)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 1),
+                                pruner=BaselinePruner(space.objective.prune_margin))
+    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 1024}
+    for fraction in (0.91, 0.90, 0.89):  # served alike by the model host (within its noise)
+        study.enqueue_trial(space.params_for_enqueue({**fast, "mem_fraction_static": fraction}))
+    lucky: set[int] = set()
+
+    def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
+        if len(lucky) < 2:
+            lucky.add(record.number)
+        self._store(record, record.value * (0.96 if record.number in lucky else 1.0), None, 1.0)
+        return True
+
+    monkeypatch.setattr(Confirmation, "_run_again", run_again)
+    out = io.StringIO()
+    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 18,
+                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
+    assert summary.ran + summary.remeasured == 18
+    view = read_view(study)
+    pair = close_pair(list(view.records), view.noise.relative)
+    assert pair is not None, "the scenario needs a close pair at the end"
+    spread = pair[0].spread(view.noise.relative)
+    assert spread is not None and spread.runs == CONFIRM_RUNS, out.getvalue()[-2000:]

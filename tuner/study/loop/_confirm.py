@@ -11,10 +11,11 @@ configuration), a trial measured once that is now close gets the re-runs left.
 
 **Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
 host time. The optimize loop stops searching as soon as the trials left are no more than the
-re-measures the close pair needs, provided the search has run at least twice as many (so
-re-measures take at most a third of the budget: with the default 3 runs, from ``--trials 12``);
-when the pair is not close, every trial of the budget searches, and when the re-runs read the
-pair apart before the trials left are spent, the rest search again. A re-run is not a new Optuna trial: its values are stored on the original
+re-measures the close pair needs plus room for one more trial (the pair's re-runs can read lower
+and leave a trial measured once in the lead: the winner is re-measured too), provided the search
+has run at least twice as many (so re-measures take at most a third of the budget); when the
+pair is not close, every trial of the budget searches, and when the re-runs read the pair apart
+before the trials left are spent, the rest search again. A re-run is not a new Optuna trial: its values are stored on the original
 trial (the study's ``repeats`` attribute, :mod:`tuner.study.record._spread`), its server logs under
 ``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
 
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
     from tuner.space import SearchSpace
 
 __all__ = ["Confirmation"]
+
+
+# Re-runs kept beyond the close pair's own: one more trial brought close by them.
+_ROOM = CONFIRM_RUNS - 1
 
 
 def _runs_left(pair: tuple[TrialRecord, TrialRecord] | None) -> int:
@@ -99,11 +104,20 @@ class Confirmation:
         return _runs_left(close_pair(list(view.records), view.noise.relative))
 
     def stop_search(self, ran: int, budget: int) -> bool:
-        """Whether the loop stops searching to leave the rest of the budget to re-measures."""
-        if budget - ran > 2 * (CONFIRM_RUNS - 1):  # more left than a pair could need: no read
+        """Whether the loop stops searching to leave the rest of the budget to re-measures: the
+        runs the close pair needs, and room for one more trial measured once (when the pair's
+        re-runs read lower, such a trial can become the best, and the winner is re-measured
+        whenever its lead is within two standard errors)."""
+        most = 2 * (CONFIRM_RUNS - 1) + _ROOM
+        if budget - ran > most:  # more left than a pair and one more could need: no read
             return False
         needed = self.needed()
-        return 0 < needed and 2 * needed <= ran and ran + needed >= budget
+        if needed == 0:
+            return False
+        reserve = (
+            needed + _ROOM if 2 * (needed + _ROOM) <= ran else needed
+        )  # no room in a small budget
+        return 2 * reserve <= ran and ran + reserve >= budget
 
     def run(self, runner: TrialRunner, budget: int, progress: ProgressView) -> int:
         """Re-run the close pair within ``budget`` runs; the number of runs made.
