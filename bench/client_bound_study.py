@@ -10,8 +10,11 @@ while the server shares its cores. For each seed this script runs ``tuner optimi
 the levels) against the best configuration of the space (every one of its 1,440 enumerated).
 
 Target (issue 39): every seed's exported/best at least 0.95 and its re-measured spread at most 5%.
+A winner measured once has no re-measured spread (the 2% the study assumes is not one): the
+summary counts such a seed as not showing the spread target.
 
 Run: ``python bench/client_bound_study.py [--seeds 0 1 2] [--trials 30] [--out FILE]``
+(about 10 minutes a seed here); ``--reprint FILE`` prints a saved run again.
 """
 
 from __future__ import annotations
@@ -144,40 +147,72 @@ def run_seed(seed: int, trials: int, port: int) -> dict:
     }
 
 
+def seed_line(result: dict, best_value: float) -> str:
+    """One seed's figures; a spread over one run is the study's assumed noise, not a re-measure."""
+    if "error" in result:
+        return f"seed {result['seed']}: failed after {result['wall_s']:.0f} s: {result['error']}"
+    spread = (f"+- {result['spread']:.1%} over {result['runs']} runs" if result["runs"] > 1
+              else f"not re-measured (1 run; +- {result['spread']:.1%} is the study's noise, assumed)")
+    return (f"seed {result['seed']}: trial {result['trial']} exported/best {result['ratio']:.3f} "
+            f"({result['model_figure']:,.0f} of {best_value:,.0f} tok/s), measured "
+            f"{result['measured_mean']:,.0f} tok/s {spread}, "
+            f"bound levels {result['winner_bound_levels']} in the winner, {result['study_bound_levels']} "
+            f"of {result['study_levels']} in the study ({result['study_flagged_levels']} flagged); "
+            f"best configuration it measured {result['best_measured_model_figure'] / best_value:.3f}; "
+            f"{result['complete_trials']} complete trials; wall {result['wall_s']:.0f} s")
+
+
+def summarise(results: list[dict]) -> dict:
+    """Issue 39's target over the seeds: every export within 5% and re-measured within 5%."""
+    done = [r for r in results if "error" not in r]
+    remeasured = [r for r in done if r["runs"] > 1]
+    ratio_met = len(done) == len(results) and all(r["ratio"] >= TARGET_RATIO for r in done)
+    spread_met = len(remeasured) == len(results) and all(r["spread"] <= TARGET_SPREAD for r in remeasured)
+    return {
+        "min_ratio": min((r["ratio"] for r in done), default=None),
+        "max_remeasured_spread": max((r["spread"] for r in remeasured), default=None),
+        "winners_remeasured": len(remeasured),
+        "ratio_target_met": ratio_met,
+        "target_met": ratio_met and spread_met,
+    }
+
+
+def summary_line(summary: dict, seeds: int) -> str:
+    spread = summary["max_remeasured_spread"]
+    return (f"summary: min exported/best {summary['min_ratio']:.3f} (target >= {TARGET_RATIO}: "
+            f"{'met' if summary['ratio_target_met'] else 'NOT met'}); winners re-measured on "
+            f"{summary['winners_remeasured']} of {seeds} seeds, max re-measured spread "
+            f"{'-' if spread is None else f'{spread:.1%}'} (target <= {TARGET_SPREAD:.0%} on every seed); "
+            f"target {'met' if summary['target_met'] else 'NOT met'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--port", type=int, default=30311)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--reprint", type=Path, default=None, help="print a saved run's figures again")
     options = parser.parse_args()
+    if options.reprint:
+        saved = json.loads(options.reprint.read_text())
+        best_value = saved["best_in_space"]["figure"]
+        print(f"best in the space (server's own figure): {best_value:,.0f} tok/s {saved['best_in_space']['config']}")
+        for result in saved["seeds"]:
+            print(seed_line(result, best_value))
+        print(summary_line(summarise(saved["seeds"]), len(saved["seeds"])))
+        return
     best_value, best_config = best_in_space()
     print(f"best in the space (server's own figure): {best_value:,.0f} tok/s {best_config}")
     results = []
     for seed in options.seeds:
         result = run_seed(seed, options.trials, options.port)
-        if "error" in result:
-            print(f"seed {seed}: failed after {result['wall_s']:.0f} s: {result['error']}")
-        else:
+        if "error" not in result:
             result["ratio"] = result["model_figure"] / best_value
-            print(f"seed {seed}: trial {result['trial']} exported/best {result['ratio']:.3f} "
-                  f"({result['model_figure']:,.0f} of {best_value:,.0f} tok/s), measured "
-                  f"{result['measured_mean']:,.0f} tok/s +- {result['spread']:.1%} over {result['runs']} runs, "
-                  f"bound levels {result['winner_bound_levels']} in the winner, {result['study_bound_levels']} "
-                  f"of {result['study_levels']} in the study ({result['study_flagged_levels']} flagged); "
-                  f"best configuration it measured {result['best_measured_model_figure'] / best_value:.3f}; "
-                  f"wall {result['wall_s']:.0f} s")
+        print(seed_line(result, best_value), flush=True)
         results.append(result)
-    done = [r for r in results if "error" not in r]
-    met = len(done) == len(results) and all(
-        r["ratio"] >= TARGET_RATIO and r["spread"] <= TARGET_SPREAD for r in done)
-    summary = {
-        "min_ratio": min((r["ratio"] for r in done), default=None),
-        "max_spread": max((r["spread"] for r in done), default=None),
-        "target_met": met,
-    }
-    print(f"summary: min exported/best {summary['min_ratio']}, max spread {summary['max_spread']}, "
-          f"target (>= {TARGET_RATIO}, spread <= {TARGET_SPREAD:.0%}) {'met' if met else 'NOT met'}")
+    summary = summarise(results)
+    print(summary_line(summary, len(results)))
     if options.out:
         options.out.parent.mkdir(parents=True, exist_ok=True)
         options.out.write_text(json.dumps({
