@@ -80,7 +80,7 @@ def test_the_written_space_holds_the_command_as_its_baseline(emulated_space) -> 
     assert "8 x NVIDIA RTX PRO 6000 Blackwell" in text and "256 experts" in text
     # every parameter line is followed by its one-line reason
     lines = text.splitlines()
-    start = lines.index("parameters:                       # what the study searches, in order; `when:` reads earlier ones")
+    start = lines.index("parameters:                       # what the study searches, in order; a when: condition reads only earlier ones")
     for name in space.parameters:
         at = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {name}: {{"))
         assert lines[at + 1].startswith("    # ") and len(lines[at + 1]) > 30, name

@@ -103,7 +103,7 @@ def test_a_wrong_key_or_a_dead_port_is_one_clear_line(sshd: SshServer, tmp_path:
     dead_port = ssh_spec(sshd, str(tmp_path), port=free_port())
     with open_host(dead_port) as host, pytest.raises(HostError, match="cannot connect.*host.port"):
         host.run("true")
-    with pytest.raises(ConfigError, match="key_path"):
+    with pytest.raises(ConfigError, match="host.key"):
         SshHost(ssh_spec(sshd, str(tmp_path), key_path=str(tmp_path / "missing")))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.helpers import BASE_ARGV, Emulator
+from tests.support.emulator import BASE_ARGV, Emulator
 from tests.support.tuner_bench import tuner_bench
 from tuner import __version__
 from tuner.emulator import prepare_host_root

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.browser import CHROMIUM, dump_dom, screenshot
-from tests.report.dashboard import running_dashboard
+from tests.support.browser import CHROMIUM, dump_dom, screenshot
+from tests.support.dashboard import running_dashboard
 from tuner.study.record import changes_from
 
 pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"needs {CHROMIUM} (.ci/install)")

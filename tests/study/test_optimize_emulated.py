@@ -50,7 +50,7 @@ def test_emulated_host_time_is_what_a_host_would_spend_plus_the_tuners_own_time(
     # issue 39, 6: the emulated start-up and levels (host seconds) plus the tuner's own work at
     # its real duration, not the whole wall time multiplied by the time scale (K=50 here)
     run, _ = seeds_winner_twice
-    ran = [trial for trial in _trials(run.study()) if "ready_s" in trial.user_attrs]
+    ran = [trial for trial in study_trials(run.study()) if "ready_s" in trial.user_attrs]
     assert ran
     for trial in ran:
         ua = trial.user_attrs

@@ -229,7 +229,7 @@ def _timeouts(s: SpaceText) -> list[str]:
 
 def _parameters(s: SpaceText) -> list[str]:
     lines = [
-        "parameters:                       # what the study searches, in order; `when:` reads earlier ones"
+        "parameters:                       # what the study searches, in order; a when: condition reads only earlier ones"
     ]
     for param in s.plan.params:
         lines.append(f"  {param.name}: {_flow(param.spec)}")
