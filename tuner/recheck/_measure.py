@@ -50,7 +50,7 @@ from tuner.study.record import (
     store,
     write_outcome,
 )
-from tuner.study.trial import run_outcome
+from tuner.study.trial import RepeatTrial, run_outcome
 
 __all__ = ["RecheckRuns", "recheck_study_name", "source_of"]
 
@@ -63,24 +63,6 @@ def recheck_study_name(study: str, version: str | None) -> str:
 def source_of(study: str, record: TrialRecord) -> str:
     """``<study>#<trial>``: what a recheck trial stores to name the trial it measures again."""
     return f"{study}#{record.number}"
-
-
-class _RepeatTrial:
-    """What the trial runner stores on during a further run of a subject: kept here (a finished
-    Optuna trial takes no more attributes) and never pruned."""
-
-    def __init__(self, number: int) -> None:
-        self.number = number
-        self.user_attrs: dict[str, Any] = {}  # never the baseline: its probe is compared
-
-    def set_user_attr(self, key: str, value: Any) -> None:
-        self.user_attrs[key] = value
-
-    def report(self, value: float, step: int) -> None:
-        pass
-
-    def should_prune(self) -> bool:
-        return False
 
 
 @dataclass
@@ -199,7 +181,7 @@ class RecheckRuns:
         launch = self._launch(config, first.number, round_)
         runner = copy.copy(self.runner)  # the same runner, its logs under repeat-<k>/
         runner.local_runs_dir = self.runner.local_runs_dir / f"repeat-{round_}"
-        trial = _RepeatTrial(first.number)
+        trial = RepeatTrial(first.number)
         value = failure = host_error = None
         try:
             with scrubbing(Scrubber.of(launch.secret_values())):

@@ -38,6 +38,7 @@ from tuner.failures import FailureClass
 from tuner.errors import ServerFailure, TunerError
 from tuner.scrub import Scrubber
 from tuner.study import record as attrs
+from tuner.study.trial import RepeatTrial
 from tuner.study.record import (
     CONFIRM_RUNS,
     REPEATS,
@@ -64,24 +65,6 @@ def _runs_left(pair: tuple[TrialRecord, TrialRecord] | None) -> int:
     if pair is None:
         return 0
     return sum(max(0, CONFIRM_RUNS - (r.spread() or Spread(0, 0, 1)).runs) for r in pair)
-
-
-class _RepeatTrial:
-    """What :class:`TrialRunner` stores on while re-running trial ``number``: its attributes are
-    kept here (a finished Optuna trial takes no more), and it is never pruned."""
-
-    def __init__(self, number: int) -> None:
-        self.number = number
-        self.user_attrs: dict[str, Any] = {}
-
-    def set_user_attr(self, key: str, value: Any) -> None:
-        self.user_attrs[key] = value
-
-    def report(self, value: float, step: int) -> None:
-        pass
-
-    def should_prune(self) -> bool:
-        return False
 
 
 @dataclass
@@ -173,11 +156,11 @@ class Confirmation:
             on_level=progress.level_done,
             on_energy=progress.level_energy,
         )
-        trial = _RepeatTrial(record.number)
+        trial = RepeatTrial(record.number)
         value, failure, host_error = None, None, False
         try:
             with attrs.scrubbing(Scrubber.of(launch.secret_values())):
-                value = again.run(trial, config, launch)[0]  # type: ignore[arg-type]  # a _RepeatTrial
+                value = again.run(trial, config, launch)[0]  # type: ignore[arg-type]  # a RepeatTrial
         except ServerFailure as error:
             failure = error.reason
         except TunerError as error:

@@ -48,6 +48,7 @@ from tuner.study.trial._placeholder_host import (
 )
 from tuner.study.trial._blame import Failure, blamed_values, shown
 from tuner.study.trial._outcome import outcome_without_running, run_outcome
+from tuner.study.trial._repeat import RepeatTrial
 from tuner.study.trial import (
     _blame,
     _feasibility,
@@ -56,6 +57,7 @@ from tuner.study.trial import (
     _placeholder_host,
     _probe_reference,
     _pruner,
+    _repeat,
     _runner,
     _target,
     _traffic,
@@ -72,4 +74,5 @@ __all__ = [  # each module lists its public names once
     *_target.__all__,
     *_placeholder_host.__all__,
     *_blame.__all__,
+    *_repeat.__all__,
 ]
