@@ -23,6 +23,7 @@ from tuner.recheck._measure import RecheckRuns, recheck_study_name, source_of
 from tuner.recheck._plan import Subject, choose_subjects
 from tuner.recheck._verdict import Commands, Verdict, level_rows, verdict
 from tuner.study.loop import (
+    clear_leftovers,
     PATCH_CHECK_PREFIX,
     claim_host,
     local_runs_dir,
@@ -137,12 +138,7 @@ def run_recheck(
     claim = claim_host(target, options.study_name, console)
     patches = patch_manager(space, target)
     try:
-        restored = patches.revert_all()
-        if restored:
-            console.print(f"restored {len(restored)} patched file(s) left by an earlier run")
-        for orphan in target.host.find_orphans():
-            console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
-            target.host.stop_server(orphan, port=orphan.port, env=target.env)
+        clear_leftovers(patches, target, console)
         if not options.skip_doctor:
             _preflight(space, target, patches, console)
         interface = installed_interface(space, target)

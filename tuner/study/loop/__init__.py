@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tuner.study.loop._run import (
     OptimizeOptions,
+    clear_leftovers,
     run_optimize,
     open_study,
     patch_manager,
@@ -49,6 +50,7 @@ from tuner.study.loop._choosing import ensure_baseline_queued
 
 __all__ = [
     "OptimizeOptions",
+    "clear_leftovers",
     "run_optimize",
     "open_study",
     "patch_manager",

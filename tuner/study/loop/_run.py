@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OptimizeOptions",
+    "clear_leftovers",
     "run_optimize",
     "open_study",
     "patch_manager",
@@ -170,6 +171,17 @@ def _preflight(
     return unavailable
 
 
+def clear_leftovers(patches: PatchManager, target: Target, console: Console) -> None:
+    """Revert the patches and stop the servers an earlier run of the tuner left on the host (it
+    was killed): a run starts from the host as the user had it."""
+    restored = patches.revert_all()
+    if restored:
+        console.print(f"restored {len(restored)} patched file(s) left by an earlier run")
+    for orphan in target.host.find_orphans():
+        console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
+        target.host.stop_server(orphan, port=orphan.port, env=target.env)
+
+
 def run_optimize(
     space: SearchSpace, target: Target, options: OptimizeOptions, console: Console
 ) -> OptimizeSummary:
@@ -189,12 +201,7 @@ def run_optimize(
     progress.goodput = space.objective.metric == "goodput"
     progress.tokens_per_joule = space.objective.metric == TOKENS_PER_JOULE
     try:
-        restored = patches.revert_all()
-        if restored:
-            console.print(f"restored {len(restored)} patched file(s) left by an earlier run")
-        for orphan in target.host.find_orphans():
-            console.print(f"stopping a server left by an earlier run (PID {orphan.pid})")
-            target.host.stop_server(orphan, port=orphan.port, env=target.env)
+        clear_leftovers(patches, target, console)
         died = mark_dead_workers(study)
         if died:
             console.print(f"{died} trial(s) of a killed tuner marked FAIL (worker-died)")
