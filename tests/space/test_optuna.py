@@ -123,7 +123,7 @@ def test_unset_and_step_encodings(write_space):
     }, {"running": None, "chunk": 1024, "ratio": 0.3, "scale": 0.5, "size": None})
     space = load_space(write_space(data))
     assert space.params_for_enqueue(space.baseline) == {
-        "running__set": False, "chunk": 1024, "ratio": 0.3, "scale__set": True, "scale": 0.5,
+        "running is set": False, "chunk": 1024, "ratio": 0.3, "scale is set": True, "scale": 0.5,
         "size": None}
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
     for _ in range(200):
@@ -135,6 +135,10 @@ def test_unset_and_step_encodings(write_space):
         assert config["scale"] is None or 1e-3 <= config["scale"] <= 1.0
         assert space.config_from_params(trial.params) == config
         study.tell(trial, 0.0)
+    # a study made when the yes/no was named "<name>__set" reads back the same configuration
+    legacy = {"running__set": False, "chunk": 1024, "ratio": 0.3, "scale__set": True, "scale": 0.5,
+              "size": None}
+    assert space.config_from_params(legacy) == space.config(space.baseline)
 
 
 def test_equal_configurations_share_one_key(glm5):

@@ -29,7 +29,11 @@ def test_every_trial_has_a_note_and_the_axes_name_the_objective(emulated_study, 
         detail = dashboard.study(run.name)
         assert detail["objective_names"] == ["output_throughput (tok/s)"]
         assert "winner: trial" in detail["note"]["body"]
-        assert "`max_running_requests__set`" in detail["note"]["body"]  # the helper, explained
+        assert "`max_running_requests is set`" in detail["note"]["body"]  # the helper, explained
+        # what the dashboard plots: the helper under a name that reads, never "NAME__set"
+        plotted = {p["name"] for p in detail["union_search_space"]}
+        assert "max_running_requests is set" in plotted and "max_running_requests" in plotted, plotted
+        assert not any(name.endswith("__set") for name in plotted), plotted
         notes = {t["number"]: t["note"]["body"] for t in detail["trials"]}
         for trial in trials:
             note = notes[trial.number]

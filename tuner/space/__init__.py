@@ -10,7 +10,7 @@ The YAML format is described in ``docs/search-space.md``.
 from tuner.patches import PatchSpec
 from tuner.space._config import Config
 from tuner.space._launch import MASK, LaunchSpec, is_secret_name
-from tuner.space._param_base import SET_SUFFIX
+from tuner.space._param_base import LEGACY_SET_SUFFIX, SET_SUFFIX
 from tuner.space._params import (
     BoolParam,
     CategoricalParam,
@@ -32,6 +32,7 @@ __all__ = [
     "Violation",
     "PatchSpec",
     "MASK",
+    "LEGACY_SET_SUFFIX",
     "SET_SUFFIX",
     "is_secret_name",
     "HostSection",

@@ -11,7 +11,7 @@ from pydantic import field_validator
 from tuner.engines import load_profile, profile_names
 from tuner.errors import ConfigError
 from tuner.space._fit import FitSection
-from tuner.space._param_base import SET_SUFFIX
+from tuner.space._param_base import LEGACY_SET_SUFFIX
 from tuner.space._params import Parameter
 from tuner.space._problems import FieldProblem
 from tuner.space._sections import (
@@ -87,10 +87,10 @@ class SpaceFile(StrictModel):
         if not value:
             raise FieldProblem("no parameters", "declare at least one parameter to search")
         for name in value:
-            if not _PARAM_NAME.match(name) or name.endswith(SET_SUFFIX):
+            if not _PARAM_NAME.match(name) or name.endswith(LEGACY_SET_SUFFIX):
                 raise FieldProblem(
                     f"{name!r} is not a usable parameter name",
-                    f"use letters, digits and _ (not ending in {SET_SUFFIX})",
+                    f"use letters, digits and _ (not ending in {LEGACY_SET_SUFFIX})",
                     at=(name,),
                 )
         return value

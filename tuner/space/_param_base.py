@@ -20,9 +20,22 @@ from tuner.space._numbers import is_number
 from tuner.space._problems import FieldProblem, shown
 from tuner.space._strict import StrictModel, check_env_name, check_flag
 
-__all__ = ["Param", "TargetedParam", "Rendered", "SET_SUFFIX", "SHAPES", "value_text"]
+__all__ = [
+    "Param",
+    "TargetedParam",
+    "Rendered",
+    "LEGACY_SET_SUFFIX",
+    "SET_SUFFIX",
+    "SHAPES",
+    "value_text",
+]
 
-SET_SUFFIX = "__set"  # the Optuna parameter that chooses between "unset" and a number
+# "<name> is set" (true/false): the Optuna parameter that chooses between the engine's default
+# (the flag left out) and a number, named so that it reads in optuna-dashboard's plots. Studies
+# made before it was named so call it "<name>__set": read, never written (a resumed study's new
+# trials carry the new name; only the sampler's history of that yes/no starts again).
+SET_SUFFIX = " is set"
+LEGACY_SET_SUFFIX = "__set"
 # How a numeric parameter's effect behaves (``shape:``), for strategies that use it:
 # up_to_failure: best just below a failure cliff (e.g. mem_fraction_static);
 # saturating: stops mattering once high enough (e.g. max_running_requests).

@@ -10,7 +10,7 @@ import optuna
 
 from tuner.space._conditions import Clause
 from tuner.space._numbers import FloatGrid, IntGrid, is_number
-from tuner.space._param_base import SET_SUFFIX, TargetedParam
+from tuner.space._param_base import LEGACY_SET_SUFFIX, SET_SUFFIX, TargetedParam
 from tuner.space._problems import FieldProblem, shown
 
 __all__ = ["IntParam", "FloatParam"]
@@ -57,7 +57,7 @@ def _number_text(value: float) -> str:
 
 
 class _Ranged(TargetedParam):
-    """A number in ``[low, high]``, on its :attr:`grid`; ``unset: true`` adds a ``<name>__set``
+    """A number in ``[low, high]``, on its :attr:`grid`; ``unset: true`` adds a ``<name> is set``
     yes/no in Optuna. :class:`IntParam` and :class:`FloatParam` say which kind of number."""
 
     numbers: ClassVar[_Numbers]
@@ -144,7 +144,8 @@ class _Ranged(TargetedParam):
         return params
 
     def decode(self, name: str, params: dict[str, Any]) -> Any:
-        if self.unset and params.get(name + SET_SUFFIX) is False:
+        given = params.get(name + SET_SUFFIX, params.get(name + LEGACY_SET_SUFFIX))
+        if self.unset and given is False:
             return None
         return super().decode(name, params)
 

@@ -16,13 +16,14 @@ import re
 from pathlib import Path
 
 import optuna
+import pytest
 from rich.console import Console
 
 from bench.search_efficiency import ModelHost, ModelRunner
 from tests.study.conftest import N_ON
 from tuner.space import load_space
 from tuner.study.loop import Confirmation, ProgressView, optimize_study
-from tuner.study.record import CONFIRM_RUNS, REPEATS, close_pair, read_view
+from tuner.study.record import CONFIRM_RUNS, REPEATS, WINNER_RUNS, close_pair, read_view
 from tuner.study.strategies._samplers import make_sampler
 from tuner.study.trial import BaselinePruner
 
@@ -87,3 +88,37 @@ def test_a_winner_its_pair_s_re_runs_leave_in_the_lead_is_re_measured_too(monkey
     assert pair is not None, "the scenario needs a close pair at the end"
     spread = pair[0].spread(view.noise.relative)
     assert spread is not None and spread.runs == CONFIRM_RUNS, out.getvalue()[-2000:]
+
+
+def test_a_winner_that_leads_clearly_is_still_measured_twice(monkeypatch) -> None:
+    """One configuration far ahead of what the sampler finds: no close pair, yet the winner is
+    run again once (``WINNER_RUNS``), so the figure exported is a mean with a spread it measured.
+    The re-run reads 2% lower; the trials the re-measure leaves search again."""
+    space = load_space(GLM5)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 2),
+                                pruner=BaselinePruner(space.objective.prune_margin))
+    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True,
+            "max_running_requests": 1024, "mem_fraction_static": 0.91}
+    study.enqueue_trial(space.params_for_enqueue(fast))
+    remeasured: list[int] = []
+
+    def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
+        remeasured.append(record.number)
+        self._store(record, record.value * 0.98, None, 1.0)
+        return True
+
+    monkeypatch.setattr(Confirmation, "_run_again", run_again)
+    out = io.StringIO()
+    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 12,
+                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
+    said = out.getvalue()
+    view = read_view(study)
+    assert close_pair(list(view.records), view.noise.relative) is None, "the scenario needs a clear lead"
+    assert remeasured and summary.ran + summary.remeasured == 12, said[-2000:]
+    assert "measured once" in said, said
+    winner = max((r for r in view.records if r.value is not None), key=lambda r: r.rank(view.noise.relative))
+    spread = winner.spread(view.noise.relative)
+    assert spread is not None and spread.runs == WINNER_RUNS, said[-2000:]
+    assert spread.mean == pytest.approx(winner.value * 0.99)
+    assert f"winner: trial {winner.number}: " in said and "over 2 runs" in said
+    assert Confirmation(study, space).needed() == 0

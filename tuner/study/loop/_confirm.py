@@ -1,23 +1,26 @@
-"""A winner beyond noise: the best and the runner-up measured again when they are close.
+"""A winner beyond noise: the best measured again, and the runner-up too when they are close.
 
 One run of a configuration differs from the next by the host's run-to-run noise. When the best
 stable trial leads the runner-up by less than two standard errors of the difference of their
 means (:func:`tuner.study.record.close_pair`), which one wins may be luck; so
 before the study ends, each is run again (restarted, probed, every level measured) until it has
 :data:`tuner.study.record.CONFIRM_RUNS` runs, and the winner is the higher mean less one
-standard error (:meth:`tuner.study.record.TrialRecord.rank`). The pair is read again after each
-re-run: when the re-measured means fall (the best of many single runs was luckier than its
-configuration), a trial measured once that is now close gets the re-runs left.
+standard error (:meth:`tuner.study.record.TrialRecord.rank`). A best that leads clearly is run
+again once (:data:`tuner.study.record.WINNER_RUNS`): the figure exported is the mean of its runs
+with a spread it measured. What is wanted is read again after each re-run
+(:func:`tuner.study.record.remeasures_wanted`): when the re-measured means fall (the best of many
+single runs was luckier than its configuration), a trial measured once that is now the best or
+close gets the re-runs left.
 
 **Budget.** Re-measures are trials of the ``--trials`` budget: ``--trials 40`` still bounds the
 host time. The optimize loop stops searching as soon as the trials left are no more than the
-re-measures the close pair needs plus room for one more trial (the pair's re-runs can read lower
-and leave a trial measured once in the lead: the winner is re-measured too), provided the search
-has run at least twice as many (so re-measures take at most a third of the budget); when the
-pair is not close, every trial of the budget searches, and when the re-runs read the pair apart
-before the trials left are spent, the rest search again. A re-run is not a new Optuna trial: its values are stored on the original
-trial (the study's ``repeats`` attribute, :mod:`tuner.study.record._spread`), its server logs under
-``runs/<study>/repeat-<k>/``, and the summary counts it (``N run, M re-measured``).
+re-measures wanted now plus room for one more trial (the re-runs can read lower and leave a
+trial measured once in the lead: it is re-measured too), provided the search has run at least
+twice as many (so re-measures take at most a third of the budget); when the re-runs leave
+nothing to re-measure before the trials left are spent, the rest search again. A re-run is not
+a new Optuna trial: its values are stored on the original trial (the study's ``repeats``
+attribute, :mod:`tuner.study.record._spread`), its server logs under ``runs/<study>/repeat-<k>/``,
+and the summary counts it (``N run, M re-measured``).
 
 **Noise.** The spread the pair is compared with, the close pair and the winner's lines are read
 from the study (:mod:`tuner.study.record._winner`).
@@ -42,10 +45,11 @@ from tuner.study.trial import RepeatTrial
 from tuner.study.record import (
     CONFIRM_RUNS,
     REPEATS,
-    Spread,
+    Noise,
+    Remeasure,
     TrialRecord,
-    close_pair,
     read_view,
+    remeasures_wanted,
     winner_lines,
 )
 
@@ -57,19 +61,13 @@ if TYPE_CHECKING:
 __all__ = ["Confirmation"]
 
 
-# Re-runs kept beyond the close pair's own: one more trial brought close by them.
+# Re-runs kept beyond the re-measures wanted now: one more trial brought close by them.
 _ROOM = CONFIRM_RUNS - 1
-
-
-def _runs_left(pair: tuple[TrialRecord, TrialRecord] | None) -> int:
-    if pair is None:
-        return 0
-    return sum(max(0, CONFIRM_RUNS - (r.spread() or Spread(0, 0, 1)).runs) for r in pair)
 
 
 @dataclass
 class Confirmation:
-    """The re-measure of the close pair, for one ``optimize`` run (see the module docstring)."""
+    """The re-measure of the winner, for one ``optimize`` run (see the module docstring)."""
 
     study: optuna.Study
     space: SearchSpace
@@ -79,18 +77,21 @@ class Confirmation:
         objective = self.space.objective
         return objective.minimize is None and objective.metric != "goodput"
 
-    def needed(self) -> int:
-        """Runs the close pair still needs (0: no close pair)."""
-        if not self.applies:
-            return 0
+    def wanted(self) -> tuple[list[Remeasure], Noise]:
+        """The trials to run again now (none: the winner has its runs), and the study's noise."""
         view = read_view(self.study)
-        return _runs_left(close_pair(list(view.records), view.noise.relative))
+        if not self.applies:
+            return [], view.noise
+        return remeasures_wanted(list(view.records), view.noise.relative), view.noise
+
+    def needed(self) -> int:
+        """Re-runs the winner (or the close pair) still needs (0: none)."""
+        return sum(r.left for r in self.wanted()[0])
 
     def stop_search(self, ran: int, budget: int) -> bool:
         """Whether the loop stops searching to leave the rest of the budget to re-measures: the
-        runs the close pair needs, and room for one more trial measured once (when the pair's
-        re-runs read lower, such a trial can become the best, and the winner is re-measured
-        whenever its lead is within two standard errors)."""
+        runs wanted now, and room for one more trial measured once (when the re-runs read
+        lower, such a trial can become the best or close to it, and is re-measured too)."""
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
         if budget - ran > most:  # more left than a pair and one more could need: no read
             return False
@@ -103,34 +104,33 @@ class Confirmation:
         return 2 * reserve <= ran and ran + reserve >= budget
 
     def run(self, runner: TrialRunner, budget: int, progress: ProgressView) -> int:
-        """Re-run the close pair within ``budget`` runs; the number of runs made.
+        """Re-run the winner (or the close pair) within ``budget`` runs; the number of runs made.
 
-        The pair is read again after each run: when the re-measured trials' means fall, the
-        close pair may become a trial measured once and one of them, and the budget left goes to
+        What is wanted is read again after each run: when a re-measured trial's mean falls, a
+        trial measured once may become the best or close to it, and the budget left goes to
         that one."""
         if not self.applies:
             return 0
         made = 0
         while made < budget:
-            view = read_view(self.study)  # again after each re-run: the pair may change
-            noise = view.noise
-            pair = close_pair(list(view.records), noise.relative)
-            short = [
-                (r, runs)
-                for r in pair or ()
-                if (runs := (r.spread() or Spread(0, 0, 1)).runs) < CONFIRM_RUNS
-            ]
-            if not short:
+            wanted, noise = self.wanted()  # again after each re-run: the winner may change
+            if not wanted:
                 break
-            record, runs = short[0]
-            assert pair is not None  # short is drawn from it
+            first = wanted[0]
+            record = first.record
+            if first.pair is not None:
+                why = (
+                    f"trial {first.pair[0]} leads trial {first.pair[1]} by less than two standard "
+                    f"errors of the difference"
+                )
+            else:
+                why = "the best leads clearly but was measured once; it exports a mean"
             progress.console.print(
-                f"[cyan]re-measuring trial {record.number}[/] (run {runs + 1} of {CONFIRM_RUNS}): "
-                f"trial {pair[0].number} leads trial {pair[1].number} by less than two standard "
-                f"errors of the difference (noise {noise.relative:.1%}, {noise.source})",
+                f"[cyan]re-measuring trial {record.number}[/] (run {first.runs + 1} of "
+                f"{first.wanted}): {why} (noise {noise.relative:.1%}, {noise.source})",
                 highlight=False,
             )
-            if not self._run_again(record, runner, runs, progress):
+            if not self._run_again(record, runner, first.runs, progress):
                 break
             made += 1
         for line in winner_lines(self.study) if made else ():

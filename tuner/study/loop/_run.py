@@ -21,7 +21,7 @@ from tuner.errors import TunerError
 from tuner.handover import read_gpu_state
 from tuner.patches import PatchManager
 from tuner.study.loop._confirm import Confirmation
-from tuner.space import SET_SUFFIX
+from tuner.space import LEGACY_SET_SUFFIX, SET_SUFFIX
 from tuner.study.record import (
     STATED_NOISE,
     TOKENS_PER_JOULE,
@@ -251,12 +251,13 @@ def run_optimize(
         for line in load_summary(study, space):
             console.print(line, highlight=False)
         winner = winner_lines(study, progress.value_text(1.0).split(" ", 1)[1])
-        if winner:  # the winner and its re-measures, in the dashboard; what NAME__set means
+        if winner:  # the winner and its re-measures, in the dashboard; what "NAME is set" means
             helpers = {
-                name.removesuffix(SET_SUFFIX)
+                name.removesuffix(suffix)
                 for trial in study.get_trials(deepcopy=False)
                 for name in trial.params
-                if name.endswith(SET_SUFFIX)
+                for suffix in (SET_SUFFIX, LEGACY_SET_SUFFIX)
+                if name.endswith(suffix)
             }
             save_study_note(study, winner, sorted(helpers))
         return summary

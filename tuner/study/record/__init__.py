@@ -106,7 +106,10 @@ from tuner.study.record._spread import Spread, spread_of, tied
 from tuner.study.record._noise import ASSUMED_NOISE, EMULATED_NOISE, Noise
 from tuner.study.record._winner import (
     CONFIRM_RUNS,
+    WINNER_RUNS,
+    Remeasure,
     close_pair,
+    remeasures_wanted,
     study_noise,
     winner_lines,
 )
@@ -219,6 +222,9 @@ __all__ = [
     "tied",
     "ASSUMED_NOISE",
     "CONFIRM_RUNS",
+    "WINNER_RUNS",
+    "Remeasure",
+    "remeasures_wanted",
     "EMULATED_NOISE",
     "Noise",
     "close_pair",

@@ -16,6 +16,7 @@ from typing import Any
 
 import optuna
 
+from tuner.space import SET_SUFFIX
 from tuner.study.record._keys import COMMAND_LINE, LEVELS
 from tuner.study.record._level import Level, read_levels
 
@@ -199,15 +200,15 @@ def write_trial_note(
 
 def study_note(winner: Sequence[str], optional: Sequence[str] = ()) -> str:
     """The study's note: the winner's lines (re-measures included) and what each helper
-    parameter ``NAME__set`` of an optional setting means."""
+    parameter ``NAME is set`` of an optional setting means."""
     text = "## Winner\n\n" + "\n".join(f"- {line.strip()}" for line in winner) + "\n"
     if optional:
         text += (
-            "\n## Parameters named `NAME__set`\n\nEach chooses whether the setting NAME is given "
+            "\n## Parameters named `NAME is set`\n\nEach chooses whether the setting NAME is given "
             "at all: true puts NAME's flag on the command line with the value in NAME, false leaves "
             "it to the engine's default (NAME is then not sampled). The sampler needs it; the "
             "plots show it beside NAME: "
-            + ", ".join(f"`{name}__set`" for name in optional)
+            + ", ".join(f"`{name}{SET_SUFFIX}`" for name in optional)
             + ".\n"
         )
     return text

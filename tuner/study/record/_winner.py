@@ -8,6 +8,8 @@ what they measured is read here (each trial's :class:`Spread`).
 
 **Close.** The pair is re-measured while the best's lead is within two standard errors of
 the difference of the means (not one: at one run each and 2.2% noise, a lead under 6.2%).
+A best that leads clearly is still run a second time (:data:`WINNER_RUNS`): what is exported is
+the mean of its runs with a spread it measured, never one run's figure.
 
 **Ranking.** Trials rank by their mean less one standard error of it
 (:meth:`TrialRecord.rank`): once the pair is re-measured, a trial measured once does not
@@ -15,6 +17,8 @@ outrank it on a single lucky run.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import optuna
 
@@ -24,9 +28,34 @@ from tuner.study.record._results import stable_candidates
 from tuner.study.record._view import read_view
 from tuner.study.record._spread import lead_is_clear, tied
 
-__all__ = ["CONFIRM_RUNS", "changed_settings", "close_pair", "study_noise", "winner_lines"]
+__all__ = [
+    "CONFIRM_RUNS",
+    "WINNER_RUNS",
+    "Remeasure",
+    "changed_settings",
+    "close_pair",
+    "remeasures_wanted",
+    "study_noise",
+    "winner_lines",
+]
 
 CONFIRM_RUNS = 3  # runs of each of a close pair before the winner is told (the loop re-measures)
+WINNER_RUNS = 2  # runs of a best that leads clearly: its exported figure is a mean with a spread
+
+
+@dataclass(frozen=True)
+class Remeasure:
+    """A trial the study wants measured again: its runs so far (re-runs that failed count: a
+    configuration is not re-run without end) and the runs it is wanted at."""
+
+    record: TrialRecord
+    runs: int
+    wanted: int
+    pair: tuple[int, int] | None  # the close pair's trial numbers (None: the best leads clearly)
+
+    @property
+    def left(self) -> int:
+        return max(0, self.wanted - self.runs)
 
 
 def study_noise(study: optuna.Study) -> Noise:
@@ -44,6 +73,26 @@ def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, Tri
     if best is None or second is None or lead_is_clear(best, second):
         return None
     return ranked[0], ranked[1]
+
+
+def remeasures_wanted(found: list[TrialRecord], noise: float) -> list[Remeasure]:
+    """The trials to run again before the study's winner is told, each with runs left: the close
+    pair (:func:`close_pair`) each to :data:`CONFIRM_RUNS`, else the best to :data:`WINNER_RUNS`.
+    Empty when there is no stable trial or each has its runs."""
+    pair = close_pair(found, noise)
+    numbers = None if pair is None else (pair[0].number, pair[1].number)
+    if pair is not None:
+        wanted = [(record, CONFIRM_RUNS) for record in pair]
+    else:
+        ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
+        wanted = [(ranked[0], WINNER_RUNS)] if ranked else []
+    out = []
+    for record, runs_wanted in wanted:
+        spread = record.spread(noise)
+        runs = spread.runs + spread.failed if spread is not None else 1
+        if runs < runs_wanted:
+            out.append(Remeasure(record, runs, runs_wanted, numbers))
+    return out
 
 
 def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
