@@ -20,12 +20,13 @@ from tests.support.studies import QUICK, SMALL, emulator_pids, signalled, study_
 def seeds_winner_twice(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[EmulatedStudy, subprocess.CompletedProcess[str]]:
-    """The baseline, then N-on enqueued twice, in a run of 3 trials: run once for the tests that
-    only read it (the study and the run's output); none of them runs the tuner on it again."""
+    """The baseline, then N-on enqueued twice, in a run of 4 trials (the baseline, N-on, a sampled
+    one, and the winner's re-run; the copy of N-on is free): run once for the tests that only
+    read it (the study and the run's output); none of them runs the tuner on it again."""
     run = EmulatedStudy(tmp_path_factory.mktemp("seeds-winner"), workload__emulated=SMALL)
     run.enqueue(N_ON)
     run.enqueue(N_ON)
-    return run, run.optimize(3)
+    return run, run.optimize(4)
 
 
 def test_baseline_first_and_the_seeds_winner_completes(seeds_winner_twice) -> None:
@@ -65,10 +66,13 @@ def test_identical_configuration_is_reused_not_rerun(seeds_winner_twice) -> None
     assert [t.user_attrs.get("reused_from") for t in trials[:3]] == [None, None, 1]
     assert trials[2].state == TrialState.COMPLETE and trials[2].value == trials[1].value
     assert "reused" in result.stderr
-    # No server was started for the reused trial, and it did not use the budget of 3.
+    # No server was started for the reused trial, and it did not use the budget of 4: three
+    # configurations started and the winner's re-run.
     runs = run.dir / "studies" / "glm5t-emulated.host" / "runs" / "glm5t"
     started = sorted(p.name for p in runs.iterdir())
-    assert "trial-0002" not in started and len(started) == 3
+    assert [name for name in started if name.startswith("trial-")] == ["trial-0000", "trial-0001", "trial-0003"]
+    repeats = run.study().user_attrs["repeats"]
+    assert sum(len(r["values"]) - 1 for r in repeats.values()) == 1, repeats  # the winner, twice
 
 
 def _crash_seconds(trial: optuna.trial.FrozenTrial) -> float:

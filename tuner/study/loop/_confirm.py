@@ -71,6 +71,9 @@ class Confirmation:
 
     study: optuna.Study
     space: SearchSpace
+    # Only trials this host ran are re-run here (None: any): with several workers on several
+    # hosts, each re-measures its own, so runs of one trial come from one host (like for like).
+    host: str | None = None
 
     @property
     def applies(self) -> bool:
@@ -82,7 +85,10 @@ class Confirmation:
         view = read_view(self.study)
         if not self.applies:
             return [], view.noise
-        return remeasures_wanted(list(view.records), view.noise.relative), view.noise
+        wanted = remeasures_wanted(list(view.records), view.noise.relative)
+        if self.host is not None:
+            wanted = [r for r in wanted if r.record.user_attrs.get(attrs.HOST) == self.host]
+        return wanted, view.noise
 
     def needed(self) -> int:
         """Re-runs the winner (or the close pair) still needs (0: none)."""

@@ -244,7 +244,7 @@ def run_optimize(
             unavailable,
             feasibility=feasibility,
             strategy=strategy,
-            confirm=Confirmation(study, space),
+            confirm=Confirmation(study, space, host=target.host.name),
         )
         for line in failing_values(study):
             console.print(f"[yellow]keeps failing[/]: {line}", highlight=False)
