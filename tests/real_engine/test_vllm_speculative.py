@@ -53,7 +53,8 @@ def test_ngram_speculation_moves_throughput_beyond_the_spread(tiny_model: Path, 
     queued = [SPECULATION] + [values for alike in ALIKE[1:] for values in (alike, alike + SPECULATION)]
     for values in queued:
         run_tuner("enqueue", str(space), *_sets(values), cwd=tmp_path, timeout=120)
-    done = run_tuner("optimize", str(space), "--trials", "6", "--seed", "5", "--no-feasibility",
+    # 7: the six queued configurations, then the winner's re-run (WINNER_RUNS)
+    done = run_tuner("optimize", str(space), "--trials", "7", "--seed", "5", "--no-feasibility",
                      # vLLM's --help took over 180 s at load 11 (the doctor's flags check);
                      # tests/space/test_json_flags.py and the start itself check the flags
                      "--skip-doctor", cwd=tmp_path, timeout=1400)
