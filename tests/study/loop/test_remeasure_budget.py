@@ -22,21 +22,38 @@ from rich.console import Console
 from bench.search_efficiency import ModelHost, ModelRunner
 from tests.study.conftest import N_ON
 from tuner.space import load_space
-from tuner.study.loop import Confirmation, ProgressView, optimize_study
+from tuner.study.loop import Confirmation, OptimizeSummary, ProgressView, optimize_study
 from tuner.study.record import CONFIRM_RUNS, REPEATS, WINNER_RUNS, close_pair, read_view
 from tuner.study.strategies._samplers import make_sampler
 from tuner.study.trial import BaselinePruner
 
 GLM5 = Path(__file__).resolve().parents[3] / "search_spaces" / "glm5.yaml"
+FAST = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 1024}
+
+
+def _study(space, seed: int, fractions: tuple[float, ...]) -> optuna.Study:
+    """A TPE study with the fast configuration queued at each ``mem_fraction_static`` (the model
+    host serves them alike, within its noise, above what TPE finds)."""
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", seed),
+                                pruner=BaselinePruner(space.objective.prune_margin))
+    for fraction in fractions:
+        study.enqueue_trial(space.params_for_enqueue({**FAST, "mem_fraction_static": fraction}))
+    return study
+
+
+def _optimize(monkeypatch, study: optuna.Study, space, budget: int, run_again) -> tuple[OptimizeSummary, str]:
+    """``optimize_study`` on the bench's model host, re-runs made by ``run_again`` (the host's part
+    of a re-run, stood in for); the summary and what the loop printed."""
+    monkeypatch.setattr(Confirmation, "_run_again", run_again)
+    out = io.StringIO()
+    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), budget,
+                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
+    return summary, out.getvalue()
 
 
 def test_trials_a_re_measure_leaves_unspent_search_again(monkeypatch) -> None:
     space = load_space(GLM5)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 1),
-                                pruner=BaselinePruner(space.objective.prune_margin))
-    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 1024}
-    for fraction in (0.91, 0.90):  # the model host serves them alike (within its noise), above what TPE finds
-        study.enqueue_trial(space.params_for_enqueue({**fast, "mem_fraction_static": fraction}))
+    study = _study(space, 1, (0.91, 0.90))
     remeasured: list[int] = []
 
     def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
@@ -45,11 +62,7 @@ def test_trials_a_re_measure_leaves_unspent_search_again(monkeypatch) -> None:
         self._store(record, record.value * (1.3 if first else 1.0), None, 1.0)
         return True
 
-    monkeypatch.setattr(Confirmation, "_run_again", run_again)
-    out = io.StringIO()
-    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 12,
-                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
-    said = out.getvalue()
+    summary, said = _optimize(monkeypatch, study, space, 12, run_again)
     assert "re-measuring trial" in said and len(remeasured) >= 1
     # the best re-read 30% higher twice: the pair came apart, and the search went on
     assert summary.remeasured == len(remeasured) < 4
@@ -65,11 +78,7 @@ def test_a_winner_its_pair_s_re_runs_leave_in_the_lead_is_re_measured_too(monkey
     trial measured once, close behind them, is then in the lead. The search kept room for it,
     so the winner of a close pair ends with its full runs, not one or two."""
     space = load_space(GLM5)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 1),
-                                pruner=BaselinePruner(space.objective.prune_margin))
-    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True, "max_running_requests": 1024}
-    for fraction in (0.91, 0.90, 0.89):  # served alike by the model host (within its noise)
-        study.enqueue_trial(space.params_for_enqueue({**fast, "mem_fraction_static": fraction}))
+    study = _study(space, 1, (0.91, 0.90, 0.89))
     lucky: set[int] = set()
 
     def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
@@ -78,16 +87,13 @@ def test_a_winner_its_pair_s_re_runs_leave_in_the_lead_is_re_measured_too(monkey
         self._store(record, record.value * (0.96 if record.number in lucky else 1.0), None, 1.0)
         return True
 
-    monkeypatch.setattr(Confirmation, "_run_again", run_again)
-    out = io.StringIO()
-    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 18,
-                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
+    summary, said = _optimize(monkeypatch, study, space, 18, run_again)
     assert summary.ran + summary.remeasured == 18
     view = read_view(study)
     pair = close_pair(list(view.records), view.noise.relative)
     assert pair is not None, "the scenario needs a close pair at the end"
     spread = pair[0].spread(view.noise.relative)
-    assert spread is not None and spread.runs == CONFIRM_RUNS, out.getvalue()[-2000:]
+    assert spread is not None and spread.runs == CONFIRM_RUNS, said[-2000:]
 
 
 def test_a_winner_that_leads_clearly_is_still_measured_twice(monkeypatch) -> None:
@@ -95,11 +101,7 @@ def test_a_winner_that_leads_clearly_is_still_measured_twice(monkeypatch) -> Non
     run again once (``WINNER_RUNS``), so the figure exported is a mean with a spread it measured.
     The re-run reads 2% lower; the trials the re-measure leaves search again."""
     space = load_space(GLM5)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 2),
-                                pruner=BaselinePruner(space.objective.prune_margin))
-    fast = {**N_ON, "moe_runner_backend": "flashinfer_cutlass", "autotune_gate": True,
-            "max_running_requests": 1024, "mem_fraction_static": 0.91}
-    study.enqueue_trial(space.params_for_enqueue(fast))
+    study = _study(space, 2, (0.91,))
     remeasured: list[int] = []
 
     def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
@@ -107,11 +109,7 @@ def test_a_winner_that_leads_clearly_is_still_measured_twice(monkeypatch) -> Non
         self._store(record, record.value * 0.98, None, 1.0)
         return True
 
-    monkeypatch.setattr(Confirmation, "_run_again", run_again)
-    out = io.StringIO()
-    summary = optimize_study(study, space, ModelRunner(ModelHost(space), 1, study), 12,
-                             ProgressView(Console(file=out, width=400)), confirm=Confirmation(study, space))
-    said = out.getvalue()
+    summary, said = _optimize(monkeypatch, study, space, 12, run_again)
     view = read_view(study)
     assert close_pair(list(view.records), view.noise.relative) is None, "the scenario needs a clear lead"
     assert remeasured and summary.ran + summary.remeasured == 12, said[-2000:]
