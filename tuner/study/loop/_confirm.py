@@ -17,7 +17,9 @@ host time. The optimize loop stops searching as soon as the trials left are no m
 re-measures wanted now plus room for one more trial (the re-runs can read lower and leave a
 trial measured once in the lead: it is re-measured too), provided the search has run at least
 twice as many (so re-measures take at most a third of the budget); when the re-runs leave
-nothing to re-measure before the trials left are spent, the rest search again. A re-run is not
+nothing to re-measure before the trials left are spent, the rest search again, but for the
+last: a configuration searched last that came out best could not be re-measured, so the last
+trial of the budget runs the winner again (up to :data:`tuner.study.record.CONFIRM_RUNS` runs). A re-run is not
 a new Optuna trial: its values are stored on the original trial (the study's ``repeats``
 attribute, :mod:`tuner.study.record._spread`), its server logs under ``runs/<study>/repeat-<k>/``,
 and the summary counts it (``N run, M re-measured``).
@@ -45,6 +47,7 @@ from tuner.study.trial import RepeatTrial
 from tuner.study.record import (
     CONFIRM_RUNS,
     REPEATS,
+    WINNER_RUNS,
     Noise,
     Remeasure,
     TrialRecord,
@@ -80,28 +83,31 @@ class Confirmation:
         objective = self.space.objective
         return objective.minimize is None and objective.metric != "goodput"
 
-    def wanted(self) -> tuple[list[Remeasure], Noise]:
-        """The trials to run again now (none: the winner has its runs), and the study's noise."""
+    def wanted(self, *, last: bool = False) -> tuple[list[Remeasure], Noise]:
+        """The trials to run again now (none: the winner has its runs), and the study's noise;
+        ``last``: for the budget's last trial (see :func:`tuner.study.record.remeasures_wanted`)."""
         view = read_view(self.study)
         if not self.applies:
             return [], view.noise
-        wanted = remeasures_wanted(list(view.records), view.noise.relative)
+        wanted = remeasures_wanted(list(view.records), view.noise.relative, last=last)
         if self.host is not None:
             wanted = [r for r in wanted if r.record.user_attrs.get(attrs.HOST) == self.host]
         return wanted, view.noise
 
-    def needed(self) -> int:
+    def needed(self, *, last: bool = False) -> int:
         """Re-runs the winner (or the close pair) still needs (0: none)."""
-        return sum(r.left for r in self.wanted()[0])
+        return sum(r.left for r in self.wanted(last=last)[0])
 
     def stop_search(self, ran: int, budget: int) -> bool:
         """Whether the loop stops searching to leave the rest of the budget to re-measures: the
         runs wanted now, and room for one more trial measured once (when the re-runs read
-        lower, such a trial can become the best or close to it, and is re-measured too)."""
+        lower, such a trial can become the best or close to it, and is re-measured too). The
+        budget's last trial searches only when the winner has all its runs: one searched last
+        that came out best could not be re-measured."""
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
         if budget - ran > most:  # more left than a pair and one more could need: no read
             return False
-        needed = self.needed()
+        needed = self.needed(last=budget - ran <= 1)
         if needed == 0:
             return False
         reserve = (
@@ -119,7 +125,8 @@ class Confirmation:
             return 0
         made = 0
         while made < budget:
-            wanted, noise = self.wanted()  # again after each re-run: the winner may change
+            # again after each re-run: the winner may change
+            wanted, noise = self.wanted(last=budget - made <= 1)
             if not wanted:
                 break
             first = wanted[0]
@@ -129,8 +136,10 @@ class Confirmation:
                     f"trial {first.pair[0]} leads trial {first.pair[1]} by less than two standard "
                     f"errors of the difference"
                 )
-            else:
+            elif first.runs < WINNER_RUNS:
                 why = "the best leads clearly but was measured once; it exports a mean"
+            else:
+                why = "the budget's last trial: a configuration searched last could not be re-measured"
             progress.console.print(
                 f"[cyan]re-measuring trial {record.number}[/] (run {first.runs + 1} of "
                 f"{first.wanted}): {why} (noise {noise.relative:.1%}, {noise.source})",

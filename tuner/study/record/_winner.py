@@ -75,17 +75,21 @@ def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, Tri
     return ranked[0], ranked[1]
 
 
-def remeasures_wanted(found: list[TrialRecord], noise: float) -> list[Remeasure]:
+def remeasures_wanted(
+    found: list[TrialRecord], noise: float, *, last: bool = False
+) -> list[Remeasure]:
     """The trials to run again before the study's winner is told, each with runs left: the close
-    pair (:func:`close_pair`) each to :data:`CONFIRM_RUNS`, else the best to :data:`WINNER_RUNS`.
-    Empty when there is no stable trial or each has its runs."""
+    pair (:func:`close_pair`) each to :data:`CONFIRM_RUNS`, else the best to :data:`WINNER_RUNS`
+    (to :data:`CONFIRM_RUNS` for the ``last`` trial of a budget: a trial searched last could not
+    be re-measured, so that trial goes to the winner). Empty when there is no stable trial or
+    each has its runs."""
     pair = close_pair(found, noise)
     numbers = None if pair is None else (pair[0].number, pair[1].number)
     if pair is not None:
         wanted = [(record, CONFIRM_RUNS) for record in pair]
     else:
         ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
-        wanted = [(ranked[0], WINNER_RUNS)] if ranked else []
+        wanted = [(ranked[0], CONFIRM_RUNS if last else WINNER_RUNS)] if ranked else []
     out = []
     for record, runs_wanted in wanted:
         spread = record.spread(noise)
