@@ -19,7 +19,7 @@ trial measured once in the lead: it is re-measured too), provided the search has
 twice as many (so re-measures take at most a third of the budget); when the re-runs leave
 nothing to re-measure before the trials left are spent, the rest search again, but for the
 last: a configuration searched last that came out best could not be re-measured, so the last
-trial of the budget runs the winner again (up to :data:`tuner.study.record.CONFIRM_RUNS` runs). A re-run is not
+trial of the budget runs the winner again. A re-run is not
 a new Optuna trial: its values are stored on the original trial (the study's ``repeats``
 attribute, :mod:`tuner.study.record._spread`), its server logs under ``runs/<study>/repeat-<k>/``,
 and the summary counts it (``N run, M re-measured``).
@@ -102,8 +102,8 @@ class Confirmation:
         """Whether the loop stops searching to leave the rest of the budget to re-measures: the
         runs wanted now, and room for one more trial measured once (when the re-runs read
         lower, such a trial can become the best or close to it, and is re-measured too). The
-        budget's last trial searches only when the winner has all its runs: one searched last
-        that came out best could not be re-measured."""
+        budget's last trial never searches once a stable trial exists: one searched last that
+        came out best could not be re-measured, so it runs the winner again."""
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
         if budget - ran > most:  # more left than a pair and one more could need: no read
             return False
@@ -131,7 +131,7 @@ class Confirmation:
                 break
             first = wanted[0]
             record = first.record
-            if first.pair is not None:
+            if first.pair is not None and first.runs < CONFIRM_RUNS:
                 why = (
                     f"trial {first.pair[0]} leads trial {first.pair[1]} by less than two standard "
                     f"errors of the difference"

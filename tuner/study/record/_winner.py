@@ -79,24 +79,34 @@ def remeasures_wanted(
     found: list[TrialRecord], noise: float, *, last: bool = False
 ) -> list[Remeasure]:
     """The trials to run again before the study's winner is told, each with runs left: the close
-    pair (:func:`close_pair`) each to :data:`CONFIRM_RUNS`, else the best to :data:`WINNER_RUNS`
-    (to :data:`CONFIRM_RUNS` for the ``last`` trial of a budget: a trial searched last could not
-    be re-measured, so that trial goes to the winner). Empty when there is no stable trial or
-    each has its runs."""
+    pair (:func:`close_pair`) each to :data:`CONFIRM_RUNS`, else the best to :data:`WINNER_RUNS`.
+    For the ``last`` trial of a budget, when the pair or the best has its runs, the best once
+    more: a configuration searched last that came out best could not be re-measured, so that
+    trial goes to the winner. Empty when there is no stable trial or each has its runs."""
     pair = close_pair(found, noise)
     numbers = None if pair is None else (pair[0].number, pair[1].number)
     if pair is not None:
         wanted = [(record, CONFIRM_RUNS) for record in pair]
     else:
         ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
-        wanted = [(ranked[0], CONFIRM_RUNS if last else WINNER_RUNS)] if ranked else []
-    out = []
-    for record, runs_wanted in wanted:
-        spread = record.spread(noise)
-        runs = spread.runs + spread.failed if spread is not None else 1
-        if runs < runs_wanted:
-            out.append(Remeasure(record, runs, runs_wanted, numbers))
+        wanted = [(ranked[0], WINNER_RUNS)] if ranked else []
+    out = [
+        Remeasure(record, runs, runs_wanted, numbers)
+        for record, runs_wanted in wanted
+        if (runs := _runs(record, noise)) < runs_wanted
+    ]
+    if last and not out:  # the last trial: the best once more (see above)
+        ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
+        if ranked:
+            runs = _runs(ranked[0], noise)
+            out = [Remeasure(ranked[0], runs, runs + 1, numbers)]
     return out
+
+
+def _runs(record: TrialRecord, noise: float) -> int:
+    """Its runs so far, re-runs that failed counted (a configuration is not re-run without end)."""
+    spread = record.spread(noise)
+    return spread.runs + spread.failed if spread is not None else 1
 
 
 def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
