@@ -76,8 +76,12 @@ def test_the_verdict_follows_the_changed_effect(upgraded) -> None:
     assert len(rows) == 1
     if winner.user_attrs["config"]["radix_cache"] is False:  # 12% slower on 0.5.10: beaten by PLAIN
         assert rows[0].startswith("verdict: the winner LOST ITS LEAD: #")
-        assert "beyond noise" in rows[0]
-        assert "next: deploy #" in result.stderr and "--trial 3 --out launch.sh" in result.stderr
+        # by how much is the emulator's noise and this machine's load: +1.4% to +9% measured
+        # (2026-12-07), so the verdict says which it is, and names the leader only beyond noise
+        if "beyond noise" in rows[0]:
+            assert "next: deploy #" in result.stderr and "--trial 3 --out launch.sh" in result.stderr
+        else:
+            assert "within noise: the order cannot be told" in rows[0], rows[0]
     else:
         assert rows[0].startswith("verdict: the winner STILL WINS")
     assert "change -1" in result.stderr  # the radix-off configuration's drop, per level (-10% to -13%)
