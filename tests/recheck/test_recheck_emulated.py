@@ -76,8 +76,8 @@ def test_the_verdict_follows_the_changed_effect(upgraded) -> None:
     assert len(rows) == 1
     if winner.user_attrs["config"]["radix_cache"] is False:  # 12% slower on 0.5.10: beaten by PLAIN
         assert rows[0].startswith("verdict: the winner LOST ITS LEAD: #")
-        # by how much is the emulator's noise and this machine's load: +1.4% to +9% measured
-        # (2026-12-07), so the verdict says which it is, and names the leader only beyond noise
+        # by how much depends on the emulator's noise and this machine's load (+1.4% once,
+        # 2026-12-07, beside a benchmark): the verdict says which, and names the leader only beyond noise
         if "beyond noise" in rows[0]:
             assert "next: deploy #" in result.stderr and "--trial 3 --out launch.sh" in result.stderr
         else:
