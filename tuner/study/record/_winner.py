@@ -66,7 +66,7 @@ def study_noise(study: optuna.Study) -> Noise:
 def close_pair(found: list[TrialRecord], noise: float) -> tuple[TrialRecord, TrialRecord] | None:
     """The best and the runner-up stable trials when the best's lead is within two standard
     errors of the difference of their means (:func:`tuner.study.record._spread.lead_is_clear`)."""
-    ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
+    ranked = _ranked(found, noise)
     if len(ranked) < 2:
         return None
     best, second = ranked[0].spread(noise), ranked[1].spread(noise)
@@ -85,22 +85,25 @@ def remeasures_wanted(
     trial goes to the winner. Empty when there is no stable trial or each has its runs."""
     pair = close_pair(found, noise)
     numbers = None if pair is None else (pair[0].number, pair[1].number)
+    best = pair[0] if pair is not None else next(iter(_ranked(found, noise)), None)
     if pair is not None:
         wanted = [(record, CONFIRM_RUNS) for record in pair]
     else:
-        ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
-        wanted = [(ranked[0], WINNER_RUNS)] if ranked else []
+        wanted = [(best, WINNER_RUNS)] if best is not None else []
     out = [
         Remeasure(record, runs, runs_wanted, numbers)
         for record, runs_wanted in wanted
         if (runs := _runs(record, noise)) < runs_wanted
     ]
-    if last and not out:  # the last trial: the best once more (see above)
-        ranked = sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
-        if ranked:
-            runs = _runs(ranked[0], noise)
-            out = [Remeasure(ranked[0], runs, runs + 1, numbers)]
+    if last and not out and best is not None:  # the last trial: the best once more (see above)
+        runs = _runs(best, noise)
+        out = [Remeasure(best, runs, runs + 1, numbers)]
     return out
+
+
+def _ranked(found: list[TrialRecord], noise: float) -> list[TrialRecord]:
+    """The stable trials, best first by :meth:`TrialRecord.rank` at ``noise``."""
+    return sorted(stable_candidates(found), key=lambda r: r.rank(noise), reverse=True)
 
 
 def _runs(record: TrialRecord, noise: float) -> int:
@@ -113,9 +116,7 @@ def winner_lines(study: optuna.Study, unit: str = "tok/s") -> list[str]:
     """The best stable trial with its spread, and a tie with the runner-up when there is one."""
     view = read_view(study)  # read once: the noise and the ranking of the same trials
     noise = view.noise
-    ranked = sorted(
-        stable_candidates(view.records), key=lambda r: r.rank(noise.relative), reverse=True
-    )
+    ranked = _ranked(list(view.records), noise.relative)
     if not ranked:
         return []
     first = ranked[0].spread(noise.relative)
