@@ -130,3 +130,24 @@ def test_a_winner_that_leads_clearly_is_still_measured_twice(monkeypatch) -> Non
     assert spread.mean == pytest.approx(winner.value * (1 + 0.98 + 0.98) / 3)
     assert f"winner: trial {winner.number}: " in said and "over 3 runs" in said
     assert Confirmation(study, space).needed() == 0 and remeasured == [winner.number] * 2
+
+
+def test_a_small_budget_s_last_trial_re_measures_a_close_pair(monkeypatch) -> None:
+    """Six trials, as the vLLM study test runs: a close pair wants four re-runs, more than a third
+    of a small budget may give, so the search goes on; yet the budget's last trial is not
+    searched (one searched last that came out best could not be re-measured): it re-runs the
+    pair's best. CI's vLLM study once ended with a close pair and no re-run at all."""
+    space = load_space(GLM5)
+    study = _study(space, 1, (0.91, 0.90))
+    remeasured: list[int] = []
+
+    def run_again(self, record, runner, runs, progress) -> bool:  # the host's part of a re-run
+        remeasured.append(record.number)
+        self._store(record, record.value, None, 1.0)
+        return True
+
+    summary, said = _optimize(monkeypatch, study, space, 6, run_again)
+    view = read_view(study)
+    assert close_pair(list(view.records), view.noise.relative) is not None, "the scenario needs a close pair"
+    assert (summary.ran, summary.remeasured) == (5, 1), said[-2000:]
+    assert len(remeasured) == 1 and re.search(r"re-measuring trial \d+ \(run 2 of 3\)", said), said[-2000:]

@@ -107,9 +107,12 @@ class Confirmation:
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
         if budget - ran > most:  # more left than a pair and one more could need: no read
             return False
-        needed = self.needed(last=budget - ran <= 1)
+        last = budget - ran <= 1
+        needed = self.needed(last=last)
         if needed == 0:
             return False
+        if last:  # whatever a small budget could spare: the last trial is never searched
+            return True
         reserve = (
             needed + _ROOM if 2 * (needed + _ROOM) <= ran else needed
         )  # no room in a small budget
