@@ -32,8 +32,10 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
               "--known-hosts", sshd.known_hosts_path, cwd=tmp_path, timeout=1700)
 
     study = optuna.load_study(study_name="vllm-cpu-tiny", storage=storage)
+    # the trials that ran a server (not those settled without running: a constraint, the
+    # feasibility gate after a failure, a reused result)
     ran = [t for t in study.get_trials() if t.user_attrs.get("reused_from") is None
-           and t.user_attrs.get("pruned_by") != "constraint"]
+           and "command_line" in t.user_attrs]
     assert len(ran) >= 5
     repeats = study.user_attrs.get("repeats") or {}
     assert len(ran) + sum(len(r["values"]) + len(r["failed"]) - 1 for r in repeats.values()) == 6
