@@ -151,3 +151,7 @@ def test_a_small_budget_s_last_trial_re_measures_a_close_pair(monkeypatch) -> No
     assert close_pair(list(view.records), view.noise.relative) is not None, "the scenario needs a close pair"
     assert (summary.ran, summary.remeasured) == (5, 1), said[-2000:]
     assert len(remeasured) == 1 and re.search(r"re-measuring trial \d+ \(run 2 of 3\)", said), said[-2000:]
+    # a configuration queued for the study (--from-study, --warm-start, by hand) runs first
+    assert Confirmation(study, space).stop_search(5, 6)
+    study.enqueue_trial(space.params_for_enqueue({**FAST, "mem_fraction_static": 0.89}))
+    assert not Confirmation(study, space).stop_search(5, 6)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.trial import TrialState
 
 from tuner.failures import FailureClass
 from tuner.errors import ServerFailure, TunerError
@@ -103,9 +104,13 @@ class Confirmation:
         runs wanted now, and room for one more trial measured once (when the re-runs read
         lower, such a trial can become the best or close to it, and is re-measured too). The
         budget's last trial never searches once a stable trial exists: one searched last that
-        came out best could not be re-measured, so it runs the winner again."""
+        came out best could not be re-measured, so it runs the winner again. Configurations
+        queued for this study (the baseline, ``--from-study``, ``--warm-start``, enqueued by
+        hand) run first: they were asked for."""
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
         if budget - ran > most:  # more left than a pair and one more could need: no read
+            return False
+        if self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return False
         last = budget - ran <= 1
         needed = self.needed(last=last)
