@@ -37,7 +37,7 @@ from tuner.study.record import (
     read_view,
     stable_candidates,
 )
-from tuner.study.storage import load_existing_study, storage_of
+from tuner.study.storage import load_existing_study, open_storage, storage_of
 
 __all__ = ["SEED_QUEUED", "Seeded", "UpgradeStart", "seed_from_study"]
 
@@ -95,7 +95,7 @@ def seed_from_study(
     copied = 0
     rechecked_from: set[str] = set()
     recheck = None
-    storage = storage_of(study) or storage_url
+    storage = storage_of(study) or open_storage(storage_url)  # a journal file is a bare path
     if _existing(storage, recheck_name):
         recheck = optuna.load_study(study_name=recheck_name, storage=storage)
         repeats = recheck.user_attrs.get(REPEATS) or {}
