@@ -236,6 +236,11 @@ class EngineProfile(BaseModel):
     metrics_observations: dict[str, str] = {}
     # The flag that caps the requests running at once (its value bounds ``#running-req``).
     running_cap_flag: str | None = None
+    # Flags whose value must be at least the running batch for it to run at full speed (SGLang's
+    # ``--cuda-graph-max-bs``: a batch above the captured graphs runs without them). A ``guided``
+    # move that raises the running cap raises these with it, up to the batch the levels reach:
+    # the log need not say so, the configuration does.
+    cap_covered_by: list[str] = []
     # flag -> the observation (a ``log_observations`` name) that reports the value the server
     # used for it when it is unset (SGLang's ``--cuda-graph-max-bs``: the largest captured batch).
     # Setting the flag to that value changes nothing, and the ``guided`` strategy does not run it.

@@ -62,7 +62,9 @@ class Move:
     ``rule``: the rule's id (:func:`tuner.study.strategies.guided.rule_id`); ``patches``: the
     source patches a sweep applies with its change; ``trial``: the trial a repair repairs;
     ``detail``: the proposer's own words shown in the reason (a rule's line, a cliff's bracket,
-    the model's expectation), never read back.
+    the model's expectation), never read back; ``carried``: changes the move's own brings with
+    it (a raised running cap raises the captured batch with it: the engine profile's
+    ``cap_covered_by``), kept apart so the move is still the one change it names.
     """
 
     kind: MoveKind
@@ -72,6 +74,7 @@ class Move:
     patches: tuple[str, ...] = ()
     trial: int | None = None
     detail: str = ""
+    carried: tuple[Change, ...] = ()
 
     @property
     def parameter(self) -> str | None:
@@ -103,7 +106,11 @@ class Move:
     @property
     def reason(self) -> str:
         """The one-line reason shown for the trial (its ``chosen_by``)."""
-        return f"{self.kind.value}: {_RENDER[self.kind](self)}"
+        carried = "".join(
+            f"; with {c.parameter} {value_text(c.was)} -> {value_text(c.value)} (covers the batch)"
+            for c in self.carried
+        )
+        return f"{self.kind.value}: {_RENDER[self.kind](self)}{carried}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able dict stored on the trial."""
@@ -117,6 +124,9 @@ class Move:
             "patches": list(self.patches),
             "trial": self.trial,
             "detail": self.detail,
+            "carried": [
+                {"parameter": c.parameter, "value": c.value, "was": c.was} for c in self.carried
+            ],
             "signal": None
             if self.signal is None
             else {
@@ -144,6 +154,10 @@ class Move:
             patches=tuple(data.get("patches") or ()),
             trial=data.get("trial"),
             detail=str(data.get("detail") or ""),
+            carried=tuple(
+                Change(c["parameter"], c.get("value"), c.get("was"))
+                for c in data.get("carried") or []
+            ),
         )
 
 

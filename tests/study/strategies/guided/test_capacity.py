@@ -15,8 +15,9 @@ from tuner.engines import CapacityFlag
 from tuner.study.record import Level
 from tuner.space import load_space
 from tuner.study.strategies import Change, Move, MoveKind, Source
-from tuner.study.strategies.guided import GuidedSettings, GuidedStrategy
-from tests.support.guided import record, variant, view
+from tuner.study.strategies import make_strategy
+from tuner.study.strategies.guided import Candidate, GuidedSettings, GuidedStrategy
+from tests.support.guided import record, step, variant, view
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -116,3 +117,44 @@ def test_dp_attention_comes_early_only_where_the_log_says_the_pool_is_full(space
     admission = [expected_effect(plan, record(space, 0, top, value=2000.0, observations=o),
                                  "schedule_conservativeness", False) for o in ({}, {"token_usage_max@1024": 0.5})]
     assert admission == [0.1, pytest.approx(0.02)]
+
+
+BINDS = {"kv_tokens": 495488, "running_req_at_cap_fraction@1024": 0.93, "token_usage_max@1024": 0.07,
+         "queue_growing@1024": 1.0}
+
+
+@pytest.mark.parametrize(("graphs", "log_says", "carried"), [
+    (64, None, 512),     # set below the batch: raised with the cap, to the highest captured batch offered
+    (None, 128, 512),    # unset, the log says 128 were captured: raised too
+    (None, 512, None),   # unset, 512 captured: no higher value offered, nothing carried
+    (None, None, None),  # unset and the log silent: what the server captured is not known
+])
+def test_a_raised_cap_raises_the_captured_batch_with_it(space: Any, graphs: Any, log_says: Any, carried: Any) -> None:
+    """SGLang decodes a batch above ``--cuda-graph-max-bs`` without CUDA graphs: the cap raised to
+    the top concurrency (1,024) carries the captured batch up with it (the profile's
+    ``cap_covered_by``), so the move measures a larger batch, not a larger batch run eagerly."""
+    observations = dict(BINDS, **({"graph_max_bs": log_says} if log_says else {}))
+    baseline = record(space, 0, {"cuda_graph_max_bs": graphs}, value=800.0, observations=observations)
+    proposal = make_strategy("guided", space, 0).propose(view(baseline))
+    assert proposal is not None and proposal.move is not None
+    assert step(proposal.move) == (MoveKind.RULE, "max_running_requests", 64, 1024)  # still the rule's one change
+    assert proposal.config.get("cuda_graph_max_bs") == (carried if carried else graphs)
+    if carried:
+        assert proposal.move.carried == (Change("cuda_graph_max_bs", carried, graphs),)
+        assert proposal.reason.endswith(f"; with cuda_graph_max_bs {graphs or 'unset'} -> {carried} (covers the batch)")
+    else:
+        assert proposal.move.carried == ()
+
+
+def test_a_lowered_cap_carries_nothing(space: Any) -> None:
+    record_ = record(space, 0, {"cuda_graph_max_bs": 64, "max_running_requests": 512}, value=800.0)
+    strategy = make_strategy("guided", space, 0)
+    candidate = Candidate({**record_.config, "max_running_requests": 256},
+                          Move(MoveKind.SWEEP, (Change("max_running_requests", 256),)))
+    assert strategy._carry(candidate, record_) is candidate
+    raised = Candidate({**record_.config, "max_running_requests": 1024},
+                       Move(MoveKind.SWEEP, (Change("max_running_requests", 1024),)))
+    assert strategy._carry(raised, record_).values["cuda_graph_max_bs"] == 512
+    own = Candidate({**record_.config, "max_running_requests": 1024, "cuda_graph_max_bs": 128},
+                    Move(MoveKind.SWEEP, (Change("max_running_requests", 1024),)))
+    assert strategy._carry(own, record_) is own  # the candidate's own value of it stands

@@ -46,7 +46,7 @@ class Plan:
     the profile's :class:`tuner.engines.CapacityFlag` of its flag (what bounds the batch); ``cap``:
     the parameter of the profile's running-request cap (None: the space does not search it);
     ``last``: the parameters of the profile's ``sweep_last`` (their gain lies at another load or
-    on another host).
+    on another host); ``covers``: those of its ``cap_covered_by`` (raised with the cap).
     """
 
     space: SearchSpace
@@ -60,6 +60,7 @@ class Plan:
     capacity: dict[str, Any] = field(default_factory=dict)
     cap: str | None = None
     last: frozenset[str] = frozenset()  # the parameters of the profile's ``sweep_last``
+    covers: tuple[str, ...] = ()  # the parameters of the profile's ``cap_covered_by``
 
 
 @dataclass(frozen=True)

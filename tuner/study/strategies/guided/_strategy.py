@@ -10,6 +10,7 @@ additive model is sure loses at least ``known_loss`` against the incumbent.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tuner.errors import ConfigError
 from tuner.study.record import Outcome, StudyView, TrialRecord
 from tuner.study.strategies._base import Proposal
+from tuner.study.strategies._moves import Change
 from tuner.study.strategies.guided._capacity import CapacityRetryProposer
 from tuner.study.strategies.guided._cliff import CliffProposer, RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
@@ -24,6 +26,7 @@ from tuner.study.strategies.guided._common import (
     MISSING,
     engine_profile,
     flags_of,
+    grid,
     hashable,
     top_level_observations,
 )
@@ -95,6 +98,9 @@ class GuidedStrategy(TpeStrategy):
             },
             cap=by_flag.get(getattr(profile, "running_cap_flag", None) or ""),
             last=frozenset(by_flag[f] for f in getattr(profile, "sweep_last", []) if f in by_flag),
+            covers=tuple(
+                by_flag[f] for f in getattr(profile, "cap_covered_by", []) if f in by_flag
+            ),
         )
         self.proposers = tuple(self.proposer_types[kind](self.plan) for kind in settings.proposers)
 
@@ -113,6 +119,7 @@ class GuidedStrategy(TpeStrategy):
             view, incumbent, fit_near(view, incumbent, settings.model)
         )  # once per proposal
         for candidate in self.candidates(now):
+            candidate = self._carry(candidate, incumbent)
             try:
                 config = self.space.config(candidate.values, drop_inactive=True)
             except ConfigError:
@@ -138,6 +145,40 @@ class GuidedStrategy(TpeStrategy):
         """Every proposer's candidates, in the order of ``settings.proposers``."""
         for proposer in self.proposers:
             yield from proposer.candidates(now)
+
+    def _carry(self, candidate: Candidate, inc: TrialRecord) -> Candidate:
+        """The candidate with the parameters that must cover the running batch (the profile's
+        ``cap_covered_by``) raised with a cap it raises, up to the batch the levels reach: the
+        cap 64 -> 512 with ``--cuda-graph-max-bs 64`` would run every batch above 64 without CUDA
+        graphs, a trade the cap's move does not mean. Nothing is carried where the candidate sets
+        such a parameter itself, or where its value in use is not known (unset, and no log line
+        says what the server captured)."""
+        plan, values = self.plan, candidate.values
+        cap = plan.cap
+        if cap is None or not plan.covers:
+            return candidate
+        new, old = values.get(cap), inc.config.get(cap)
+        if new is None or old is None or new <= old:
+            return candidate
+        batch = min(new, plan.top)
+        seen = top_level_observations(inc.observations)
+        carried = []
+        for name in plan.covers:
+            current = values.get(name)
+            if current != inc.config.get(name):
+                continue  # the candidate's own value
+            now = seen.get(plan.in_use.get(name, "")) if current is None else current
+            if now is None or now >= batch:
+                continue
+            higher = sorted(v for v in grid(plan.space.parameters[name]) if v > now)
+            if not higher:
+                continue
+            value = next((v for v in higher if v >= batch), higher[-1])
+            carried.append(Change(name, value, current))
+        if not carried:
+            return candidate
+        move = dataclasses.replace(candidate.move, carried=tuple(carried))
+        return Candidate({**values, **{c.parameter: c.value for c in carried}}, move)
 
     def _same_server(self, config: Config, inc: TrialRecord) -> bool:
         """Whether ``config`` differs from the incumbent's only by naming a value the server
