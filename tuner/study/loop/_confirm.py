@@ -103,8 +103,9 @@ class Confirmation:
         """Whether the loop stops searching to leave the rest of the budget to re-measures: the
         runs wanted now, and room for one more trial measured once (when the re-runs read
         lower, such a trial can become the best or close to it, and is re-measured too). The
-        budget's last trial never searches once a stable trial exists: one searched last that
-        came out best could not be re-measured, so it runs the winner again. Configurations
+        budget's last trial never searches once a stable trial exists and two trials ran (the
+        re-measures take at most a third of what ran): one searched last that came out best
+        could not be re-measured, so it runs the winner again. Configurations
         queued for this study (the baseline, ``--from-study``, ``--warm-start``, enqueued by
         hand) run first: they were asked for."""
         most = 2 * (CONFIRM_RUNS - 1) + _ROOM
@@ -116,11 +117,12 @@ class Confirmation:
         needed = self.needed(last=last)
         if needed == 0:
             return False
-        if last:  # whatever a small budget could spare: the last trial is never searched
-            return True
-        reserve = (
-            needed + _ROOM if 2 * (needed + _ROOM) <= ran else needed
-        )  # no room in a small budget
+        if last:  # one run of what is wanted, however many more it wants
+            reserve = 1
+        else:
+            reserve = (
+                needed + _ROOM if 2 * (needed + _ROOM) <= ran else needed
+            )  # no room in a small budget
         return 2 * reserve <= ran and ran + reserve >= budget
 
     def run(self, runner: TrialRunner, budget: int, progress: ProgressView) -> int:
