@@ -31,8 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.sshd import SSHD_BINARY, SshServer  # noqa: E402
-from tuner.host import HostSpec, open_host  # noqa: E402
-from tuner.host._local import LocalHost  # noqa: E402
+from tuner.host import HostSpec, LocalHost, open_host  # noqa: E402
 from tuner.loadgen import ClientCapacity, client_capacity  # noqa: E402
 
 

@@ -266,7 +266,7 @@ class GeneratedLandscape(Landscape):
             (a, va), (b, vb) = rng.sample(choices, 2)
             if a != b:
                 self.interactions.append((a, va, b, vb, rng.uniform(0.8, 1.2)))
-        # drawn from a stream of their own: the effects above are those of before (issue 29)
+        # drawn from a stream of their own, so the effects above draw the values they draw alone
         self.parallel = ParallelEffects(random.Random(f"landscape-parallel:{seed}"))
 
     def describe(self) -> str:

@@ -24,8 +24,9 @@ polish, on the noise-free landscape, of the baseline and of the best of 300 rand
 configurations (an oracle the strategies never see), raised to anything a strategy ran. A run
 stops when it reaches 95% of that oracle, or at its budget.
 
-Host hours: each host-run trial costs a start-up of ``STARTUP_MIN`` minutes (3-4 on the real
-GLM-5 host) plus ``LEVEL_MIN`` a level that ran (about 1 on the real host).
+Host hours: each host-run trial costs its start-up's phases and the levels that ran
+(:mod:`variants`), a replayed row its measured seconds; a saved run that kept no seconds counts
+``STARTUP_MIN`` minutes a start-up plus ``LEVEL_MIN`` a level.
 
     python bench/search_efficiency.py --family emulator --seeds 0-9
     python bench/search_efficiency.py --family generated --seeds 100-199 --out docs/search-efficiency.md
@@ -538,8 +539,9 @@ def label(row: dict[str, Any], variants: list[str]) -> str:
 
 
 def _hours(row: dict[str, Any]) -> float | None:
-    """Host hours until the trial that reached 95%: the landscape's seconds where the run has
-    them (start-up phases and levels), else the flat minutes of before."""
+    """Host hours until the trial that reached 95%: the landscape's seconds (start-up phases and
+    levels) where the row has them, else ``STARTUP_MIN`` and ``LEVEL_MIN`` (a saved run that kept
+    no seconds)."""
     if not row["to95"]:
         return None
     seconds = row.get("host_seconds")

@@ -46,7 +46,7 @@ from tuner.recheck import RecheckRuns, choose_subjects, recheck_study_name, seed
 from tuner.space import Config
 from tuner.study.loop import ProgressView, optimize_study, study_pruner
 from tuner.study.record import PROBE_REFERENCE, read_view
-from tuner.study.storage import open_storage
+from tuner.study.storage import open_storage, remember_storage
 
 FACTORS = ("moe", "attention", "chunked", "kv_dtype_speed")
 SCALARS = ("moe_patch_gain", "eager", "sched_gain", "radix_off", "forced_fusion")
@@ -106,7 +106,8 @@ def one_seed(seed: int, shift: float, old_budget: int, budget: int, top: int, ru
         study = optuna.create_study(storage=storage, study_name=name, directions=["maximize"],
                                     pruner=study_pruner(space, True))
         study.set_user_attr(PROBE_REFERENCE, [])
-        return study
+        # seed_from_study reads the recheck study from the storage the seeded study lives in
+        return remember_storage(study, storage)
 
     old = create("old")
     _loop(old, old_land, seed, old_budget, None)

@@ -10,8 +10,7 @@ import sys
 
 import optuna
 
-from tuner.space import _space as space_module
-from tuner.space._param_base import SET_SUFFIX
+from tuner.space import SET_SUFFIX, SearchSpace
 
 if os.environ.get("TUNER_TORCH_SITE"):
     sys.path.append(os.environ["TUNER_TORCH_SITE"])
@@ -29,7 +28,7 @@ def flat_suggest(self, trial):
     return self.config(values, drop_inactive=True)
 
 
-space_module.SearchSpace.suggest = flat_suggest
+SearchSpace.suggest = flat_suggest
 
 
 def gp6(seed):

@@ -120,7 +120,7 @@ def test_an_unset_graph_size_and_the_size_it_captures_are_one_server(space: Any)
 
 def test_generated_landscapes_draw_the_parallel_and_speculative_dimensions(space: Any) -> None:
     # issue 29.3: DP attention, EP, the all-to-all backend and NEXTN have effects of their own
-    # kind on every seed (drawn sizes), and the effects of before are unchanged
+    # kind on every seed (drawn sizes)
     top = {**space.baseline, "max_running_requests": 1024}
     refused = 0
     for seed in range(20):

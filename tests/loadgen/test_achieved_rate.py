@@ -22,7 +22,7 @@ def test_late_first_sends_that_catch_up_read_the_schedule_s_rate() -> None:
     due = [100.0 + 0.5 * i for i in range(60)]  # 2 a second
     sent = [max(d, 102.5) for d in due]  # the first six go out 2.5 s late, together
     assert achieved_rate(_log(due, sent), TimeScale()) == pytest.approx(2.0)
-    # From the first late send, as before: 59 requests in 27 s, 2.19 req/s of 2 asked.
+    # No schedule (every due time 0): counted from the first send, 59 requests in 27 s, 2.19 req/s.
     plain = _log([0.0] * 60, sent)
     assert achieved_rate(plain, TimeScale()) == pytest.approx(59 / 27.0)
 

@@ -1,4 +1,4 @@
-"""What the client sends: SGLang's and vLLM's bodies byte for byte as before, a strict server's
+"""What the client sends: SGLang's and vLLM's bodies byte for byte as written here, a strict server's
 with standard OpenAI fields only and text prompts (pure logic, no server)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tuner.loadgen._prompts import ids_to_words
 IDS = [17, 42, 99]
 
 
-def test_sglang_and_vllm_get_the_bodies_they_always_got() -> None:
+def test_sglang_and_vllm_get_their_bodies_byte_for_byte() -> None:
     completions = ('{"model": "m", "prompt": [17, 42, 99], "max_tokens": 8, "temperature": 0.0, '
                    '"ignore_eos": true, "stream": true, "stream_options": {"include_usage": true, '
                    '"continuous_usage_stats": true}}')

@@ -5,8 +5,8 @@ vLLM counts the prompt tokens it looked up in its prefix cache and those it foun
 (``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` on ``/metrics``); each
 level reads both before and after itself.
 
-- A level sent again (as every rate level of a goodput trial was before: one seed for all of
-  them) finds its prompts in the cache and reads a lower TTFT than the same level fresh.
+- A level sent again (its prompts drawn from the same seed) finds its prompts in the cache and
+  reads a lower TTFT than the same level fresh.
 - The goodput search's own levels (:func:`tuner.study.goodput.measure_goodput`, the real client)
   find nothing there: each level's prompts are new to the server.
 """
@@ -144,9 +144,9 @@ def test_a_level_sent_again_is_served_from_the_cache_and_reads_a_lower_ttft(vllm
 
 
 def test_the_goodput_search_s_levels_find_nothing_in_the_cache(vllm: _Vllm, tmp_path: Path) -> None:
-    """Before, every rate level of the trial drew from one seed: each began with the prompts of
-    the level before it (on 3ee3bf0 the three levels read 0%, 92% and 92% of their prompt tokens
-    from the cache: 11 of a 1,536-token prompt's 12 blocks)."""
+    """Each rate level draws its own prompts: levels drawn from one seed each begin with the
+    prompts of the level before, and read up to 92% of their prompt tokens from the cache (11 of a
+    1,536-token prompt's 12 blocks), a TTFT no fresh traffic gets."""
     space = _workload(tmp_path)
 
     class Runner:

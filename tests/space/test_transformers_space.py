@@ -132,8 +132,9 @@ def test_a_real_run_without_the_model_variable_stops_before_any_server(tmp_path:
 
 
 def test_an_exported_command_line_expands_the_model_path_in_bash() -> None:
-    """Found in the H200 study's export: the model path was written '${TUNER_MODEL_DIR}' in single
-    quotes, so the launch script passed that text to the server instead of the folder."""
+    """The model path '${TUNER_MODEL_DIR}' is quoted so bash expands it: in single quotes the
+    launch script would pass that text to the server instead of the folder (the H200 study's
+    export)."""
     import subprocess
 
     from tuner.space import LaunchSpec

@@ -37,7 +37,7 @@ def test_each_run_of_a_seeded_emulated_study_draws_its_own_noise_from_the_seed()
 
 
 def test_an_unseeded_study_and_a_real_host_keep_their_command() -> None:
-    assert _target(None).server_command(3) == EMULATOR  # no --seed: noise drawn at random, as before
+    assert _target(None).server_command(3) == EMULATOR  # no --seed: the emulator draws its noise at random
     assert _target(1, scale=1).server_command(3) == EMULATOR  # a real host: never an emulator flag
 
 

@@ -152,14 +152,14 @@ def test_sampler_without_nvidia_smi_gives_no_summary_and_no_error(host: Host) ->
 
 def test_a_level_starts_once_the_sampler_samples(host: Host) -> None:
     # nvidia-smi takes a while to start: a level shorter than that (an emulated one, K times
-    # faster) was over before the first sample, and its energy read from idle cards or none
+    # faster) would end before the first sample and read its energy from idle cards or none
     slow = {"PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "FAKE_SMI_POWER": "420", "FAKE_SMI_START_S": "1.0"}
     with GpuSampler(host, interval_ms=50, env=slow) as sampler:
         pass  # the level
     assert sampler.summary is not None and sampler.summary.samples >= 2, sampler.summary
     with GpuSampler(host, interval_ms=50, env=slow, first_sample_s=0.0) as unwaited:
         pass
-    assert unwaited.summary is None  # the setting of before: nothing sampled
+    assert unwaited.summary is None  # no wait for the first sample: nothing sampled
 
 
 def test_idle_ticks_before_and_after_the_level_are_not_its_own() -> None:

@@ -62,8 +62,8 @@ def test_true_is_not_one_and_a_list_is_a_value() -> None:
     assert not on.sets(MoveKind.RULE, "flag", True)
 
 
-# Reasons the guided strategy wrote before moves were stored (bench/search_efficiency.py runs of
-# the code of before), with the change they made.
+# Reasons as a study that stored no move keeps them (from bench/search_efficiency.py runs), with
+# the change each made: read back from the text alone.
 OLD = [
     ("rule: cap binds at 64 (#running-req = 64 for 95% of the level): max_running_requests 64 -> 1024",
      MoveKind.RULE, "max_running_requests", 1024, {}),

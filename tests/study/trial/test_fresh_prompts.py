@@ -106,9 +106,9 @@ class _GoodputRunner:
 @pytest.mark.parametrize("dataset", ["random tokens", "a file of 2,000 prompts"])
 def test_the_rate_levels_of_a_goodput_trial_send_fresh_prompts(pacing_server, tmp_path: Path,  # noqa: F811
                                                                dataset: str) -> None:
-    """Before, every rate level of a trial drew its prompts from one seed (its concurrency, the
-    workload's ``max_concurrency``, is the same at every rate): the level at 2 req/s resent all
-    the prompts of the level at 1 req/s, and a file's prompts were drawn with replacement."""
+    """Each rate level of a trial sends prompts no other level sent, though its concurrency (the
+    workload's ``max_concurrency``) is the same at every rate: prompts resent would be served from
+    the prefix cache. From a file, no prompt is sent twice while its sample lasts."""
     server = pacing_server(ttft_ms=0, itl_ms=0)
     workload = {"input_len": 32, "output_len": OUTPUT_LEN, "warmup": 4, "max_concurrency": 64,
                 "requests_per_level": {"per_concurrency": 1, "min": 8}, "rate_level_s": 1}
@@ -139,8 +139,9 @@ class _ClosedRunner(TrialRunner):
 
 
 def test_the_concurrency_levels_of_a_trial_share_no_prompt_of_a_file(pacing_server, tmp_path: Path) -> None:  # noqa: F811
-    """Before, each concurrency level drew from the file's sample with replacement (seeded by its
-    concurrency): levels of 64 and 32 requests from a sample of 200 shared about 10 prompts."""
+    """The concurrency levels of a trial take consecutive places in one stream of the file's
+    sample: levels of 64 and 32 requests drawn with replacement from a sample of 200 would share
+    about 10 prompts."""
     server = pacing_server(ttft_ms=50, itl_ms=2)  # slots busy long enough for a busy client
     workload = {"levels": [16, 32], "input_len": 32, "output_len": OUTPUT_LEN, "warmup": 4,
                 "requests_per_level": {"per_concurrency": 2, "min": 8},

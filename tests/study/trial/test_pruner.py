@@ -113,11 +113,11 @@ CAPPED = {16: 300.0, 64: 900.0, 256: 900.0, 512: 900.0}  # a baseline capped at 
 
 
 def test_capped_baseline_keeps_configurations_that_win_at_the_top() -> None:
-    # Slower than the capped baseline at 16 and 64, 1.1x and 2.6x at 512: the old rule
-    # (bottom-up, every level so far below) stopped these after 64.
+    # Slower than the capped baseline at 16 and 64, 1.1x and 2.6x at 512: a bottom-up rule
+    # (every level so far below) would stop these after 64.
     for top in (990.0, 2340.0):
         curve = {16: 150.0, 64: 600.0, 256: top * 0.8, 512: top}
-        assert below_baseline({16: 150.0, 64: 600.0}, CAPPED, 0.10)  # what the old order saw
+        assert below_baseline({16: 150.0, 64: 600.0}, CAPPED, 0.10)  # what a bottom-up rule sees
         assert _decisions(curve, CAPPED) == [False, False, False, False]
     slow = {16: 100.0, 64: 300.0, 256: 500.0, 512: 520.0}
     assert _decisions(slow, CAPPED) == [False, True, True, True]  # saves the levels 64 and 16

@@ -15,7 +15,7 @@ from tuner.failures import FailureClass
 from tuner.study.record import Outcome, outcome_of, records, reusable_failure, write_outcome
 from tuner.study.record._outcome import TrialOutcome
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The names FAIL trials carry in stored studies (``unstable-at-<c>`` with its level).
 STORED = {
