@@ -11,7 +11,7 @@ reverted and the claim released.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 from rich.console import Console
@@ -19,7 +19,7 @@ from rich.console import Console
 from tuner.errors import ConfigError, TunerError
 from tuner.handover import read_gpu_state
 from tuner.recheck._check import VersionCheck, check_version, installed_interface
-from tuner.recheck._measure import RecheckRuns, recheck_study_name, source_of
+from tuner.recheck._measure import RecheckRuns, first_runs, recheck_study_name, source_of
 from tuner.recheck._plan import Subject, choose_subjects
 from tuner.recheck._verdict import Commands, Verdict, level_rows, verdict
 from tuner.study.loop import (
@@ -39,11 +39,16 @@ from tuner.study.record import (
     STATED_NOISE,
     TIME_SCALE,
     WARM_START_FROM,
+    StudyView,
     TrialRecord,
     read_view,
 )
 from tuner.study.storage import create_or_resume, load_existing_study, open_storage
-from tuner.study.trial import TrialRunner, request_source
+from tuner.study.trial import Target, TrialRunner, request_source
+
+if TYPE_CHECKING:
+    from tuner.patches import PatchManager
+    from tuner.space import SearchSpace
 
 __all__ = ["RecheckOptions", "RecheckResult", "plan_recheck", "run_recheck"]
 
@@ -78,7 +83,7 @@ class RecheckResult:
 
 
 def _open_recheck(
-    space: Any, target: Any, options: RecheckOptions, version: str | None
+    space: SearchSpace, target: Target, options: RecheckOptions, version: str | None
 ) -> optuna.Study:
     return create_or_resume(
         open_storage(options.storage),
@@ -99,7 +104,9 @@ def _open_recheck(
     )
 
 
-def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
+def _preflight(
+    space: SearchSpace, target: Target, patches: PatchManager, console: Console
+) -> None:
     from tuner.doctor import format_checks
 
     checks = preflight_checks(space, target, patches)
@@ -117,7 +124,7 @@ def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
         )
 
 
-def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject]]:
+def plan_recheck(space: SearchSpace, options: RecheckOptions) -> tuple[StudyView, list[Subject]]:
     """The study's view and what the recheck measures; a bad input raises ConfigError (exit 2)
     before anything touches the host."""
     if space.objective.minimize or space.objective.metric == "goodput":
@@ -130,7 +137,7 @@ def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject
 
 
 def run_recheck(
-    space: Any, target: Any, options: RecheckOptions, console: Console
+    space: SearchSpace, target: Target, options: RecheckOptions, console: Console
 ) -> RecheckResult:
     """Recheck the study's winner on the installed engine (see the module docstring)."""
     view, subjects = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
@@ -180,8 +187,8 @@ def run_recheck(
 
 
 def _report(
-    space: Any,
-    view: Any,
+    space: SearchSpace,
+    view: StudyView,
     subjects: list[Subject],
     recheck: optuna.Study,
     check: VersionCheck,
@@ -191,7 +198,7 @@ def _report(
 ) -> RecheckResult:
     """Print then against now for each subject, then the verdict."""
     now_view = read_view(recheck, space)
-    done = RecheckRuns(recheck, options.study_name, space, None).done()
+    done = first_runs(recheck, space)
     now = {s.record.number: done.get(source_of(options.study_name, s.record)) for s in subjects}
     label = view.label or now_view.label
     unit = ("tok/J" if space.objective.metric == "tokens_per_joule" else "tok/s") + label
