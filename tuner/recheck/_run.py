@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from tuner.patches import PatchManager
     from tuner.space import SearchSpace
 
-__all__ = ["RecheckOptions", "RecheckResult", "plan_recheck", "run_recheck"]
+__all__ = ["RecheckOptions", "RecheckPlan", "RecheckResult", "plan_recheck", "run_recheck"]
 
 # Preflight checks a recheck reports through the version check instead of stopping on: an
 # upgrade is expected to change the version, and what it breaks is the recheck's finding.
@@ -124,7 +124,20 @@ def _preflight(
         )
 
 
-def plan_recheck(space: SearchSpace, options: RecheckOptions) -> tuple[StudyView, list[Subject]]:
+@dataclass(frozen=True)
+class RecheckPlan:
+    """What a recheck reads before it touches the host.
+
+    ``view``: the rechecked study as stored (its records, noise and label: the figures of then);
+    ``subjects``: what is measured again: the baseline, the winner and the next ``top - 1``
+    distinct stable configurations, in that order.
+    """
+
+    view: StudyView
+    subjects: list[Subject]
+
+
+def plan_recheck(space: SearchSpace, options: RecheckOptions) -> RecheckPlan:
     """The study's view and what the recheck measures; a bad input raises ConfigError (exit 2)
     before anything touches the host."""
     if space.objective.minimize or space.objective.metric == "goodput":
@@ -133,14 +146,14 @@ def plan_recheck(space: SearchSpace, options: RecheckOptions) -> tuple[StudyView
             "fix: recheck a study with a single throughput objective"
         )
     view = read_view(load_existing_study(options.storage, options.study_name), space)
-    return view, choose_subjects(view, options.top)
+    return RecheckPlan(view, choose_subjects(view, options.top))
 
 
 def run_recheck(
     space: SearchSpace, target: Target, options: RecheckOptions, console: Console
 ) -> RecheckResult:
     """Recheck the study's winner on the installed engine (see the module docstring)."""
-    view, subjects = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
+    plan = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
     requests = request_source(space.workload_for(options.emulate), space.path)
     claim = claim_host(target, options.study_name, console)
     patches = patch_manager(space, target)
@@ -149,7 +162,7 @@ def run_recheck(
         if not options.skip_doctor:
             _preflight(space, target, patches, console)
         interface = installed_interface(space, target)
-        check = check_version(space, target, patches, view.records, interface)
+        check = check_version(space, target, patches, plan.view.records, interface)
         for line in check.lines(options.study_name) or [
             f"engine: {interface.version} installed, as the study ran"
         ]:
@@ -174,7 +187,9 @@ def run_recheck(
             runner,
             say=lambda line: console.print(line, highlight=False),
         )
-        made = runs.run(subjects, options.runs, blocked & {s.record.number for s in subjects})
+        made = runs.run(
+            plan.subjects, options.runs, blocked & {s.record.number for s in plan.subjects}
+        )
     finally:
         try:
             patches.revert_all()
@@ -183,13 +198,12 @@ def run_recheck(
                 target.host.cleanup_run_dirs()
             finally:
                 release_host(claim, console)
-    return _report(space, view, subjects, recheck, check, options, made, console)
+    return _report(space, plan, recheck, check, options, made, console)
 
 
 def _report(
     space: SearchSpace,
-    view: StudyView,
-    subjects: list[Subject],
+    plan: RecheckPlan,
     recheck: optuna.Study,
     check: VersionCheck,
     options: RecheckOptions,
@@ -197,6 +211,7 @@ def _report(
     console: Console,
 ) -> RecheckResult:
     """Print then against now for each subject, then the verdict."""
+    view, subjects = plan.view, plan.subjects
     now_view = read_view(recheck, space)
     done = first_runs(recheck, space)
     now = {s.record.number: done.get(source_of(options.study_name, s.record)) for s in subjects}
