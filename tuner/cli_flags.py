@@ -10,10 +10,13 @@ to ``tuner doctor``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuner.cli_errors import did_you_mean
 from tuner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tuner.space import SearchSpace
 
 __all__ = ["check_flags_known", "recorded_flags"]
 
@@ -31,7 +34,7 @@ def recorded_flags(engine: str, version: str | None) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _where(space: Any, flag: str) -> tuple[str | int, ...]:
+def _where(space: SearchSpace, flag: str) -> tuple[str | int, ...]:
     """The field of the space that puts ``flag`` on the command line."""
     if flag in space.model.server.flags:
         return ("server", "flags", flag)
@@ -45,7 +48,7 @@ def _where(space: Any, flag: str) -> tuple[str | int, ...]:
     return ()
 
 
-def check_flags_known(space: Any, emulate: bool = False) -> None:
+def check_flags_known(space: SearchSpace, emulate: bool = False) -> None:
     """Refuse the first flag of ``space`` its engine's recorded list does not hold.
 
     A unique prefix of a known flag passes, as argparse takes it; with ``emulate``, the

@@ -14,17 +14,17 @@ def _command(text: str):
 
 
 def test_the_commands_cap_and_a_level_above_it() -> None:
-    assert choose_levels(_command("python3 -m sglang.launch_server --max-running-requests 64"), None)[0] == [64, 256]
-    assert choose_levels(_command("vllm serve /m --max-num-seqs 2"), None)[0] == [2, 8]
+    assert choose_levels(_command("python3 -m sglang.launch_server --max-running-requests 64"), None).levels == [64, 256]
+    assert choose_levels(_command("vllm serve /m --max-num-seqs 2"), None).levels == [2, 8]
 
 
 def test_no_cap_assumes_levels_and_says_so() -> None:
-    levels, why = choose_levels(_command("transformers serve /m"), None)
-    assert levels == DEFAULT_LEVELS and "assumed" in why
+    chosen = choose_levels(_command("transformers serve /m"), None)
+    assert chosen.levels == DEFAULT_LEVELS and "assumed" in chosen.why
 
 
 def test_given_levels_win() -> None:
-    assert choose_levels(_command("vllm serve /m --max-num-seqs 2"), "4,16,64")[0] == [4, 16, 64]
+    assert choose_levels(_command("vllm serve /m --max-num-seqs 2"), "4,16,64").levels == [4, 16, 64]
 
 
 @pytest.mark.parametrize("text", ["64,16", "0,4", "a,b", "4,4"])

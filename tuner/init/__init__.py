@@ -273,8 +273,8 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
             if isinstance(section, dict)
             else {"address": "local", "python": facts.python}
         )
-    levels, levels_why = choose_levels(command, options.levels)
-    plan = choose_levers(command, facts, levels)
+    chosen = choose_levels(command, options.levels)
+    plan = choose_levers(command, facts, chosen.levels)
     dataset = str(Path(options.dataset).resolve()) if options.dataset else None
     text = render_space(
         SpaceText(
@@ -282,7 +282,9 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
             command=command,
             facts=facts,
             plan=plan,
-            workload=Workload(levels, levels_why, options.input_len, options.output_len, dataset),
+            workload=Workload(
+                chosen.levels, chosen.why, options.input_len, options.output_len, dataset
+            ),
             host=section,
             emulated=options.emulate,
             original=_shown(words, profile.secret_flags),

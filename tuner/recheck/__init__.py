@@ -30,7 +30,13 @@ from tuner.recheck._check import (
 )
 from tuner.recheck._measure import RecheckRuns, recheck_study_name
 from tuner.recheck._plan import Role, Subject, choose_subjects, interleaved
-from tuner.recheck._run import RecheckOptions, RecheckResult, plan_recheck, run_recheck
+from tuner.recheck._run import (
+    RecheckOptions,
+    RecheckPlan,
+    RecheckResult,
+    plan_recheck,
+    run_recheck,
+)
 from tuner.recheck._seed import Seeded, UpgradeStart, seed_from_study
 from tuner.recheck._verdict import Commands, Verdict, VerdictKind, verdict
 
@@ -40,6 +46,7 @@ __all__ = [
     "Commands",
     "EngineInterface",
     "RecheckOptions",
+    "RecheckPlan",
     "RecheckResult",
     "RecheckRuns",
     "Role",

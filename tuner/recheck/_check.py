@@ -9,9 +9,12 @@ after the patches an earlier run left are reverted, so each file is its original
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from rich.console import Console
 
 from tuner.errors import ConfigError, TunerError
 from tuner.recheck._breaks import (
@@ -24,6 +27,11 @@ from tuner.recheck._breaks import (
 )
 from tuner.study.loop import read_engine_version, server_environment
 from tuner.study.record import ENGINE_VERSION, TrialRecord
+from tuner.study.trial import Target
+
+if TYPE_CHECKING:
+    from tuner.patches import PatchManager
+    from tuner.space import Config, SearchSpace
 
 __all__ = [
     "VersionCheck",
@@ -82,7 +90,7 @@ def stored_versions(records: Iterable[TrialRecord]) -> dict[str, int]:
     )
 
 
-def fit_config(space: Any, values: dict[str, Any]) -> Any:
+def fit_config(space: SearchSpace, values: dict[str, Any]) -> Config:
     """A stored configuration fitted to ``space`` (parameters it lacks dropped, missing ones
     from its baseline), as a warm start fits one. Raises ConfigError when a value is outside
     the space's ranges."""
@@ -90,7 +98,7 @@ def fit_config(space: Any, values: dict[str, Any]) -> Any:
     return space.config({**dict(space.baseline), **kept}, drop_inactive=True)
 
 
-def stored_launches(space: Any, records: Iterable[TrialRecord]) -> list[StoredLaunch]:
+def stored_launches(space: SearchSpace, records: Iterable[TrialRecord]) -> list[StoredLaunch]:
     """Each stored configuration that ran (or is the baseline) as it would launch with ``space``
     now; one that no longer fits the space is left out (the space's own check reports it)."""
     found = []
@@ -107,7 +115,7 @@ def stored_launches(space: Any, records: Iterable[TrialRecord]) -> list[StoredLa
     return found
 
 
-def installed_interface(space: Any, target: Any) -> EngineInterface:
+def installed_interface(space: SearchSpace, target: Target) -> EngineInterface:
     """The installed engine's version and ``--help`` (flags, choices), in the server's
     environment. Raises TunerError when ``--help`` gives nothing."""
     env = server_environment(space, target)
@@ -122,7 +130,7 @@ def installed_interface(space: Any, target: Any) -> EngineInterface:
     return interface
 
 
-def _patch_files(space: Any, patches: Any) -> dict[str, str | None]:
+def _patch_files(space: SearchSpace, patches: PatchManager) -> dict[str, str | None]:
     """Patch name -> its file's text on the host (None: the package or file is not there)."""
     files: dict[str, str | None] = {}
     for name, spec in space.patches.items():
@@ -136,9 +144,9 @@ def _patch_files(space: Any, patches: Any) -> dict[str, str | None]:
 
 
 def check_version(
-    space: Any,
-    target: Any,
-    patches: Any,
+    space: SearchSpace,
+    target: Target,
+    patches: PatchManager,
     records: Iterable[TrialRecord],
     interface: EngineInterface | None = None,
 ) -> VersionCheck:
@@ -155,11 +163,11 @@ def check_version(
 
 
 def say_version_breaks(
-    study: Any,
-    space: Any,
-    target: Any,
-    patches: Any,
-    say: Any,
+    study: optuna.Study,
+    space: SearchSpace,
+    target: Target,
+    patches: PatchManager,
+    say: Callable[[str], None],
     also: Iterable[TrialRecord] = (),
     name: str | None = None,
 ) -> VersionCheck | None:
@@ -182,11 +190,11 @@ def say_version_breaks(
 
 
 def upgrade_check(
-    study: Any,
-    space: Any,
-    target: Any,
-    patches: Any,
-    console: Any,
+    study: optuna.Study,
+    space: SearchSpace,
+    target: Target,
+    patches: PatchManager,
+    console: Console,
     storage: str,
     from_study: str | None,
 ) -> VersionCheck | None:

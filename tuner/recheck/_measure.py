@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -50,9 +50,12 @@ from tuner.study.record import (
     store,
     write_outcome,
 )
-from tuner.study.trial import RepeatTrial, run_outcome
+from tuner.study.trial import RepeatTrial, TrialRunner, run_outcome
 
-__all__ = ["RecheckRuns", "recheck_study_name", "source_of"]
+if TYPE_CHECKING:
+    from tuner.space import Config, LaunchSpec, SearchSpace
+
+__all__ = ["RecheckRuns", "first_runs", "recheck_study_name", "source_of"]
 
 
 def recheck_study_name(study: str, version: str | None) -> str:
@@ -63,6 +66,17 @@ def recheck_study_name(study: str, version: str | None) -> str:
 def source_of(study: str, record: TrialRecord) -> str:
     """``<study>#<trial>``: what a recheck trial stores to name the trial it measures again."""
     return f"{study}#{record.number}"
+
+
+def first_runs(study: optuna.Study, space: SearchSpace) -> dict[str, TrialRecord]:
+    """``<old>#<trial>`` -> the trial of the recheck ``study`` of its first run (one that ran, or
+    failed by its configuration), from earlier runs of the recheck too."""
+    found: dict[str, TrialRecord] = {}
+    for record in read_view(study, space).records:
+        source = record.user_attrs.get(WARM_START_FROM)
+        if source and (record.ran or record.outcome == Outcome.FAILED):
+            found.setdefault(str(source), record)
+    return found
 
 
 @dataclass
@@ -76,19 +90,13 @@ class RecheckRuns:
 
     study: optuna.Study
     old: str
-    space: Any
-    runner: Any
+    space: SearchSpace
+    runner: TrialRunner
     say: Callable[[str], None] = lambda line: None
 
     def done(self) -> dict[str, TrialRecord]:
-        """``<old>#<trial>`` -> the recheck trial of its first run (one that ran, or failed by
-        its configuration), from earlier runs of this recheck too."""
-        found: dict[str, TrialRecord] = {}
-        for record in read_view(self.study, self.space).records:
-            source = record.user_attrs.get(WARM_START_FROM)
-            if source and (record.ran or record.outcome == Outcome.FAILED):
-                found.setdefault(str(source), record)
-        return found
+        """:func:`first_runs` of this recheck's study."""
+        return first_runs(self.study, self.space)
 
     def runs_of(self, record: TrialRecord | None) -> int:
         """How many runs a subject has (its first, completed re-runs and failed ones)."""
@@ -125,7 +133,7 @@ class RecheckRuns:
                 )
         return made
 
-    def _launch(self, config: Any, number: int, run: int) -> Any:
+    def _launch(self, config: Config, number: int, run: int) -> LaunchSpec:
         target = self.runner.target
         return self.space.render(
             config,
@@ -185,7 +193,7 @@ class RecheckRuns:
         value = failure = host_error = None
         try:
             with scrubbing(Scrubber.of(launch.secret_values())):
-                value = runner.run(trial, config, launch)[0]
+                value = runner.run(trial, config, launch)[0]  # type: ignore[arg-type]  # a RepeatTrial
         except ServerFailure as error:
             failure = error.reason
         except TunerError as error:

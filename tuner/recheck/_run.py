@@ -11,7 +11,7 @@ reverted and the claim released.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 from rich.console import Console
@@ -19,7 +19,7 @@ from rich.console import Console
 from tuner.errors import ConfigError, TunerError
 from tuner.handover import read_gpu_state
 from tuner.recheck._check import VersionCheck, check_version, installed_interface
-from tuner.recheck._measure import RecheckRuns, recheck_study_name, source_of
+from tuner.recheck._measure import RecheckRuns, first_runs, recheck_study_name, source_of
 from tuner.recheck._plan import Subject, choose_subjects
 from tuner.recheck._verdict import Commands, Verdict, level_rows, verdict
 from tuner.study.loop import (
@@ -39,13 +39,18 @@ from tuner.study.record import (
     STATED_NOISE,
     TIME_SCALE,
     WARM_START_FROM,
+    StudyView,
     TrialRecord,
     read_view,
 )
 from tuner.study.storage import create_or_resume, load_existing_study, open_storage
-from tuner.study.trial import TrialRunner, request_source
+from tuner.study.trial import Target, TrialRunner, request_source
 
-__all__ = ["RecheckOptions", "RecheckResult", "plan_recheck", "run_recheck"]
+if TYPE_CHECKING:
+    from tuner.patches import PatchManager
+    from tuner.space import SearchSpace
+
+__all__ = ["RecheckOptions", "RecheckPlan", "RecheckResult", "plan_recheck", "run_recheck"]
 
 # Preflight checks a recheck reports through the version check instead of stopping on: an
 # upgrade is expected to change the version, and what it breaks is the recheck's finding.
@@ -78,7 +83,7 @@ class RecheckResult:
 
 
 def _open_recheck(
-    space: Any, target: Any, options: RecheckOptions, version: str | None
+    space: SearchSpace, target: Target, options: RecheckOptions, version: str | None
 ) -> optuna.Study:
     return create_or_resume(
         open_storage(options.storage),
@@ -99,7 +104,9 @@ def _open_recheck(
     )
 
 
-def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
+def _preflight(
+    space: SearchSpace, target: Target, patches: PatchManager, console: Console
+) -> None:
     from tuner.doctor import format_checks
 
     checks = preflight_checks(space, target, patches)
@@ -117,7 +124,20 @@ def _preflight(space: Any, target: Any, patches: Any, console: Console) -> None:
         )
 
 
-def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject]]:
+@dataclass(frozen=True)
+class RecheckPlan:
+    """What a recheck reads before it touches the host.
+
+    ``view``: the rechecked study as stored (its records, noise and label: the figures of then);
+    ``subjects``: what is measured again: the baseline, the winner and the next ``top - 1``
+    distinct stable configurations, in that order.
+    """
+
+    view: StudyView
+    subjects: list[Subject]
+
+
+def plan_recheck(space: SearchSpace, options: RecheckOptions) -> RecheckPlan:
     """The study's view and what the recheck measures; a bad input raises ConfigError (exit 2)
     before anything touches the host."""
     if space.objective.minimize or space.objective.metric == "goodput":
@@ -126,14 +146,14 @@ def plan_recheck(space: Any, options: RecheckOptions) -> tuple[Any, list[Subject
             "fix: recheck a study with a single throughput objective"
         )
     view = read_view(load_existing_study(options.storage, options.study_name), space)
-    return view, choose_subjects(view, options.top)
+    return RecheckPlan(view, choose_subjects(view, options.top))
 
 
 def run_recheck(
-    space: Any, target: Any, options: RecheckOptions, console: Console
+    space: SearchSpace, target: Target, options: RecheckOptions, console: Console
 ) -> RecheckResult:
     """Recheck the study's winner on the installed engine (see the module docstring)."""
-    view, subjects = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
+    plan = plan_recheck(space, options)  # nothing to recheck: exit 2, host untouched
     requests = request_source(space.workload_for(options.emulate), space.path)
     claim = claim_host(target, options.study_name, console)
     patches = patch_manager(space, target)
@@ -142,7 +162,7 @@ def run_recheck(
         if not options.skip_doctor:
             _preflight(space, target, patches, console)
         interface = installed_interface(space, target)
-        check = check_version(space, target, patches, view.records, interface)
+        check = check_version(space, target, patches, plan.view.records, interface)
         for line in check.lines(options.study_name) or [
             f"engine: {interface.version} installed, as the study ran"
         ]:
@@ -167,7 +187,9 @@ def run_recheck(
             runner,
             say=lambda line: console.print(line, highlight=False),
         )
-        made = runs.run(subjects, options.runs, blocked & {s.record.number for s in subjects})
+        made = runs.run(
+            plan.subjects, options.runs, blocked & {s.record.number for s in plan.subjects}
+        )
     finally:
         try:
             patches.revert_all()
@@ -176,13 +198,12 @@ def run_recheck(
                 target.host.cleanup_run_dirs()
             finally:
                 release_host(claim, console)
-    return _report(space, view, subjects, recheck, check, options, made, console)
+    return _report(space, plan, recheck, check, options, made, console)
 
 
 def _report(
-    space: Any,
-    view: Any,
-    subjects: list[Subject],
+    space: SearchSpace,
+    plan: RecheckPlan,
     recheck: optuna.Study,
     check: VersionCheck,
     options: RecheckOptions,
@@ -190,8 +211,9 @@ def _report(
     console: Console,
 ) -> RecheckResult:
     """Print then against now for each subject, then the verdict."""
+    view, subjects = plan.view, plan.subjects
     now_view = read_view(recheck, space)
-    done = RecheckRuns(recheck, options.study_name, space, None).done()
+    done = first_runs(recheck, space)
     now = {s.record.number: done.get(source_of(options.study_name, s.record)) for s in subjects}
     label = view.label or now_view.label
     unit = ("tok/J" if space.objective.metric == "tokens_per_joule" else "tok/s") + label

@@ -19,10 +19,11 @@ already holds the copies is left as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState, create_trial
+from rich.console import Console
 
 from tuner.errors import ConfigError
 from tuner.recheck._check import VersionCheck, fit_config, upgrade_check
@@ -38,6 +39,11 @@ from tuner.study.record import (
     stable_candidates,
 )
 from tuner.study.storage import load_existing_study, open_storage, storage_of
+from tuner.study.trial import Target
+
+if TYPE_CHECKING:
+    from tuner.patches import PatchManager
+    from tuner.space import SearchSpace
 
 __all__ = ["SEED_QUEUED", "Seeded", "UpgradeStart", "seed_from_study"]
 
@@ -67,7 +73,7 @@ def _existing(storage: Any, name: str) -> bool:
 
 def seed_from_study(
     study: optuna.Study,
-    space: Any,
+    space: SearchSpace,
     storage_url: str,
     old_name: str,
     version: str | None,
@@ -163,17 +169,22 @@ class UpgradeStart:
     from_study: str | None = None
 
     def check(
-        self, study: optuna.Study, space: Any, target: Any, patches: Any, console: Any
+        self,
+        study: optuna.Study,
+        space: SearchSpace,
+        target: Target,
+        patches: PatchManager,
+        console: Console,
     ) -> VersionCheck | None:
         return upgrade_check(study, space, target, patches, console, self.storage, self.from_study)
 
     def seed(
         self,
         study: optuna.Study,
-        space: Any,
-        target: Any,
+        space: SearchSpace,
+        target: Target,
         check: VersionCheck | None,
-        console: Any,
+        console: Console,
     ) -> None:
         if self.from_study is None:
             return

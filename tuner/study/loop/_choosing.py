@@ -3,9 +3,10 @@ queued, and the ``chosen_by`` line of the trial Optuna hands out."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import optuna
+from rich.console import Console
 
 from tuner.errors import ConfigError
 from tuner.study.record import (
@@ -65,7 +66,7 @@ def why_chosen(trial: optuna.Trial, strategy: Strategy) -> WhyChosen:
 
 
 def queue_proposal(
-    study: optuna.Study, space: SearchSpace, strategy: Strategy, view: StudyView, console: Any
+    study: optuna.Study, space: SearchSpace, strategy: Strategy, view: StudyView, console: Console
 ) -> None:
     """Queue the strategy's proposal, if it makes one and nothing else is queued."""
     if any(r.outcome == Outcome.WAITING for r in view.records):

@@ -33,6 +33,7 @@ from tuner.study.trial._pruner import (
 )
 from tuner.study.trial._goodput import (
     NO_RATE_MET,
+    LevelRunner,
     RateSearch,
     baseline_goodput,
     level_verdict,

@@ -26,8 +26,9 @@ client's. Levels run through the trial runner's ``_run_level`` (GPU telemetry, c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import optuna
 from optuna.trial import TrialState
@@ -51,11 +52,14 @@ from tuner.study.trial._traffic import rate_level
 
 if TYPE_CHECKING:
     from tuner.lifecycle import ServerSession
+    from tuner.loadgen import LevelMetrics, LevelSpec
     from tuner.space import Workload
     from tuner.space import SearchSpace
+    from tuner.study.trial._target import Target
 
 __all__ = [
     "NO_RATE_MET",
+    "LevelRunner",
     "RateSearch",
     "baseline_goodput",
     "level_verdict",
@@ -66,6 +70,27 @@ __all__ = [
 NO_RATE_MET = "goodput 0: no request rate met within the SLO, down to"  # a pruned_reason's start
 CLASSIFY_WAIT_S = 2.0
 MIN_WALL_TIMEOUT_S = 30.0
+
+
+class LevelRunner(Protocol):
+    """What :func:`measure_goodput` uses of the trial runner
+    (:class:`tuner.study.trial.TrialRunner`): its study, space and target, its progress
+    callbacks and one level against the running server (its metrics and GPU telemetry)."""
+
+    space: SearchSpace
+    target: Target
+    study: optuna.Study
+    requests: Any
+
+    @property
+    def on_phase(self) -> Callable[[str], None]: ...
+
+    @property
+    def on_level(self) -> Callable[[LevelMetrics, int, int], None]: ...
+
+    def _run_level(
+        self, session: ServerSession, spec: LevelSpec, workers: int | None = None
+    ) -> tuple[LevelMetrics, dict[str, Any] | None]: ...
 
 
 @dataclass
@@ -148,7 +173,7 @@ def baseline_goodput(study: optuna.Study) -> float | None:
 
 
 def measure_goodput(
-    runner: Any, trial: optuna.Trial, session: ServerSession, workload: Workload
+    runner: LevelRunner, trial: optuna.Trial, session: ServerSession, workload: Workload
 ) -> list[float]:
     """Search this configuration's goodput on the running server (see the module docstring)."""
     objective = runner.space.objective

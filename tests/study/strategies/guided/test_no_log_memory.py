@@ -48,11 +48,11 @@ def test_memory_that_held_at_the_baselines_small_batch_is_not_held_for_a_large_o
     assert running_batch(baseline, CAP) == 64 and running_batch(repaired, CAP) == 1024
     assert running_batch(repaired) is None  # nothing logged
     values = grid(space.parameters[MEM])
-    held, failed, inside = cliff_bracket(study, MEM, values, running_batch(repaired, CAP), CAP)
-    assert (held, failed, inside) == (0.9, 0.92, [0.91])
+    bracket = cliff_bracket(study, MEM, values, running_batch(repaired, CAP), CAP)
+    assert (bracket.held, bracket.failed, bracket.inside) == (0.9, 0.92, [0.91])
     # without the bound 0.92 "held" at 64 running, and 0.92 would be proposed again from every
     # best: out of memory under load each time (tuning seed 14: six trials)
-    assert cliff_bracket(study, MEM, values, None)[0] == 0.92
+    assert cliff_bracket(study, MEM, values, None).held == 0.92
     strategy = GuidedStrategy(space, 0)
     moves = [c.move for c in CliffProposer(strategy.plan).candidates(Round(study, repaired))]
     assert [(m.kind, m.parameter, m.value) for m in moves] == [(MoveKind.CLIFF, MEM, 0.91)]

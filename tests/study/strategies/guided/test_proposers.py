@@ -23,8 +23,8 @@ from tuner.space import load_space
 from tuner.study.record import TrialRecord
 from tuner.study.strategies import Change, Move, MoveKind, Signal, Source, make_strategy
 from tuner.study.strategies.guided import (
-    Candidate, GuidedSettings, GuidedStrategy, ModelSettings, Reading, Round, Rule, RuleProposer, SweepSettings,
-    cliff_bracket,
+    Candidate, CliffBracket, GuidedSettings, GuidedStrategy, ModelSettings, Reading, Round, Rule, RuleProposer,
+    SweepSettings, cliff_bracket,
 )
 from tuner.study.strategies.guided._cliff import RepairProposer
 from tuner.study.strategies.guided._combine import CombineProposer
@@ -76,8 +76,8 @@ def test_an_out_of_memory_failure_narrows_the_bracket(space: Any) -> None:
     held = record(space, 0, {**uncapped, "mem_fraction_static": 0.92}, value=2000.0, observations=FULL_POOL)
     oom = record(space, 1, {**uncapped, "mem_fraction_static": 0.95}, failure="oom-at-start")
     grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
-    assert cliff_bracket(view(held), "mem_fraction_static", grid) == (0.92, None, [0.93, 0.94, 0.95, 0.96])
-    assert cliff_bracket(view(held, oom), "mem_fraction_static", grid) == (0.92, 0.95, [0.93, 0.94])
+    assert cliff_bracket(view(held), "mem_fraction_static", grid) == CliffBracket(0.92, None, [0.93, 0.94, 0.95, 0.96])
+    assert cliff_bracket(view(held, oom), "mem_fraction_static", grid) == CliffBracket(0.92, 0.95, [0.93, 0.94])
     proposal = make_strategy("guided", space, 0).propose(view(held, oom))
     assert proposal is not None and proposal.move is not None
     assert step(proposal.move) == (MoveKind.CLIFF, "mem_fraction_static", 0.92, proposal.config["mem_fraction_static"])
@@ -85,7 +85,8 @@ def test_an_out_of_memory_failure_narrows_the_bracket(space: Any) -> None:
     assert proposal.reason == "cliff: mem_fraction_static bracket 0.92-0.95"  # what the user sees
     assert proposal.config["mem_fraction_static"] in (0.93, 0.94)
     under_load = record(space, 2, {**uncapped, "mem_fraction_static": 0.94}, failure="unstable-at-1024")
-    assert cliff_bracket(view(held, oom, under_load), "mem_fraction_static", grid)[:2] == (0.92, 0.94)
+    bracket = cliff_bracket(view(held, oom, under_load), "mem_fraction_static", grid)
+    assert (bracket.held, bracket.failed) == (0.92, 0.94)
     proposal = make_strategy("guided", space, 0).propose(view(held, oom, under_load))
     assert proposal is not None and proposal.move is not None
     assert step(proposal.move) == (MoveKind.CLIFF, "mem_fraction_static", 0.92, 0.93)
@@ -122,7 +123,8 @@ def test_a_failure_below_a_value_that_held_is_blamed_elsewhere(space: Any) -> No
     held = record(space, 0, {"mem_fraction_static": 0.93}, value=2000.0)
     crash = record(space, 1, {"mem_fraction_static": 0.90, "cuda_graph": False}, failure="unstable-at-1024")
     grid = [round(0.85 + 0.01 * k, 2) for k in range(12)]
-    assert cliff_bracket(view(held, crash), "mem_fraction_static", grid)[:2] == (0.93, None)
+    bracket = cliff_bracket(view(held, crash), "mem_fraction_static", grid)
+    assert (bracket.held, bracket.failed) == (0.93, None)
 
 
 def test_a_value_that_failed_at_start_is_not_tried_again(space: Any) -> None:
@@ -280,8 +282,9 @@ def test_a_raised_cap_that_ran_out_of_memory_under_load_is_repaired_with_less_me
                       observations={"running_req_max@1024": 1024.0})
     seen = view(baseline, raised, repaired)
     # what held at 64 running does not count for a batch of 1,024: 0.92 failed there
-    assert cliff_bracket(seen, "mem_fraction_static", grid, batch=1024.0) == (0.90, 0.92, [0.91])
-    assert cliff_bracket(seen, "mem_fraction_static", grid)[:2] == (0.92, None)
+    assert cliff_bracket(seen, "mem_fraction_static", grid, batch=1024.0) == CliffBracket(0.90, 0.92, [0.91])
+    bracket = cliff_bracket(seen, "mem_fraction_static", grid)
+    assert (bracket.held, bracket.failed) == (0.92, None)
 
 
 def test_one_changes_that_measured_faster_are_combined(space: Any) -> None:

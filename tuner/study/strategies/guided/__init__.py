@@ -28,7 +28,7 @@ trial on a real host records (levels, failure class, observations).
 from __future__ import annotations
 
 from tuner.study.strategies.guided._capacity import expected_effect
-from tuner.study.strategies.guided._cliff import CliffProposer, cliff_bracket
+from tuner.study.strategies.guided._cliff import CliffBracket, CliffProposer, cliff_bracket
 from tuner.study.strategies.guided._common import pool_full, top_level_observations
 from tuner.study.strategies.guided._proposer import Candidate, Plan, Proposer, Round
 from tuner.study.strategies.guided._rules import (
@@ -66,6 +66,7 @@ __all__ = [
     "Candidate",
     "Plan",
     "Round",
+    "CliffBracket",
     "CliffProposer",
     "SweepProposer",
     "SweptParameter",

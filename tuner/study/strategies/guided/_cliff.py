@@ -16,6 +16,7 @@ again with each ``up_to_failure`` parameter lower, as a larger batch needs more 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tuner.failures import FailureClass
@@ -30,7 +31,32 @@ from tuner.study.strategies.guided._common import (
 )
 from tuner.study.strategies.guided._proposer import Candidate, Proposer, Round
 
-__all__ = ["cliff_bracket", "CliffProposer", "RepairProposer"]
+__all__ = ["CliffBracket", "cliff_bracket", "CliffProposer", "RepairProposer"]
+
+
+@dataclass(frozen=True)
+class CliffBracket:
+    """Where an up-to-failure parameter runs out of memory, as far as the study has seen.
+
+    ``held``: the highest value a trial ran clean with (None: none yet); ``failed``: the lowest
+    value above it that ran out of memory (None: none yet); ``inside``: the values of the grid
+    above ``held`` and below ``failed`` (a bound not known yet bounds nothing), left to try.
+    """
+
+    held: Any
+    failed: Any
+    inside: list[Any]
+
+    def text(self) -> str:
+        """The bracket in words; either end may be unknown (an unset value held no number)."""
+        held, failed = self.held, self.failed
+        if held is not None and failed is not None:
+            return f"bracket {held:g}-{failed:g}"
+        if failed is not None:
+            return f"below {failed:g}, nothing held yet"
+        return (
+            f"above {held:g}, no failure yet" if held is not None else "nothing held or failed yet"
+        )
 
 
 def cliff_bracket(
@@ -39,8 +65,8 @@ def cliff_bracket(
     values: list[Any],
     batch: float | None = None,
     cap: str | None = None,
-) -> tuple[Any, Any, list[Any]]:
-    """``(held, failed, inside)`` for an up-to-failure parameter, shared by every configuration:
+) -> CliffBracket:
+    """The :class:`CliffBracket` of an up-to-failure parameter, shared by every configuration:
     the highest value a trial ran clean with, the lowest value above it that ran out of memory
     (at start or under load), and the ``values`` (its grid) strictly between them (above ``held`` when
     nothing failed). Failures below a value that held are blamed on something else. With
@@ -66,16 +92,7 @@ def cliff_bracket(
     ]
     failed = min(failed_values) if failed_values else None
     inside = [v for v in values if (held is None or v > held) and (failed is None or v < failed)]
-    return held, failed, inside
-
-
-def bracket_text(held: Any, failed: Any) -> str:
-    """A cliff bracket in words; either end may be unknown (an unset value held no number)."""
-    if held is not None and failed is not None:
-        return f"bracket {held:g}-{failed:g}"
-    if failed is not None:
-        return f"below {failed:g}, nothing held yet"
-    return f"above {held:g}, no failure yet" if held is not None else "nothing held or failed yet"
+    return CliffBracket(held, failed, inside)
 
 
 class CliffProposer(Proposer):
@@ -95,10 +112,11 @@ class CliffProposer(Proposer):
             if param.shape != "up_to_failure" or name not in inc.config:
                 continue
             current = inc.config[name]
-            held, failed, inside = cliff_bracket(
+            bracket = cliff_bracket(
                 now.view, name, grid(param), running_batch(inc, self.plan.cap), self.plan.cap
             )
-            span = bracket_text(held, failed)
+            held, failed, inside = bracket.held, bracket.failed, bracket.inside
+            span = bracket.text()
             if inside:
                 # bisect a bracket; with no failure yet, the highest value the constraints allow
                 probes = [inside[len(inside) // 2]] if failed is not None else inside[::-1]

@@ -209,7 +209,7 @@ class RuleProposer(Proposer):
                 else []
             )
         if param.shape == "up_to_failure":
-            _, _, inside = cliff_bracket(view, name, grid(param))
+            inside = cliff_bracket(view, name, grid(param)).inside
             return (
                 [v for v in inside if current is None or v > current]
                 if direction == "raise"

@@ -188,9 +188,9 @@ class SweepProposer(Proposer):
             down = [v for v in doublings(param) if plan.top / 4 <= v < plan.top and v != current]
             return [v for v in up if v is not None] + sorted(down, reverse=True)
         held_values = grid(param)
-        _, _, inside = cliff_bracket(
+        inside = cliff_bracket(
             now.view, name, held_values, running_batch(now.incumbent, plan.cap), plan.cap
-        )
+        ).inside
         below = [v for v in held_values if current is not None and v < current][-1:]
         if any(
             r.move is not None
