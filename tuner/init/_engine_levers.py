@@ -1,11 +1,11 @@
 """vLLM's and ``transformers serve``'s levers: batch and memory limits, switches their
 ``--help`` offers in pairs, and GPU-only ones (memory share, CUDA graphs, fp8 KV cache, tensor
-parallel sizes) where there are GPUs."""
+parallel sizes) where there are GPUs; for vLLM also expert and data parallelism for MoE models."""
 
 from __future__ import annotations
 
-from tuner.init._context import LeverContext
-from tuner.init._plan import Constraint
+from tuner.init._context import LeverContext, memory
+from tuner.init._plan import Constraint, baseline_value
 
 __all__ = ["transformers_levers", "vllm_levers"]
 
@@ -103,6 +103,7 @@ def vllm_levers(lv: LeverContext) -> None:
         plan.left_out.append(
             "--gpu-memory-utilization, --tensor-parallel-size, CUDA graphs: no GPUs read"
         )
+    _vllm_moe(lv)
     if lv.model and lv.model.nextn_layers:
         plan.left_out.append(
             "--speculative-config (MTP): write it by hand with json_key: parameters "
@@ -126,6 +127,110 @@ def vllm_levers(lv: LeverContext) -> None:
                     f"max_model_len ({limit}) with chunked prefill off",
                 )
             )
+
+
+def _vllm_moe(lv: LeverContext) -> None:
+    """Data and expert parallelism for an MoE model on several GPUs: data-parallel sizes where
+    tp x pp x dp divides the GPUs (tp among the sizes that hold the weights), and expert
+    parallelism on/off."""
+    plan, cmd = lv.plan, lv.command
+    if not (lv.model and lv.model.moe):
+        plan.left_out.append(
+            "--enable-expert-parallel, --data-parallel-size: "
+            + (
+                "a dense model (config.json lists no experts)"
+                if lv.model
+                else "the model's config.json was not read"
+            )
+        )
+        return
+    if lv.gpus < 2:
+        plan.left_out.append("--enable-expert-parallel, --data-parallel-size: fewer than 2 GPUs")
+        return
+    pp = baseline_value(cmd, {"kind": "int", "flag": "--pipeline-parallel-size"}) or 1
+    fixed_tp = baseline_value(cmd, {"kind": "int", "flag": "--tensor-parallel-size"}) or 1
+    fixed_dp = baseline_value(cmd, {"kind": "int", "flag": "--data-parallel-size"}) or 1
+    tp = next((p for p in plan.params if p.name == "tensor_parallel_size"), None)
+    weights = (
+        f"the {lv.model.weights_gb:g} GB of weights ({memory(lv)} a GPU)"
+        if lv.model.weights_gb
+        else "the weights"
+    )
+    # the tensor-parallel sizes a dp size can pair with: the searched ones (unset = 1 where the
+    # weights fit one GPU), else the command's own
+    tps = (
+        [t or 1 for t in [None, *tp.spec["choices"]] if t is not None or lv.fits(1)]
+        if tp
+        else [fixed_tp]
+    )
+    sizes = [d for d in range(2, lv.gpus + 1) if any(lv.gpus % (t * pp * d) == 0 for t in tps)]
+    dp = (
+        lv.param(
+            "data_parallel_size",
+            {"kind": "categorical", "flag": "--data-parallel-size", "choices": sizes},
+            "engine replicas: attention data-parallel, the experts spread over tp x dp GPUs; "
+            f"sizes where tp x dp divides the {lv.gpus} GPUs with a tp that holds {weights}; "
+            "unset = 1",
+        )
+        if sizes
+        else None
+    )
+    if not sizes:
+        plan.left_out.append(
+            f"--data-parallel-size: no size with tp x dp dividing the {lv.gpus} GPUs "
+            "once the weights fit"
+        )
+    plan.add(dp)
+    dps = dp.spec["choices"] if dp else []
+    for size in [None, *tp.spec["choices"]] if tp and dp else []:
+        bad = [d for d in dps if lv.gpus % ((size or 1) * pp * d)]
+        if bad:
+            plan.constraints.append(
+                Constraint(
+                    {
+                        "tensor_parallel_size": size,
+                        "data_parallel_size": bad[0] if len(bad) == 1 else bad,
+                    },
+                    "skip",
+                    f"tp {size or 1} x dp {' or '.join(map(str, bad))} = "
+                    f"{' or '.join(str((size or 1) * pp * d) for d in bad)} GPUs, not a divisor "
+                    f"of the host's {lv.gpus}",
+                )
+            )
+    if not (tp or dp or fixed_tp * fixed_dp > 1):
+        plan.left_out.append(
+            "--enable-expert-parallel: no tp or dp size above 1 to spread experts over"
+        )
+        return
+    # `--no-enable-expert-parallel` in the command: the switch's two forms, so the baseline is it
+    negative = cmd.has("--no-enable-expert-parallel")
+    ep = lv.param(
+        "expert_parallel",
+        {"kind": "paired" if negative else "store_true", "flag": "--enable-expert-parallel"},
+        "true: whole experts on each of the tp x dp GPUs, tokens sent to them all-to-all, "
+        "instead of every expert sliced over the TP GPUs; gains with many small experts; "
+        "false = vLLM's default",
+        unset=False,
+    )
+    plan.add(ep)
+    alone = {
+        name: None
+        for name, param in (("tensor_parallel_size", tp), ("data_parallel_size", dp))
+        if param
+    }
+    if ep and alone and (tp or fixed_tp == 1) and (dp or fixed_dp == 1):  # tp 1, dp 1 reachable
+        plan.constraints.append(
+            Constraint(
+                {"expert_parallel": True, **alone},
+                "skip",
+                "expert parallelism over one GPU (tp 1, dp 1) is no parallelism",
+            )
+        )
+    if ep:
+        plan.left_out.append(
+            "--all2all-backend (deepep, pplx): needs NVLink or RDMA between the GPUs, which "
+            "nvidia-smi's inventory does not show; add it if yours have it"
+        )
 
 
 def transformers_levers(lv: LeverContext) -> None:
