@@ -238,3 +238,41 @@ def test_sglang_serve_is_read_as_launch_server(tmp_path: Path) -> None:
     assert space.command == "sglang serve" and space.baseline["max_running_requests"] == 128
     dry = tuner("optimize", "serve.yaml", "--emulate", "--dry-run", "--trials", "2", cwd=tmp_path)
     assert dry.returncode == 0 and "baseline: sglang serve --model-path /models/GLM-5-NVFP4" in dry.stdout, dry.stderr
+
+
+@pytest.fixture
+def recorded_vllm(tmp_path: Path) -> dict[str, str]:
+    """A ``vllm`` program that prints vLLM 0.32.0's recorded ``--help=all``, and an
+    ``nvidia-smi`` that answers init's query with 8 x H100 (tests/fixtures/vllm, nvidia-smi)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    help_file = REPO / "tests" / "fixtures" / "vllm" / "help-all.txt"
+    smi_file = REPO / "tests" / "fixtures" / "nvidia-smi" / "h100x8_query.csv"
+    (bin_dir / "vllm").write_text(f"#!{sys.executable}\nimport sys\n"
+                                  f"if sys.argv[1:2] == ['serve'] and sys.argv[2].startswith('--help'):\n"
+                                  f"    print(open({str(help_file)!r}).read())\n"
+                                  "else:\n    sys.exit('only serve --help is recorded')\n")
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\ncat {shlex.quote(str(smi_file))}\n")
+    for program in bin_dir.iterdir():
+        program.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_vllm_moe_and_mtp_levers_from_the_recorded_help(tmp_path: Path, recorded_vllm) -> None:
+    model = tmp_path / "glm-air"
+    model.mkdir()
+    (model / "config.json").write_text((REPO / "tests" / "fixtures" / "vllm" / "config-glm-moe-mtp.json").read_text())
+    (model / "model.safetensors.index.json").write_text('{"metadata": {"total_size": %d}}' % int(205.8 * 2**30))
+    command = f"vllm serve {model} --tensor-parallel-size 4 --max-num-seqs 128 --port {free_port()}"
+    done = tuner("init", "--out", "v.yaml", "--", *shlex.split(command), cwd=tmp_path, env=recorded_vllm)
+    assert done.returncode == 0, done.stderr
+    space = load_space(tmp_path / "v.yaml")
+    assert {"expert_parallel", "data_parallel_size", "speculative_method", "num_speculative_tokens"} <= set(space.parameters)
+    assert space.parameters["data_parallel_size"].choices == [2]
+    assert space.model.fit is not None and space.model.fit.gpus == 8
+    baseline = space.render(space.baseline, resolve=False).argv
+    assert baseline[:3] == ["vllm", "serve", str(model)]
+    assert pairs(without_address(baseline)) == pairs(without_address(shlex.split(command)))
+    dry = tuner("optimize", "v.yaml", "--dry-run", "--trials", "3", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert f"baseline: vllm serve {model}" in dry.stdout

@@ -1,11 +1,16 @@
 """vLLM's and ``transformers serve``'s levers: batch and memory limits, switches their
 ``--help`` offers in pairs, and GPU-only ones (memory share, CUDA graphs, fp8 KV cache, tensor
-parallel sizes) where there are GPUs."""
+parallel sizes) where there are GPUs; for vLLM also expert and data parallelism for MoE models,
+and ``--speculative-config`` (composed with ``json_key:``) for a model with an MTP head or a
+command that names its own speculation."""
 
 from __future__ import annotations
 
-from tuner.init._context import LeverContext
-from tuner.init._plan import Constraint
+import json
+from typing import Any
+
+from tuner.init._context import LeverContext, memory
+from tuner.init._plan import Constraint, Param, baseline_value
 
 __all__ = ["transformers_levers", "vllm_levers"]
 
@@ -103,11 +108,8 @@ def vllm_levers(lv: LeverContext) -> None:
         plan.left_out.append(
             "--gpu-memory-utilization, --tensor-parallel-size, CUDA graphs: no GPUs read"
         )
-    if lv.model and lv.model.nextn_layers:
-        plan.left_out.append(
-            "--speculative-config (MTP): write it by hand with json_key: parameters "
-            "(search_spaces/vllm-cpu-speculative.yaml shows how)"
-        )
+    _vllm_moe(lv)
+    _vllm_speculative(lv)
     given = cmd.value("--max-model-len")
     limit = (
         int(given)
@@ -126,6 +128,241 @@ def vllm_levers(lv: LeverContext) -> None:
                     f"max_model_len ({limit}) with chunked prefill off",
                 )
             )
+
+
+def _vllm_moe(lv: LeverContext) -> None:
+    """Data and expert parallelism for an MoE model on several GPUs: data-parallel sizes where
+    tp x pp x dp divides the GPUs (tp among the sizes that hold the weights), and expert
+    parallelism on/off."""
+    plan, cmd = lv.plan, lv.command
+    if not (lv.model and lv.model.moe):
+        plan.left_out.append(
+            "--enable-expert-parallel, --data-parallel-size: "
+            + (
+                "a dense model (config.json lists no experts)"
+                if lv.model
+                else "the model's config.json was not read"
+            )
+        )
+        return
+    if lv.gpus < 2:
+        plan.left_out.append("--enable-expert-parallel, --data-parallel-size: fewer than 2 GPUs")
+        return
+    pp = baseline_value(cmd, {"kind": "int", "flag": "--pipeline-parallel-size"}) or 1
+    fixed_tp = baseline_value(cmd, {"kind": "int", "flag": "--tensor-parallel-size"}) or 1
+    fixed_dp = baseline_value(cmd, {"kind": "int", "flag": "--data-parallel-size"}) or 1
+    tp = next((p for p in plan.params if p.name == "tensor_parallel_size"), None)
+    weights = (
+        f"the {lv.model.weights_gb:g} GB of weights ({memory(lv)} a GPU)"
+        if lv.model.weights_gb
+        else "the weights"
+    )
+    # the tensor-parallel sizes a dp size can pair with: the searched ones (unset = 1 where the
+    # weights fit one GPU), else the command's own
+    tps = (
+        [t or 1 for t in [None, *tp.spec["choices"]] if t is not None or lv.fits(1)]
+        if tp
+        else [fixed_tp]
+    )
+    sizes = [d for d in range(2, lv.gpus + 1) if any(lv.gpus % (t * pp * d) == 0 for t in tps)]
+    dp = (
+        lv.param(
+            "data_parallel_size",
+            {"kind": "categorical", "flag": "--data-parallel-size", "choices": sizes},
+            "engine replicas: attention data-parallel, the experts spread over tp x dp GPUs; "
+            f"sizes where tp x dp divides the {lv.gpus} GPUs with a tp that holds {weights}; "
+            "unset = 1",
+        )
+        if sizes
+        else None
+    )
+    if not sizes:
+        plan.left_out.append(
+            f"--data-parallel-size: no size with tp x dp dividing the {lv.gpus} GPUs "
+            "once the weights fit"
+        )
+    plan.add(dp)
+    dps = dp.spec["choices"] if dp else []
+    for size in [None, *tp.spec["choices"]] if tp and dp else []:
+        bad = [d for d in dps if lv.gpus % ((size or 1) * pp * d)]
+        if bad:
+            plan.constraints.append(
+                Constraint(
+                    {
+                        "tensor_parallel_size": size,
+                        "data_parallel_size": bad[0] if len(bad) == 1 else bad,
+                    },
+                    "skip",
+                    f"tp {size or 1} x dp {' or '.join(map(str, bad))} = "
+                    f"{' or '.join(str((size or 1) * pp * d) for d in bad)} GPUs, not a divisor "
+                    f"of the host's {lv.gpus}",
+                )
+            )
+    if not (tp or dp or fixed_tp * fixed_dp > 1):
+        plan.left_out.append(
+            "--enable-expert-parallel: no tp or dp size above 1 to spread experts over"
+        )
+        return
+    # `--no-enable-expert-parallel` in the command: the switch's two forms, so the baseline is it
+    negative = cmd.has("--no-enable-expert-parallel")
+    ep = lv.param(
+        "expert_parallel",
+        {"kind": "paired" if negative else "store_true", "flag": "--enable-expert-parallel"},
+        "true: whole experts on each of the tp x dp GPUs, tokens sent to them all-to-all, "
+        "instead of every expert sliced over the TP GPUs; gains with many small experts; "
+        "false = vLLM's default",
+        unset=False,
+    )
+    plan.add(ep)
+    alone = {
+        name: None
+        for name, param in (("tensor_parallel_size", tp), ("data_parallel_size", dp))
+        if param
+    }
+    if ep and alone and (tp or fixed_tp == 1) and (dp or fixed_dp == 1):  # tp 1, dp 1 reachable
+        plan.constraints.append(
+            Constraint(
+                {"expert_parallel": True, **alone},
+                "skip",
+                "expert parallelism over one GPU (tp 1, dp 1) is no parallelism",
+            )
+        )
+    if ep:
+        plan.left_out.append(
+            "--all2all-backend (deepep, pplx): needs NVLink or RDMA between the GPUs, which "
+            "nvidia-smi's inventory does not show; add it if yours have it"
+        )
+
+
+_SPEC = "--speculative-config"
+
+
+def _vllm_speculative(lv: LeverContext) -> None:
+    """``--speculative-config`` composed from ``json_key:`` parameters: the command's own
+    speculation kept and its token count tuned, else MTP for a model that ships the layers."""
+    plan, cmd = lv.plan, lv.command
+    own = [f for f in ("--spec-method", "--spec-model", "--spec-tokens") if cmd.has(f)]
+    if own:
+        plan.left_out.append(
+            f"speculative decoding: your command sets it with {', '.join(own)}; kept as given"
+        )
+        return
+    if cmd.has(_SPEC):
+        _given_speculation(lv, cmd.value(_SPEC))
+        return
+    if not (lv.model and lv.model.nextn_layers):
+        plan.left_out.append(
+            "speculative decoding: the model has no MTP/NEXTN layers"
+            + ("" if lv.model else " that could be read")
+            + " and the command names no draft (give --speculative-config with your draft "
+            'model, or {"method": "ngram"}, and its token count is searched)'
+        )
+        return
+    # vLLM's method names, where its --help lists them (--spec-method, beside --speculative-config)
+    allowed = lv.facts.flags.choices("--spec-method")
+    if not lv.known(_SPEC):
+        return
+    if allowed is not None and "mtp" not in allowed:
+        plan.left_out.append(
+            f"speculative decoding (MTP): {lv.version}'s --spec-method lists no mtp"
+        )
+        return
+    method = lv.param(
+        "speculative_method",
+        {"kind": "categorical", "flag": _SPEC, "json_key": "method", "choices": ["mtp"]},
+        f"the model ships {lv.model.nextn_layers} MTP layer(s): vLLM drafts with them, no "
+        "draft model; pays at low load, can cost at high; null = no speculation",
+    )
+    plan.add(method)
+    if method:
+        plan.add(
+            lv.param(
+                "num_speculative_tokens",
+                {
+                    "kind": "categorical",
+                    "flag": _SPEC,
+                    "json_key": "num_speculative_tokens",
+                    "choices": [1, 2, 3],
+                    "when": {"speculative_method": "mtp"},
+                },
+                "tokens the MTP head drafts per step: 1 is accepted most often, 2-3 pay while "
+                "acceptance stays high",
+                unset=False,
+            )
+        )
+
+
+def _given_speculation(lv: LeverContext, given: Any) -> None:
+    """The command's ``--speculative-config``: its keys kept (one choice each, its method or
+    draft model able to be switched off) and ``num_speculative_tokens`` tuned around its value."""
+    plan = lv.plan
+    try:
+        keys = json.loads(given) if isinstance(given, str) else None
+    except ValueError:
+        keys = None
+    if not isinstance(keys, dict) or not all(
+        k.isascii() and k.isidentifier() and isinstance(v, (str, int, float))
+        for k, v in keys.items()
+    ):
+        keys = {}  # not a flat object (a nested key, a list): kept as the user wrote it
+    gate = next((k for k in ("method", "model") if k in keys), None)
+    count = keys.get("num_speculative_tokens")
+    if gate is None or not (count is None or (type(count) is int and count > 0)):
+        plan.left_out.append(
+            "--speculative-config: kept as given (searched only as a flat JSON object "
+            "with a method or model)"
+        )
+        return
+    draft = f" (draft {keys['model']})" if gate == "method" and "model" in keys else ""
+    plan.add(
+        Param(
+            f"speculative_{gate}",
+            {
+                "kind": "categorical",
+                "flag": _SPEC,
+                "json_key": gate,
+                "choices": [keys[gate]],
+                "unset": True,
+            },
+            keys[gate],
+            f"your --speculative-config's {gate} {keys[gate]}{draft}, kept; null = no "
+            "speculation, to measure what it gains",
+        )
+    )
+    when = {f"speculative_{gate}": keys[gate]}
+    for key, value in keys.items():
+        if key not in (gate, "num_speculative_tokens"):
+            plan.add(
+                Param(
+                    f"speculative_{key}",
+                    {
+                        "kind": "categorical",
+                        "flag": _SPEC,
+                        "json_key": key,
+                        "choices": [value],
+                        "when": when,
+                    },
+                    value,
+                    f"your --speculative-config's {key}, kept",
+                )
+            )
+    choices = sorted({max(1, count + d) for d in (-2, -1, 0, 1, 2)}) if count else [1, 2, 3, 4, 5]
+    plan.add(
+        Param(
+            "num_speculative_tokens",
+            {
+                "kind": "categorical",
+                "flag": _SPEC,
+                "json_key": "num_speculative_tokens",
+                "choices": choices,
+                "when": when,
+                **({} if count else {"unset": True}),
+            },
+            count,
+            f"tokens drafted per step, around your {count if count else 'default'}: more pays "
+            "while the drafts are accepted (low load), fewer at high load",
+        )
+    )
 
 
 def transformers_levers(lv: LeverContext) -> None:

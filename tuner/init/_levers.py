@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.engines import load_profile
 from tuner.init._command import LaunchCommand
 from tuner.init._context import LeverContext
 from tuner.init._engine_levers import transformers_levers, vllm_levers
@@ -26,7 +27,7 @@ __all__ = ["KNOWN_PATCHES", "choose_levers"]
 def _fit(lv: LeverContext) -> None:
     model = lv.model
     if (
-        lv.command.engine != "sglang"
+        not load_profile(lv.command.engine).parallel_flags  # the profile reads no layout
         or lv.gpus < 2
         or not (model and model.weights_gb and lv.facts.gpu_memory_gb)
     ):
