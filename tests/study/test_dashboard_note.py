@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.browser import CHROMIUM, dump_dom, screenshot
 from tests.support.dashboard import running_dashboard
+from tests.support.studies import re_runs
 from tuner.study.record import changes_from
 
 pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"needs {CHROMIUM} (.ci/install)")
@@ -23,7 +24,7 @@ def test_every_trial_has_a_note_and_the_axes_name_the_objective(emulated_study, 
     done = run.optimize(4)
     study = run.study()
     trials = study.get_trials(deepcopy=False)
-    assert len(trials) == 4
+    assert len(trials) + re_runs(study) == 4  # the budget's last trial may re-run the winner
     baseline = trials[0].user_attrs["config"]
     with running_dashboard(run.storage, tmp_path / "dashboard.log", cwd=run.dir) as dashboard:
         detail = dashboard.study(run.name)

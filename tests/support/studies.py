@@ -33,6 +33,13 @@ def study_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False)
 
 
+def re_runs(study: optuna.Study) -> int:
+    """The winner's re-runs made in ``study`` (failed ones too): runs of the ``--trials`` budget
+    that are not trials of their own (``tuner.study.loop.Confirmation``)."""
+    repeats = study.user_attrs.get("repeats") or {}
+    return sum(len(r["values"]) + len(r["failed"]) - 1 for r in repeats.values())
+
+
 def emulator_pids(port: int) -> list[int]:
     """PIDs of emulators serving this test's port (read-only scan, never a kill by pattern)."""
     found = []
