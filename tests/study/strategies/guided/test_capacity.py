@@ -125,9 +125,9 @@ BINDS = {"kv_tokens": 495488, "running_req_at_cap_fraction@1024": 0.93, "token_u
 
 @pytest.mark.parametrize(("graphs", "log_says", "carried"), [
     (64, None, 512),     # set below the batch: raised with the cap, to the highest captured batch offered
-    (None, 128, 512),    # unset, the log says 128 were captured: raised too
-    (None, 512, None),   # unset, 512 captured: no higher value offered, nothing carried
-    (None, None, None),  # unset and the log silent: what the server captured is not known
+    (256, 256, 512),
+    (512, 512, None),    # no higher value offered: nothing carried
+    (None, 64, None),    # unset: SGLang captures with the cap (64 at a cap of 64), nothing carried
 ])
 def test_a_raised_cap_raises_the_captured_batch_with_it(space: Any, graphs: Any, log_says: Any, carried: Any) -> None:
     """SGLang decodes a batch above ``--cuda-graph-max-bs`` without CUDA graphs: the cap raised to

@@ -151,8 +151,9 @@ class GuidedStrategy(TpeStrategy):
         ``cap_covered_by``) raised with a cap it raises, up to the batch the levels reach: the
         cap 64 -> 512 with ``--cuda-graph-max-bs 64`` would run every batch above 64 without CUDA
         graphs, a trade the cap's move does not mean. Nothing is carried where the candidate sets
-        such a parameter itself, or where its value in use is not known (unset, and no log line
-        says what the server captured)."""
+        such a parameter itself, or where it is unset: the engine then picks it with the cap
+        (SGLang captures up to its default, never above the running pool, so the log's value in
+        use at a cap of 64 is 64 and says nothing of the cap raised)."""
         plan, values = self.plan, candidate.values
         cap = plan.cap
         if cap is None or not plan.covers:
@@ -161,16 +162,12 @@ class GuidedStrategy(TpeStrategy):
         if new is None or old is None or new <= old:
             return candidate
         batch = min(new, plan.top)
-        seen = top_level_observations(inc.observations)
         carried = []
         for name in plan.covers:
             current = values.get(name)
-            if current != inc.config.get(name):
-                continue  # the candidate's own value
-            now = seen.get(plan.in_use.get(name, "")) if current is None else current
-            if now is None or now >= batch:
-                continue
-            higher = sorted(v for v in grid(plan.space.parameters[name]) if v > now)
+            if current is None or current != inc.config.get(name) or current >= batch:
+                continue  # unset, the candidate's own value, or it covers the batch already
+            higher = sorted(v for v in grid(plan.space.parameters[name]) if v > current)
             if not higher:
                 continue
             value = next((v for v in higher if v >= batch), higher[-1])
