@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.init._command import LaunchCommand
-from tuner.init._host import HostFacts
+from tuner.init._host import HostFacts, ModelFacts
 from tuner.init._plan import Param, Plan, baseline_value
 
 __all__ = ["LeverContext", "capability", "memory"]
@@ -23,6 +23,19 @@ class LeverContext:
         self.cap = facts.compute_cap or 0.0
         self.gpus = facts.gpu_count
         self.model = facts.model
+
+    def moe_model(self, levers: str) -> ModelFacts | None:
+        """The model when it is MoE; else None, with ``levers`` (flags, in words) left out and
+        why (a dense model, or its config.json not read)."""
+        if self.model and self.model.moe:
+            return self.model
+        why = (
+            "a dense model (config.json lists no experts)"
+            if self.model
+            else "the model's config.json was not read"
+        )
+        self.plan.left_out.append(f"{levers}: {why}")
+        return None
 
     def known(self, flag: str) -> bool:
         if self.facts.flags.known(flag):

@@ -135,15 +135,8 @@ def _vllm_moe(lv: LeverContext) -> None:
     tp x pp x dp divides the GPUs (tp among the sizes that hold the weights), and expert
     parallelism on/off."""
     plan, cmd = lv.plan, lv.command
-    if not (lv.model and lv.model.moe):
-        plan.left_out.append(
-            "--enable-expert-parallel, --data-parallel-size: "
-            + (
-                "a dense model (config.json lists no experts)"
-                if lv.model
-                else "the model's config.json was not read"
-            )
-        )
+    model = lv.moe_model("--enable-expert-parallel, --data-parallel-size")
+    if model is None:
         return
     if lv.gpus < 2:
         plan.left_out.append("--enable-expert-parallel, --data-parallel-size: fewer than 2 GPUs")
@@ -153,8 +146,8 @@ def _vllm_moe(lv: LeverContext) -> None:
     fixed_dp = baseline_value(cmd, {"kind": "int", "flag": "--data-parallel-size"}) or 1
     tp = next((p for p in plan.params if p.name == "tensor_parallel_size"), None)
     weights = (
-        f"the {lv.model.weights_gb:g} GB of weights ({memory(lv)} a GPU)"
-        if lv.model.weights_gb
+        f"the {model.weights_gb:g} GB of weights ({memory(lv)} a GPU)"
+        if model.weights_gb
         else "the weights"
     )
     # the tensor-parallel sizes a dp size can pair with: the searched ones (unset = 1 where the

@@ -220,15 +220,8 @@ def _sglang_parallel(lv: LeverContext) -> None:
 
 def _sglang_moe(lv: LeverContext) -> None:
     plan = lv.plan
-    if not (lv.model and lv.model.moe):
-        plan.left_out.append(
-            "--moe-runner-backend, --ep-size: "
-            + (
-                "a dense model (config.json lists no experts)"
-                if lv.model
-                else "the model's config.json was not read"
-            )
-        )
+    model = lv.moe_model("--moe-runner-backend, --ep-size")
+    if model is None:
         return
     backends = ["triton"]
     if lv.cap >= 9.0:
@@ -242,7 +235,7 @@ def _sglang_moe(lv: LeverContext) -> None:
             "flag": "--moe-runner-backend",
             "choices": lv.choices("--moe-runner-backend", backends),
         },
-        f"MoE kernels for {lv.model.experts} experts on compute capability {capability(lv)} "
+        f"MoE kernels for {model.experts} experts on compute capability {capability(lv)} "
         "(flashinfer_trtllm: Blackwell); unset = auto",
     )
     plan.add(moe)
