@@ -18,6 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.failures import FailureClass
+from tuner.interrupts import interrupts_held
 from tuner.errors import TunerError
 from tuner.scrub import Scrubber
 from tuner.study.loop._confirm import Confirmation
@@ -170,8 +171,12 @@ def optimize_study(
             view = read_view(study, space)  # once per iteration: other workers' results too
             finished = view.finished_by_key()
             queue_proposal(study, space, strategy, view, progress.console)
-            trial = study.ask()
+            trial = None
             try:
+                # a signal inside ask() would leave a RUNNING trial nobody fails: held, it is
+                # raised once the trial exists, and the trial is failed as interrupted below
+                with interrupts_held("the next trial is created"):
+                    trial = study.ask()
                 is_baseline = bool(trial.user_attrs.get(IS_BASELINE))
                 chosen_by, sampled = why_chosen(trial, strategy)
                 config = space.suggest(trial)
@@ -232,13 +237,14 @@ def optimize_study(
                         frozen.values[0] if frozen.state == TrialState.COMPLETE else None
                     )
             except KeyboardInterrupt:
-                _fail_if_running(
-                    study,
-                    trial,
-                    TrialOutcome.run_failed(
-                        FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"
-                    ),
-                )
+                if trial is not None:
+                    _fail_if_running(
+                        study,
+                        trial,
+                        TrialOutcome.run_failed(
+                            FailureClass.INTERRUPTED, "Ctrl-C: this configuration may run again"
+                        ),
+                    )
                 raise
             if idle >= MAX_IDLE_ASKS or idle + refused >= MAX_REFUSED_ASKS:
                 summary.exhausted = True
