@@ -87,6 +87,20 @@ def test_the_verdict_follows_the_changed_effect(upgraded) -> None:
     assert "change -1" in result.stderr  # the radix-off configuration's drop, per level (-10% to -13%)
 
 
+def test_optimize_names_the_break_before_any_host_time(upgraded) -> None:
+    """The old space on the upgraded host: ``optimize`` says what the version breaks of the stored
+    configurations, then its preflight refuses the space's own version, and no trial runs."""
+    run, _ = upgraded
+    before = len(_study(run, "glm5t").get_trials(deepcopy=False))
+    result = run.run("optimize", str(run.path), "--emulate", "--port", str(run.port), "--storage", run.storage,
+                     "--study-name", "glm5t", "--trials", "1", env=UPGRADED, check=False)
+    said = result.stderr
+    assert result.returncode != 0, said[-3000:]
+    assert "breaks: unknown flag: --cuda-graph-max-bs: unknown in 0.5.10; renamed? this version has " \
+           "--cuda-graph-max-batch-size" in said, said[-3000:]
+    assert len(_study(run, "glm5t").get_trials(deepcopy=False)) == before
+
+
 def test_a_study_from_the_old_one_starts_from_the_rechecked_figures(upgraded) -> None:
     run, _ = upgraded
     document = yaml.safe_load(run.path.read_text())
@@ -98,10 +112,12 @@ def test_a_study_from_the_old_one_starts_from_the_rechecked_figures(upgraded) ->
                      "--study-name", "glm5t-new", "--from-study", "glm5t", "--trials", "1", env=UPGRADED,
                      timeout=600)
     assert "from study glm5t: copied 3 rechecked run(s) of glm5t-recheck-0.5.10; queued 1" in result.stderr
-    # optimize names what the version change breaks before any host time, as recheck does
+    # optimize checks the version change before any host time, as recheck does: the stored
+    # configurations rendered by the new space (its renamed flag) still apply
     said = result.stderr
-    assert "breaks: unknown flag: --cuda-graph-max-bs" in said, said[-3000:]
-    assert said.index("breaks: unknown flag") < said.index("from study glm5t:")
+    check = "engine: 0.5.10 installed; study glm5t-new (with glm5t) ran on 0.5.9 (4 trials)"
+    assert check in said and "every stored configuration's flags, values and patches still apply" in said, said[-3000:]
+    assert said.index(check) < said.index("from study glm5t:") < said.index("trial 3 (1/1)")
     trials = _study(run, "glm5t-new").get_trials(deepcopy=False)
     copied, ran = trials[:3], trials[3:]
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in copied)
