@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 
 from tests.real_engine.conftest import run_tuner, space_on
 from tests.support.sshd import free_port
+from tests.support.studies import re_runs
 
 pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.timeout(1800)]
 
@@ -37,9 +38,8 @@ def test_tuner_finds_a_faster_vllm_configuration(tiny_model: Path, sshd, tmp_pat
     ran = [t for t in study.get_trials() if t.user_attrs.get("reused_from") is None
            and "command_line" in t.user_attrs]
     assert len(ran) >= 5
-    repeats = study.user_attrs.get("repeats") or {}
-    assert len(ran) + sum(len(r["values"]) + len(r["failed"]) - 1 for r in repeats.values()) == 6
-    assert repeats, "the winner was not re-measured"
+    assert len(ran) + re_runs(study) == 6
+    assert re_runs(study), "the winner was not re-measured"
     completed = [t for t in ran if t.state == TrialState.COMPLETE]
     assert len(completed) >= 2
     values = [t.value for t in completed]
