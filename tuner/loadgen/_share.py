@@ -25,7 +25,7 @@ from tuner.loadgen._open_loop import arrival_times
 from tuner.loadgen._phase import Phase, run_phase
 from tuner.loadgen._server import emulator_clock, emulator_lag, fetch_model, fetch_server_info
 from tuner.loadgen._spec import LevelSpec
-from tuner.loadgen._stream import COMPLETED, JSON_HEADERS, RequestLog, send_time_trace
+from tuner.loadgen._stream import COMPLETED, JSON_HEADERS, NOT_RUN, RequestLog, send_time_trace
 from tuner.timescale import TimeScale
 
 __all__ = [
@@ -159,10 +159,22 @@ class ShareResult:
     repeated_prompts: int = 0  # the level's requests whose prompt its run had already sent
 
 
-def _span(log: RequestLog, stamped: bool, started: float, ended: float) -> Span:
-    """The level's start and end: on the emulator's clock, its first arrival and last event."""
+def _span(log: RequestLog, stamped: bool, started: float, ended: float, closed: bool) -> Span:
+    """The level's start and end: on the emulator's clock, its first arrival and last event.
+
+    On this process's clock a closed loop starts at its first send: until then the server had
+    nothing of the level to serve, so a client that stalled before sending (a busy machine
+    descheduling it) would otherwise read its own stall as the server's slowness. An open loop
+    keeps its start: its arrivals are scheduled from it, and a late first arrival is the
+    client's lateness, measured as such. Likewise a closed loop whose every request ran ends
+    at its last event read, not when this process next looked. A level stopped early keeps
+    both ends."""
     if not stamped:
-        return Span(started, ended)
+        if not closed or NOT_RUN in log.status or not log.status:
+            return Span(started, ended)
+        # every request sent: from the first send to the last event read (or failure)
+        last = max(log.end)
+        return Span(max(started, min(log.start)), min(ended, last) if last > 0.0 else ended)
     done = log.indices(COMPLETED)
     if not done:
         return Span(0.0, 0.0)
@@ -286,7 +298,7 @@ async def measure_share(
         )
         lag_p99, lag_max, cpu = await watch.stop()
         lag = emulator_lag(await _quiet_server_info(session, base)) if stamped else None
-    span = _span(phase.log, bool(stamped), started, ended)
+    span = _span(phase.log, bool(stamped), started, ended, arrivals is None)
     health = ClientHealth(
         clock="emulator" if stamped else "client",
         loop_lag_p99_ms=lag_p99,
