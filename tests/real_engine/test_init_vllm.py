@@ -17,7 +17,7 @@ import pytest
 
 from tests.real_engine.conftest import VLLM_PYTHON, run_tuner
 from tuner.space import load_space
-from tuner.study.record import REPEATS
+from tuner.study.record import repeats_of
 from tuner.study.storage import load_existing_study, resolve_storage
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(2400)]  # six vLLM starts on 2 shared cores
@@ -66,4 +66,4 @@ def test_a_space_written_from_a_vllm_command_runs_a_study_and_a_recheck(tiny_mod
     recheck = load_existing_study(url, f"{space.name}-recheck-{version.group(1)}")
     trials = recheck.get_trials(deepcopy=False)
     assert [t.user_attrs["warm_start_from"] for t in trials] == [f"{space.name}#0", f"{space.name}#1"]
-    assert all(len(r["values"]) == 2 for r in recheck.user_attrs[REPEATS].values())
+    assert all(len(r["values"]) == 2 for r in repeats_of(recheck.user_attrs).values())

@@ -21,7 +21,7 @@ import yaml
 
 from tests.real_engine.conftest import run_tuner, space_on
 from tests.support.sshd import free_port
-from tuner.study.record import REPEATS
+from tuner.study.record import repeats_of
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -47,7 +47,7 @@ def test_a_close_pair_is_re_measured_on_a_real_server_and_told_by_its_mean(tiny_
                       r"standard errors of the difference \(noise 8\.0%, stated in the search space", said)
     assert first, said[-2500:]
     study = optuna.load_study(study_name="vllm-cpu-tiny", storage=storage[1])
-    repeats = study.user_attrs[REPEATS]
+    repeats = repeats_of(study.user_attrs)
     assert sum(len(r["values"]) - 1 + len(r["failed"]) for r in repeats.values()) == remeasured
     for runs in repeats.values():
         assert len(runs["levels"]) == len(runs["values"]) - 1  # each re-run's levels beside its value

@@ -18,6 +18,7 @@ from tests.study.conftest import N_ON, EmulatedStudy
 from tests.support.leftovers import stop_servers_left_in
 from tests.support.signals import sigint_default
 from tuner.study.storage import open_storage
+from tuner.study.record import repeats_of
 
 QUICK = {"levels": [64, 256, 512], "output_len": 64, "requests_per_level": {"per_concurrency": 1, "min": 64},
          "time_scale": 200, "stream_interval": 32}
@@ -63,7 +64,7 @@ def test_runs_are_interleaved_fresh_starts_kept_in_a_recheck_study(upgraded) -> 
     trials = recheck.get_trials(deepcopy=False)
     assert sorted(t.user_attrs["warm_start_from"] for t in trials) == ["glm5t#0", "glm5t#1", "glm5t#3"]
     assert all(t.user_attrs["engine_version"] == "0.5.10" for t in trials)
-    repeats = recheck.user_attrs["repeats"]
+    repeats = repeats_of(recheck.user_attrs)
     assert all(len(repeats[str(t.number)]["values"]) == 2 for t in trials)  # two fresh starts each
     assert "(trial 2): unknown flag --cuda-graph-max-bs" in result.stderr
 
@@ -158,6 +159,6 @@ def test_ctrl_c_keeps_every_finished_run_and_the_recheck_continues(upgraded) -> 
 def _runs(run: EmulatedStudy) -> dict[str, int]:
     """``<study>#<trial>`` -> runs stored in the recheck study."""
     recheck = _study(run, "glm5t-recheck-0.5.10")
-    repeats = recheck.user_attrs.get("repeats") or {}
+    repeats = repeats_of(recheck.user_attrs)
     return {t.user_attrs["warm_start_from"]: len((repeats.get(str(t.number)) or {}).get("values", []))
             for t in recheck.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE}

@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 from tests.study.conftest import EmulatedStudy
 from tests.support.sshd import SSHD_BINARY, SshServer, free_port
 from tuner.failures import FailureClass
-from tuner.study.record import records
+from tuner.study.record import records, repeats_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.sshd]
 
@@ -222,7 +222,7 @@ def test_two_hosts_feed_one_study(
     # each worker's budget of 3: its configurations, and the re-run of its own trial when it has
     # the study's winner (a re-run is made on the host that ran the trial: like for like)
     per_host = Counter(t.user_attrs["host"] for t in ran)
-    repeats = optuna.load_study(study_name=run.name, storage=postgres_url).user_attrs.get("repeats") or {}
+    repeats = repeats_of(optuna.load_study(study_name=run.name, storage=postgres_url).user_attrs)
     rerun = Counter(next(t.user_attrs["host"] for t in trials if t.number == int(n))
                     for n, r in repeats.items() for _ in range(len(r["values"]) + len(r["failed"]) - 1))
     assert {w.host_name: per_host[w.host_name] + rerun[w.host_name] for w in workers} == {

@@ -22,7 +22,7 @@ import yaml
 from tests.support.browser import inspect_page
 from tests.study.conftest import GLM5, N_ON, EmulatedStudy
 from tuner.report import FIGURE_COUNT
-from tuner.study.record import REPEATS
+from tuner.study.record import repeats_of
 
 WORKLOAD = {"levels": [64, 512], "output_len": 32, "time_scale": 200,
             "requests_per_level": {"per_concurrency": 1, "min": 64}}
@@ -93,7 +93,7 @@ def test_a_close_best_and_runner_up_are_re_measured_within_the_budget_and_tied(s
     assert "done: 8 run, 4 re-measured" in done  # --trials 12: 8 searched, 4 re-runs
     # the winner is told by its mean; the done line's figure is one run's, and says so
     assert re.search(r"reused; highest single run [\d,]+ output tok/s \(emulated\)", done), done[-400:]
-    repeats = optuna_study.user_attrs[REPEATS]
+    repeats = repeats_of(optuna_study.user_attrs)
     assert len(repeats) == 2 and all(len(r["values"]) == 3 and not r["failed"] for r in repeats.values())
     first, second = sorted(repeats, key=int)
     assert all(optuna_study.trials[int(n)].user_attrs["config"] in SAME_SPEED for n in repeats)

@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from tests.study.conftest import N_OFF, N_ON, EmulatedStudy
 from tests.support.studies import QUICK, SMALL, emulator_pids, signalled, study_trials, tuner_with_a_server
+from tuner.study.record import repeats_of
 
 @pytest.fixture(scope="module")
 def seeds_winner_twice(
@@ -72,7 +73,7 @@ def test_identical_configuration_is_reused_not_rerun(seeds_winner_twice) -> None
     runs = run.dir / "studies" / "glm5t-emulated.host" / "runs" / "glm5t"
     started = sorted(p.name for p in runs.iterdir() if p.name.startswith("trial-"))
     assert "trial-0002" not in started and started[:2] == ["trial-0000", "trial-0001"], started
-    repeats = run.study().user_attrs.get("repeats") or {}
+    repeats = repeats_of(run.study().user_attrs)
     assert len(started) + sum(len(r["values"]) - 1 + len(r["failed"]) for r in repeats.values()) == 4
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from tests.support.signals import sigint_default
+from tuner.study.record import repeats_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def study_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def re_runs(study: optuna.Study) -> int:
     """The winner's re-runs made in ``study`` (failed ones too): runs of the ``--trials`` budget
     that are not trials of their own (``tuner.study.loop.Confirmation``)."""
-    repeats = study.user_attrs.get("repeats") or {}
+    repeats = repeats_of(study.user_attrs)
     return sum(len(r["values"]) + len(r["failed"]) - 1 for r in repeats.values())
 
 

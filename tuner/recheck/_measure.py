@@ -40,7 +40,8 @@ from tuner.study.record import (
     IS_BASELINE,
     LEVELS,
     PATCHES,
-    REPEATS,
+    repeats_of,
+    store_run,
     WARM_START_FROM,
     Outcome,
     TrialOutcome,
@@ -102,7 +103,7 @@ class RecheckRuns:
         """How many runs a subject has (its first, completed re-runs and failed ones)."""
         if record is None:
             return 0
-        repeats = (self.study.user_attrs.get(REPEATS) or {}).get(str(record.number)) or {}
+        repeats = repeats_of(self.study.user_attrs).get(str(record.number)) or {}
         if not repeats:
             return 1
         return len(repeats.get("values", [])) + len(repeats.get("failed", []))
@@ -220,20 +221,4 @@ class RecheckRuns:
         levels: list[dict[str, Any]],
     ) -> None:
         """One further run on the first run's trial, in the format of the study's re-measures."""
-        every = dict(self.study.user_attrs.get(REPEATS) or {})
-        mine = dict(
-            every.get(str(first.number))
-            or {
-                "values": [first.value] if first.value is not None else [],
-                "failed": [],
-                "host_seconds": [],
-            }
-        )
-        if value is not None:
-            mine["values"] = [*mine["values"], value]
-            mine["levels"] = [*mine.get("levels", []), list(levels)]
-        else:
-            mine["failed"] = [*mine["failed"], failure]
-        mine["host_seconds"] = [*mine["host_seconds"], host_seconds]
-        every[str(first.number)] = mine
-        self.study.set_user_attr(REPEATS, every)
+        store_run(self.study, first.number, first.value, value, failure, host_seconds, levels)

@@ -34,6 +34,7 @@ from tuner.study.record import (
     ENQUEUED,
     PROBE_REFERENCE,
     REPEATS,
+    repeats_of,
     WARM_START_FROM,
     read_view,
     stable_candidates,
@@ -104,7 +105,7 @@ def seed_from_study(
     storage = storage_of(study) or open_storage(storage_url)  # a journal file is a bare path
     if _existing(storage, recheck_name):
         recheck = optuna.load_study(study_name=recheck_name, storage=storage)
-        repeats = recheck.user_attrs.get(REPEATS) or {}
+        repeats = repeats_of(recheck.user_attrs)
         every = dict(study.user_attrs.get(REPEATS) or {})
         for trial in recheck.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             if trial.user_attrs.get(CONFIG_KEY) in known:

@@ -23,7 +23,7 @@ from bench.search_efficiency import ModelHost, ModelRunner
 from tests.study.conftest import N_ON
 from tuner.space import load_space
 from tuner.study.loop import Confirmation, OptimizeSummary, ProgressView, optimize_study
-from tuner.study.record import CONFIRM_RUNS, REPEATS, WINNER_RUNS, close_pair, read_view
+from tuner.study.record import CONFIRM_RUNS, WINNER_RUNS, close_pair, read_view, repeats_of
 from tuner.study.strategies._samplers import make_sampler
 from tuner.study.trial import BaselinePruner
 
@@ -70,7 +70,7 @@ def test_trials_a_re_measure_leaves_unspent_search_again(monkeypatch) -> None:
     searched_after = [t for t in study.trials if t.number > max(remeasured)]
     assert searched_after, "no trial searched after the re-measure"
     assert re.search(r"done: \d+ run, \d+ re-measured", said)
-    assert sum(len(r["values"]) - 1 for r in study.user_attrs[REPEATS].values()) == len(remeasured)
+    assert sum(len(r["values"]) - 1 for r in repeats_of(study.user_attrs).values()) == len(remeasured)
 
 
 def test_a_winner_its_pair_s_re_runs_leave_in_the_lead_is_re_measured_too(monkeypatch) -> None:

@@ -47,7 +47,7 @@ from tuner.study import record as attrs
 from tuner.study.trial import RepeatTrial
 from tuner.study.record import (
     CONFIRM_RUNS,
-    REPEATS,
+    store_run,
     WINNER_RUNS,
     Noise,
     Remeasure,
@@ -212,17 +212,4 @@ class Confirmation:
         host_seconds: float | None,
         levels: list[dict[str, Any]] | None = None,
     ) -> None:
-        every = dict(self.study.user_attrs.get(REPEATS) or {})
-        mine = dict(
-            every.get(str(record.number))
-            or {"values": [record.value], "failed": [], "host_seconds": []}
-        )
-        if value is not None:
-            mine["values"] = [*mine["values"], value]
-            # each re-run's levels, beside its value (the best at each load is their mean too)
-            mine["levels"] = [*mine.get("levels", []), list(levels or [])]
-        else:
-            mine["failed"] = [*mine["failed"], failure]
-        mine["host_seconds"] = [*mine["host_seconds"], host_seconds]
-        every[str(record.number)] = mine
-        self.study.set_user_attr(REPEATS, every)
+        store_run(self.study, record.number, record.value, value, failure, host_seconds, levels)

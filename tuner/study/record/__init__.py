@@ -2,7 +2,7 @@
 became of a trial and the one writer of outcomes (`_outcome`), a stored level read back typed
 (`_level`), the one typed trial record (`_record`) and the one study view every reader shares
 (`_view`), reading results (`_results`); what is read from the
-results: a figure over several runs (`_spread`), the study's noise (`_noise`) and the winner
+results: each trial's re-measured runs (`_repeats`), a figure over several runs (`_spread`), the study's noise (`_noise`) and the winner
 beyond it (`_winner`), the best at each load (`_per_load`), energy per token (`_energy`).
 """
 
@@ -103,6 +103,7 @@ from tuner.study.record._results import (
     stable_candidates,
 )
 from tuner.study.record._spread import Spread, spread_of, tied
+from tuner.study.record._repeats import REPEAT_RUN_PREFIX, repeats_of, store_run
 from tuner.study.record._noise import ASSUMED_NOISE, EMULATED_NOISE, Noise
 from tuner.study.record._winner import (
     CONFIRM_RUNS,
@@ -187,6 +188,9 @@ __all__ = [
     "ENGINE",
     "TIME_SCALE",
     "REPEATS",
+    "REPEAT_RUN_PREFIX",
+    "repeats_of",
+    "store_run",
     "STATED_NOISE",
     "LEVEL_FIGURES",
     "level_figures",

@@ -134,4 +134,4 @@ SPACE_FILE = "space_file"  # str: the search-space YAML
 ENGINE = "engine"  # str: the engine profile's name
 TIME_SCALE = "time_scale"  # float: the emulator's time scale K (1: a real host)
 STATED_NOISE = "stated_noise"  # float | None: the search space's objective.noise (the host's run-to-run noise)
-REPEATS = "repeats"  # dict: trial number -> a close winner's re-measured runs (values, failed, host_seconds)
+REPEATS = "repeats"  # dict: trial number -> re-measured runs, as written before each run had its key (_repeats)

@@ -1,11 +1,11 @@
 """A configuration's figure over several runs: mean, spread, and when two are tied.
 
-The winner's re-measures (:mod:`tuner.study.loop._confirm`) are stored in the study's ``repeats``
-attribute (:data:`tuner.study.record.REPEATS`) by trial number (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed": [],
-"levels": [[...], [...]]}}``: the trial's own value first, then each re-run's; ``levels``: each
-re-run's stored levels, in the order of its value); :func:`tuner.study.record.records` puts them
-on the trial's record, so ``best``, ``export``, the best at each load and the report read a mean
-and a spread.
+The winner's re-measures (:mod:`tuner.study.loop._confirm`) are read by trial number in the form
+of :func:`tuner.study.record.repeats_of` (``{"7": {"values": [4612.0, 4540.3, 4581.1], "failed":
+[], "levels": [[...], [...]]}}``: the trial's own value first, then each re-run's; ``levels``:
+each re-run's stored levels, in the order of its value); :func:`tuner.study.record.read_view`
+puts them on the trial's record, so ``best``, ``export``, the best at each load and the report
+read a mean and a spread.
 
 **Like for like.** Each run's figure is read at the same level: the level the trial's own
 figure came from (:func:`tuner.study.record.trial_figure`), in every re-run that measured it

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.study.record._keys import EMULATED, STATED_NOISE
+from tuner.study.record._keys import EMULATED, REPEATS, STATED_NOISE
 from tuner.study.record._noise import Noise, noise_of
 from tuner.study.record._outcome import Outcome
 from tuner.study.record._record import TrialRecord, read_record
+from tuner.study.record._repeats import repeats_of
 
 if TYPE_CHECKING:
     from tuner.space import SearchSpace
@@ -157,6 +158,7 @@ def read_view(study: optuna.Study, space: SearchSpace | None = None) -> StudyVie
     )
     trials = study.get_trials(deepcopy=False)
     attrs = dict(study.user_attrs)
+    attrs[REPEATS] = repeats_of(attrs)  # every re-run, however it was stored
     records = tuple(read_record(t, metric, limit, attrs) for t in trials)
     baseline = next(
         (r for r in records if r.is_baseline and r.reused_from is None and r.clean), None
