@@ -221,6 +221,10 @@ def _sglang_parallel(lv: LeverContext) -> None:
                             f"SGLang asserts tp_size % dp_size == 0 with --enable-dp-attention (tp {size})",
                         )
                     )
+            plan.left_out.append(
+                "--dp-size (engine replicas): for an MLA MoE model --dp-size is searched as DP "
+                "attention's ranks (dp_size with dp_attention), not as replicas"
+            )
     elif lv.command.has("--enable-dp-attention"):
         plan.left_out.append(
             "--dp-size (engine replicas): your command turns on --enable-dp-attention, under "
