@@ -113,8 +113,8 @@ def test_replicas_of_a_model_that_needs_two_gpus(tmp_path: Path) -> None:
 def test_a_model_that_needs_every_gpu_gets_no_replicas() -> None:
     plan = _plan(SGLANG + " --tp-size 8", [BLACKWELL] * 8, _model(weights_gb=405.0, attention_heads=64))
     assert "dp_size" not in _names(plan)
-    assert ("--dp-size (engine replicas): one replica needs 8 of the 8 GPUs (tp 8) to hold the 405 GB of "
-            "weights (95.6 GB a GPU): no room for a second") in plan.left_out
+    assert ("--dp-size (engine replicas): the smallest tp that holds the 405 GB of weights (95.6 GB a GPU) "
+            "is 8: one replica takes 8 of the 8 GPUs, no room for a second") in plan.left_out
 
 
 def test_mla_moe_keeps_dp_size_for_dp_attention_only() -> None:

@@ -179,8 +179,8 @@ def test_a_model_that_needs_every_gpu_gets_no_replicas() -> None:
     plan, _ = _plan("vllm serve /models/m --tensor-parallel-size 8", _facts((LLAMA[0], 600.0)))
     assert _params(plan)["tensor_parallel_size"].spec["choices"] == [8]  # 600 / 4 = 150 > 79.6 GB
     assert "data_parallel_size" not in _params(plan)
-    assert ("--data-parallel-size (engine replicas): one replica needs 8 of the 8 GPUs (tp 8) to hold the "
-            "600 GB of weights (79.6 GB a GPU): no room for a second") in plan.left_out
+    assert ("--data-parallel-size (engine replicas): the smallest tp that holds the 600 GB of weights "
+            "(79.6 GB a GPU) is 8: one replica takes 8 of the 8 GPUs, no room for a second") in plan.left_out
 
 
 def test_one_gpu_gets_no_replicas() -> None:

@@ -56,19 +56,7 @@ def data_parallel(lv: LeverContext, names: ReplicaFlags, what: str) -> Param | N
     tps = sorted({t for t in candidates if lv.unfit(t) is None})
     sizes = [d for d in range(2, gpus + 1) if any(gpus % (t * pp * d) == 0 for t in tps)]
     if not sizes:
-        pp_text = f" x pp {pp}" if pp > 1 else ""
-        smallest = min(tps) if tps else None
-        plan.left_out.append(
-            f"{label}: "
-            + (
-                f"no tp size holds {_weights(lv)}"
-                if smallest is None
-                else f"one replica needs {smallest * pp} of the {gpus} GPUs (tp {smallest}"
-                f"{pp_text}) to hold {_weights(lv)}: no room for a second"
-                if 2 * smallest * pp > gpus
-                else f"no size with tp{pp_text} x dp dividing the {gpus} GPUs"
-            )
-        )
+        plan.left_out.append(f"{label}: {_no_room(lv, tps, pp)}")
         return None
     per = "tp x pp x dp" if pp > 1 else "tp x dp"
     dp = lv.param(
@@ -81,6 +69,20 @@ def data_parallel(lv: LeverContext, names: ReplicaFlags, what: str) -> Param | N
     if dp is not None and tp is not None:
         plan.constraints.extend(_skips(lv, tp, dp, pp))
     return dp
+
+
+def _no_room(lv: LeverContext, tps: list[int], pp: int) -> str:
+    """Why no data-parallel size is offered, for the file's comments."""
+    if not tps:
+        return f"no tp size holds {_weights(lv)}"
+    smallest = min(tps)
+    if 2 * smallest * pp <= lv.gpus:  # room for two, but no even split (pp 3 on 8 GPUs)
+        return f"no size with tp x pp {pp} x dp dividing the {lv.gpus} GPUs"
+    with_pp = f", with pp {pp}" if pp > 1 else ""
+    return (
+        f"the smallest tp that holds {_weights(lv)} is {smallest}{with_pp}: one replica "
+        f"takes {smallest * pp} of the {lv.gpus} GPUs, no room for a second"
+    )
 
 
 def _skips(lv: LeverContext, tp: Param, dp: Param, pp: int) -> list[Constraint]:
