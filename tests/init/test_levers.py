@@ -15,6 +15,8 @@ from tuner.init._help import parse_help
 from tuner.init._host import Gpu, HostFacts, ModelFacts
 from tuner.init._levers import choose_levers
 from tuner.init._plan import INACTIVE
+from tuner.init._render import SpaceText, Workload, render_space
+from tuner.space import SearchSpace, load_space
 
 SGLANG_FLAGS = parse_help(build_parser().format_help())
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -38,6 +40,17 @@ def _plan(command: str, gpus: list[Gpu] | None, model: ModelFacts | None, patche
 
 def _names(plan) -> set[str]:
     return {p.name for p in plan.params}
+
+
+def _written(command: str, gpus: list[Gpu], model: ModelFacts, tmp_path: Path) -> SearchSpace:
+    """The space ``tuner init`` writes for ``command``, loaded as ``tuner optimize`` loads it."""
+    facts = HostFacts("local", "python3", "0.5.9", SGLANG_FLAGS, gpus, model, {})
+    launch = read_flags(recognise(command.split()), SGLANG_FLAGS.takes_value())
+    text = SpaceText("s", launch, facts, choose_levers(launch, facts, [64, 256]),
+                     Workload([64, 256], "w", 256, 256, None), "local", False, command, 30000)
+    path = tmp_path / "s.yaml"
+    path.write_text(render_space(text))
+    return load_space(path)
 
 
 SGLANG = "python3 -m sglang.launch_server --model-path /m"
@@ -68,9 +81,66 @@ def test_parallel_sizes_divide_the_gpus_hold_the_weights_and_split_the_heads() -
     assert next(p for p in plan.params if p.name == "tp_size").spec["choices"] == [4]  # 8 does not split 20 heads
 
 
+def test_a_dense_model_on_8_gpus_gets_replicas_without_dp_attention(tmp_path: Path) -> None:
+    plan = _plan(SGLANG, [H100] * 8, _model())  # 16 GB: one GPU holds it
+    params = {p.name: p for p in plan.params}
+    assert "dp_attention" not in params
+    dp = params["dp_size"]
+    assert dp.spec == {"kind": "categorical", "flag": "--dp-size", "choices": [2, 4, 8], "unset": True}
+    assert dp.baseline is None and dp.why.startswith("engine replicas (DataParallelController")
+    space = _written(SGLANG, [H100] * 8, _model(), tmp_path)
+    for tp in (None, 2, 4, 8):  # skipped where tp x dp needs more than the 8 GPUs
+        for size in (None, 2, 4, 8):
+            config = {**space.baseline, "tp_size": tp, "dp_size": size}
+            skipped = any(v.action == "skip" for v in space.constraint_violations(config))
+            assert skipped == ((tp or 1) * (size or 1) > 8), (tp, size)
+    reasons = [v.reason for v in space.constraint_violations({**space.baseline, "tp_size": 8, "dp_size": 2})]
+    assert "tp 8 x dp 2 or 4 or 8 = 16 or 32 or 64 GPUs, more than the host's 8" in reasons
+    argv = space.render({**space.baseline, "tp_size": 2, "dp_size": 4}, resolve=False).argv
+    assert argv[argv.index("--dp-size") + 1] == "4" and "--enable-dp-attention" not in argv
+
+
+def test_replicas_of_a_model_that_needs_two_gpus(tmp_path: Path) -> None:
+    model = _model(weights_gb=140.0, attention_heads=64)  # 140 / 2 = 70 GB fits 79.6 GB
+    assert next(p for p in _plan(SGLANG, [H100] * 8, model).params if p.name == "dp_size").spec["choices"] == [2, 4]
+    space = _written(SGLANG, [H100] * 8, model, tmp_path)
+    unset = {**space.baseline, "dp_size": 4}  # tp unset = 1 cannot hold 140 GB
+    assert "a replica of tp 1 cannot hold the model: 140 GB of weights / 1 = 140.0 GB > 79.6 GB a GPU" in [
+        v.reason for v in space.constraint_violations(unset)]
+    assert not space.constraint_violations({**unset, "tp_size": 2})
+
+
+def test_a_model_that_needs_every_gpu_gets_no_replicas() -> None:
+    plan = _plan(SGLANG + " --tp-size 8", [BLACKWELL] * 8, _model(weights_gb=405.0, attention_heads=64))
+    assert "dp_size" not in _names(plan)
+    assert ("--dp-size (engine replicas): the smallest tp that holds the 405 GB of weights (95.6 GB a GPU) "
+            "is 8: one replica takes 8 of the 8 GPUs, no room for a second") in plan.left_out
+
+
+def test_mla_moe_keeps_dp_size_for_dp_attention_only() -> None:
+    plan = _plan(SGLANG, [H100] * 8, _model(experts=256, mla=True, weights_gb=60.0, attention_heads=64))
+    dp = [p for p in plan.params if p.flags == ["--dp-size"]]
+    assert [(p.name, p.spec["when"]) for p in dp] == [("dp_size", {"dp_attention": True})]
+    assert any(c.reason.startswith("SGLang asserts tp_size % dp_size == 0") for c in plan.constraints)
+    assert not any("more than the host's" in c.reason for c in plan.constraints)
+    assert any(why.startswith("--dp-size (engine replicas): for an MLA MoE model") for why in plan.left_out)
+    # an MoE model without latent attention: replicas, beside expert parallelism
+    moe = _plan(SGLANG, [H100] * 8, _model(experts=8, weights_gb=60.0, attention_heads=64))
+    assert {"dp_size", "ep_size"} <= _names(moe) and "dp_attention" not in _names(moe)
+    assert "when" not in next(p for p in moe.params if p.name == "dp_size").spec
+
+
+def test_a_command_with_dp_attention_keeps_its_dp_size() -> None:
+    plan = _plan(SGLANG + " --enable-dp-attention --dp-size 2 --tp-size 2", [H100] * 8, _model())
+    assert "dp_size" not in _names(plan)
+    assert any(why.startswith("--dp-size (engine replicas): your command turns on --enable-dp-attention")
+               for why in plan.left_out)
+
+
 def test_one_gpu_and_no_gpu() -> None:
     one = _plan(SGLANG, [H100], _model())
-    assert "tp_size" not in _names(one) and "cuda_graph" in _names(one)
+    assert not {"tp_size", "dp_size"} & _names(one) and "cuda_graph" in _names(one)
+    assert "--tp-size, --dp-size: fewer than 2 GPUs" in one.left_out
     cpu = _plan(SGLANG, None, _model())
     assert not _names(cpu) & {"cuda_graph", "mem_fraction_static", "attention_backend", "tp_size"}
 

@@ -140,11 +140,66 @@ def test_dp_sizes_pair_only_with_a_tp_that_holds_the_weights(tmp_path: Path) -> 
     assert not space.constraint_violations({**space.baseline, "data_parallel_size": 2})
 
 
-def test_a_dense_model_gets_neither() -> None:
-    plan, _ = _plan("vllm serve /models/m", _facts(LLAMA))
-    assert not {"expert_parallel", "data_parallel_size"} & set(_params(plan))
-    assert "--enable-expert-parallel, --data-parallel-size: a dense model (config.json lists no experts)" in plan.left_out
-    assert "tensor_parallel_size" in _params(plan)
+def test_a_dense_model_on_8_gpus_gets_replicas_and_no_expert_parallelism(tmp_path: Path) -> None:
+    plan, text = _plan("vllm serve /models/m", _facts(LLAMA))
+    params = _params(plan)
+    assert "expert_parallel" not in params
+    assert "--enable-expert-parallel: a dense model (config.json lists no experts)" in plan.left_out
+    assert params["tensor_parallel_size"].spec["choices"] == [2, 4, 8]  # 15 GB fits one GPU
+    dp = params["data_parallel_size"]
+    assert dp.spec == {"kind": "categorical", "flag": "--data-parallel-size", "choices": [2, 4, 8], "unset": True}
+    assert dp.baseline is None and dp.why.startswith("engine replicas: each tp x pp GPUs")
+    space = _written(text, tmp_path)
+    for tp in (None, 2, 4, 8):  # a pair is skipped where it needs more than the 8 GPUs
+        for dp_size in (None, 2, 4, 8):
+            config = {**space.baseline, "tensor_parallel_size": tp, "data_parallel_size": dp_size}
+            skipped = any(v.action == "skip" for v in space.constraint_violations(config))
+            assert skipped == ((tp or 1) * (dp_size or 1) > 8), (tp, dp_size)
+    reasons = [v.reason for v in space.constraint_violations(
+        {**space.baseline, "tensor_parallel_size": 8, "data_parallel_size": 2})]
+    assert "tp 8 x dp 2 or 4 or 8 = 16 or 32 or 64 GPUs, more than the host's 8" in reasons  # the constraint
+    assert any(r.startswith("does not fit: tp 8 x pp 1 x dp 2 = 16 GPUs") for r in reasons)  # and fit:
+    argv = space.render({**space.baseline, "tensor_parallel_size": 2, "data_parallel_size": 4}, resolve=False).argv
+    assert argv[argv.index("--data-parallel-size") + 1] == "4"
+
+
+def test_replicas_pair_only_with_a_tp_that_holds_the_weights(tmp_path: Path) -> None:
+    plan, text = _plan("vllm serve /models/m", _facts((LLAMA[0], 140.0)))  # 140 GB: tp >= 2
+    params = _params(plan)
+    assert params["tensor_parallel_size"].spec["choices"] == [2, 4, 8]
+    assert params["data_parallel_size"].spec["choices"] == [2, 4]  # tp 2 x dp 4; dp 8 needs tp 1
+    space = _written(text, tmp_path)
+    unset = {**space.baseline, "data_parallel_size": 2}  # tp unset = 1: the weights do not fit
+    assert "a replica of tp 1 cannot hold the model: 140 GB of weights / 1 = 140.0 GB > 79.6 GB a GPU" in [
+        v.reason for v in space.constraint_violations(unset)]
+    assert not space.constraint_violations({**unset, "tensor_parallel_size": 2})
+
+
+def test_a_model_that_needs_every_gpu_gets_no_replicas() -> None:
+    plan, _ = _plan("vllm serve /models/m --tensor-parallel-size 8", _facts((LLAMA[0], 600.0)))
+    assert _params(plan)["tensor_parallel_size"].spec["choices"] == [8]  # 600 / 4 = 150 > 79.6 GB
+    assert "data_parallel_size" not in _params(plan)
+    assert ("--data-parallel-size (engine replicas): the smallest tp that holds the 600 GB of weights "
+            "(79.6 GB a GPU) is 8: one replica takes 8 of the 8 GPUs, no room for a second") in plan.left_out
+
+
+def test_one_gpu_gets_no_replicas() -> None:
+    facts = _facts(LLAMA)
+    one = HostFacts(facts.where, facts.python, facts.engine_version, facts.flags, facts.gpus[:1], facts.model, {})
+    plan, _ = _plan("vllm serve /models/m", one)
+    assert not {"tensor_parallel_size", "data_parallel_size"} & set(_params(plan))
+    assert "--data-parallel-size (engine replicas): fewer than 2 GPUs" in plan.left_out
+
+
+def test_the_commands_own_layout_is_the_baseline_even_with_gpus_idle(tmp_path: Path) -> None:
+    command = "vllm serve /models/m --tensor-parallel-size 2 --data-parallel-size 3"  # 6 of the 8 GPUs
+    plan, text = _plan(command, _facts(LLAMA))
+    dp = _params(plan)["data_parallel_size"]
+    assert dp.spec["choices"] == [2, 4, 8, 3] and dp.baseline == 3
+    space = _written(text, tmp_path)
+    assert _baseline_flags(space) == _command_flags(command)
+    assert not space.constraint_violations(space.baseline)  # runs on 6 GPUs: not skipped
+    assert space.constraint_violations({**space.baseline, "tensor_parallel_size": 4})  # 12 GPUs
 
 
 def test_expert_parallelism_only_where_the_installed_vllm_knows_the_flag() -> None:

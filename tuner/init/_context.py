@@ -74,11 +74,18 @@ class LeverContext:
 
     def fits(self, size: int) -> bool:
         """The weights fit ``size`` GPUs and the attention heads split over them."""
+        return self.unfit(size) is None
+
+    def unfit(self, size: int) -> str | None:
+        """Why the weights do not fit ``size`` GPUs or the attention heads do not split over
+        them, with the arithmetic; None when they do (or the sizes were not read)."""
         heads = self.model.attention_heads if self.model else None
         if heads and heads % size:
-            return False
+            return f"{heads} attention heads do not split over {size} GPUs"
         weights, memory = (self.model.weights_gb if self.model else None), self.facts.gpu_memory_gb
-        return not (weights and memory and weights / size > memory)
+        if weights and memory and weights / size > memory:
+            return f"{weights:g} GB of weights / {size} = {weights / size:.1f} GB > {memory:g} GB a GPU"
+        return None
 
     def parallel_choices(self) -> list[int]:
         return [d for d in range(2, self.gpus + 1) if self.gpus % d == 0 and self.fits(d)]

@@ -1,18 +1,28 @@
 """vLLM's and ``transformers serve``'s levers: batch and memory limits, switches their
 ``--help`` offers in pairs, and GPU-only ones (memory share, CUDA graphs, fp8 KV cache, tensor
-parallel sizes) where there are GPUs; for vLLM also expert and data parallelism for MoE models,
-and ``--speculative-config`` (composed with ``json_key:``) for a model with an MTP head or a
-command that names its own speculation."""
+parallel sizes) where there are GPUs; for vLLM also data-parallel replicas, with expert
+parallelism for MoE models, and ``--speculative-config`` (composed with ``json_key:``) for a
+model with an MTP head or a command that names its own speculation."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tuner.init._context import LeverContext, memory
+from tuner.init._context import LeverContext
 from tuner.init._plan import Constraint, Param, baseline_value
+from tuner.init._replicas import ReplicaFlags, data_parallel
 
 __all__ = ["transformers_levers", "vllm_levers"]
+
+# vLLM's layout flags, for data-parallel replicas
+_LAYOUT = ReplicaFlags(
+    "tensor_parallel_size",
+    "--tensor-parallel-size",
+    "data_parallel_size",
+    "--data-parallel-size",
+    "--pipeline-parallel-size",
+)
 
 
 def vllm_levers(lv: LeverContext) -> None:
@@ -108,7 +118,7 @@ def vllm_levers(lv: LeverContext) -> None:
         plan.left_out.append(
             "--gpu-memory-utilization, --tensor-parallel-size, CUDA graphs: no GPUs read"
         )
-    _vllm_moe(lv)
+    _vllm_parallel(lv)
     _vllm_speculative(lv)
     given = cmd.value("--max-model-len")
     limit = (
@@ -130,67 +140,30 @@ def vllm_levers(lv: LeverContext) -> None:
             )
 
 
-def _vllm_moe(lv: LeverContext) -> None:
-    """Data and expert parallelism for an MoE model on several GPUs: data-parallel sizes where
-    tp x pp x dp divides the GPUs (tp among the sizes that hold the weights), and expert
-    parallelism on/off."""
+def _vllm_parallel(lv: LeverContext) -> None:
+    """Data-parallel replicas on several GPUs (:mod:`._replicas`), and for an MoE model expert
+    parallelism on/off besides."""
     plan, cmd = lv.plan, lv.command
-    model = lv.moe_model("--enable-expert-parallel, --data-parallel-size")
-    if model is None:
+    model = lv.moe_model("--enable-expert-parallel")
+    if model is None:  # a dense model: replicas, each with its own copy of the weights
+        data_parallel(
+            lv,
+            _LAYOUT,
+            "engine replicas: each tp x pp GPUs with its own weights and KV cache, requests "
+            "spread over them",
+        )
         return
     if lv.gpus < 2:
         plan.left_out.append("--enable-expert-parallel, --data-parallel-size: fewer than 2 GPUs")
         return
-    pp = baseline_value(cmd, {"kind": "int", "flag": "--pipeline-parallel-size"}) or 1
     fixed_tp = baseline_value(cmd, {"kind": "int", "flag": "--tensor-parallel-size"}) or 1
     fixed_dp = baseline_value(cmd, {"kind": "int", "flag": "--data-parallel-size"}) or 1
     tp = next((p for p in plan.params if p.name == "tensor_parallel_size"), None)
-    weights = (
-        f"the {model.weights_gb:g} GB of weights ({memory(lv)} a GPU)"
-        if model.weights_gb
-        else "the weights"
+    dp = data_parallel(
+        lv,
+        _LAYOUT,
+        "engine replicas: attention data-parallel, the experts spread over tp x dp GPUs",
     )
-    # the tensor-parallel sizes a dp size can pair with: the searched ones (unset = 1 where the
-    # weights fit one GPU), else the command's own
-    tps = (
-        [t or 1 for t in [None, *tp.spec["choices"]] if t is not None or lv.fits(1)]
-        if tp
-        else [fixed_tp]
-    )
-    sizes = [d for d in range(2, lv.gpus + 1) if any(lv.gpus % (t * pp * d) == 0 for t in tps)]
-    dp = (
-        lv.param(
-            "data_parallel_size",
-            {"kind": "categorical", "flag": "--data-parallel-size", "choices": sizes},
-            "engine replicas: attention data-parallel, the experts spread over tp x dp GPUs; "
-            f"sizes where tp x dp divides the {lv.gpus} GPUs with a tp that holds {weights}; "
-            "unset = 1",
-        )
-        if sizes
-        else None
-    )
-    if not sizes:
-        plan.left_out.append(
-            f"--data-parallel-size: no size with tp x dp dividing the {lv.gpus} GPUs "
-            "once the weights fit"
-        )
-    plan.add(dp)
-    dps = dp.spec["choices"] if dp else []
-    for size in [None, *tp.spec["choices"]] if tp and dp else []:
-        bad = [d for d in dps if lv.gpus % ((size or 1) * pp * d)]
-        if bad:
-            plan.constraints.append(
-                Constraint(
-                    {
-                        "tensor_parallel_size": size,
-                        "data_parallel_size": bad[0] if len(bad) == 1 else bad,
-                    },
-                    "skip",
-                    f"tp {size or 1} x dp {' or '.join(map(str, bad))} = "
-                    f"{' or '.join(str((size or 1) * pp * d) for d in bad)} GPUs, not a divisor "
-                    f"of the host's {lv.gpus}",
-                )
-            )
     if not (tp or dp or fixed_tp * fixed_dp > 1):
         plan.left_out.append(
             "--enable-expert-parallel: no tp or dp size above 1 to spread experts over"

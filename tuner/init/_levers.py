@@ -1,8 +1,9 @@
 """Which of an engine's levers a space searches, for this engine version, GPUs and model.
 
 A lever is written only where it can matter and the installed engine takes its flag: CUDA-graph
-and memory levers on GPUs; parallel sizes that divide the GPUs and hold the weights; MoE
-backends and expert parallelism for MoE models; speculative decoding where the model ships an
+and memory levers on GPUs; parallel sizes that divide the GPUs and hold the weights, and
+data-parallel replicas where one needs fewer GPUs than the host has; MoE backends and expert
+parallelism for MoE models; speculative decoding where the model ships an
 MTP/NEXTN head or the command names a draft; patches whose text is in the installed files. The
 user's own values are always among the choices (the baseline is their command). Everything left
 out is listed with its reason, for the file's comments. The engines' levers live in

@@ -1,7 +1,8 @@
 """SGLang's levers: the scheduler and memory levers everywhere, CUDA graphs and kernels on GPUs,
 parallel sizes that divide the GPUs and hold the weights, MoE backends and expert parallelism
 for MoE models (with the autotune-gate patch where its text is installed), DP attention for
-latent-attention MoE models, NEXTN speculation for a model with an MTP head."""
+latent-attention MoE models and data-parallel replicas for the others, NEXTN speculation for a
+model with an MTP head."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from tuner.init._context import LeverContext, capability, memory
 from tuner.init._plan import INACTIVE, Constraint, Param, baseline_value
+from tuner.init._replicas import ReplicaFlags, data_parallel
 from tuner.patches import PatchSpec
 
 __all__ = ["KNOWN_PATCHES", "sglang_levers"]
@@ -29,6 +31,9 @@ KNOWN_PATCHES: dict[str, list[PatchSpec]] = {
         )
     ],
 }
+
+# SGLang's layout flags, for data-parallel replicas
+_LAYOUT = ReplicaFlags("tp_size", "--tp-size", "dp_size", "--dp-size", "--pp-size")
 
 
 def sglang_levers(lv: LeverContext) -> None:
@@ -216,6 +221,22 @@ def _sglang_parallel(lv: LeverContext) -> None:
                             f"SGLang asserts tp_size % dp_size == 0 with --enable-dp-attention (tp {size})",
                         )
                     )
+            plan.left_out.append(
+                "--dp-size (engine replicas): for an MLA MoE model --dp-size is searched as DP "
+                "attention's ranks (dp_size with dp_attention), not as replicas"
+            )
+    elif lv.command.has("--enable-dp-attention"):
+        plan.left_out.append(
+            "--dp-size (engine replicas): your command turns on --enable-dp-attention, under "
+            "which --dp-size splits attention inside the TP group; kept as given"
+        )
+    else:
+        data_parallel(
+            lv,
+            _LAYOUT,
+            "engine replicas (DataParallelController, no DP attention): each a TP group of "
+            "tp x pp GPUs with its own weights and KV cache, requests spread over them",
+        )
 
 
 def _sglang_moe(lv: LeverContext) -> None:
