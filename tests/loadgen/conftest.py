@@ -53,3 +53,12 @@ def server_record(url: str, output_len: int) -> dict[str, np.ndarray]:
         * 1e3,
         "tokens": np.array([r["tokens"] for r in records]),
     }
+
+
+def server_throughput(url: str, output_len: int) -> tuple[float, float]:
+    """The pacing server's own output tok/s over its streamed requests of ``output_len`` tokens
+    (its first arrival to its last send), and that span in seconds."""
+    with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
+        records = [r for r in json.load(answer)["records"] if r["max_tokens"] == output_len]
+    span = max(r["last_send"] for r in records) - min(r["arrival"] for r in records)
+    return sum(r["tokens"] for r in records) / span, span

@@ -11,29 +11,18 @@ record (its first arrival to its last send) is the reference.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import urllib.request
 
 import pytest
 
 import tuner.loadgen._share as share
+from tests.loadgen.conftest import server_throughput
 from tuner.loadgen import LevelSpec, run_level
 
 OUTPUT_LEN = 48
 STALL_S = 0.3
 ATTEMPTS = 3
-
-
-def _server_record(url: str) -> tuple[float, float]:
-    """The server's own (output tok/s, span in s) over the level's measured requests: its
-    first arrival to its last send."""
-    with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
-        records = [
-            r for r in json.loads(answer.read())["records"] if r["max_tokens"] == OUTPUT_LEN
-        ]
-    span = max(r["last_send"] for r in records) - min(r["arrival"] for r in records)
-    return sum(r["tokens"] for r in records) / span, span
 
 
 @pytest.fixture
@@ -69,7 +58,7 @@ def test_a_stall_before_the_first_send_is_not_the_servers_time(
     for _ in range(ATTEMPTS):
         urllib.request.urlopen(f"{server.url}/stats/reset", timeout=10).read()
         metrics = asyncio.run(run_level(server.url, spec, api="sglang"))
-        truth, _ = _server_record(server.url)
+        truth, _ = server_throughput(server.url, OUTPUT_LEN)
         assert metrics.completed == 4 * concurrency
         seen.append((metrics.output_throughput, truth, metrics.measurement_bound))
         if (
@@ -97,7 +86,7 @@ def test_an_open_loop_keeps_its_start(pacing_server, stalled_start) -> None:
     )
     urllib.request.urlopen(f"{server.url}/stats/reset", timeout=10).read()
     metrics = asyncio.run(run_level(server.url, spec, api="sglang"))
-    _, span = _server_record(server.url)
+    _, span = server_throughput(server.url, OUTPUT_LEN)
     assert metrics.completed == 32
     # the window holds the stall: it starts when the level began, before the first send
     assert metrics.duration_s >= span + 0.8 * STALL_S, (metrics.duration_s, span)

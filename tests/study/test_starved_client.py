@@ -15,13 +15,13 @@ never takes a bound run for the host's noise.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import urllib.request
 from statistics import fmean
 
 import pytest
 
+from tests.loadgen.conftest import server_throughput
 from tests.support.pacing_server import PacingServer
 from tuner.loadgen import LevelSpec, run_level
 from tuner.study.record import trial_figure
@@ -30,16 +30,6 @@ LEVELS = (16, 64)
 OUTPUT_LEN = 48
 RUNS = 3
 ATTEMPTS = 2 * RUNS  # runs until RUNS measured ones, at most
-
-
-def _server_figure(url: str) -> float:
-    """The server's own output tok/s over the level's measured requests (its records)."""
-    with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
-        records = [
-            r for r in json.loads(answer.read())["records"] if r["max_tokens"] == OUTPUT_LEN
-        ]
-    span = max(r["last_send"] for r in records) - min(r["arrival"] for r in records)
-    return sum(r["tokens"] for r in records) / span
 
 
 def _run(url: str, seed: int) -> tuple[float, int | None, float, bool]:
@@ -58,7 +48,7 @@ def _run(url: str, seed: int) -> tuple[float, int | None, float, bool]:
             seed=seed,
         )
         levels.append(asyncio.run(run_level(url, spec, api="sglang")).to_dict())
-        server[concurrency] = _server_figure(url)
+        server[concurrency] = server_throughput(url, OUTPUT_LEN)[0]
     figure = trial_figure(levels)
     return float(figure.value), figure.concurrency, server[figure.concurrency], figure.bound
 
