@@ -8,7 +8,7 @@ import pytest
 
 from tuner.errors import ConfigError
 from tuner.init._command import CommandFlag, read_flags, recognise
-from tuner.init._help import parse_help
+from tuner.init._help import EngineFlags, FlagInfo, parse_help
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def test_the_five_forms_are_recognised(words: str, engine: str, program: tuple[str, ...]) -> None:
     recognised = recognise(words.split())
     assert (recognised.engine, recognised.program) == (engine, program)
-    assert read_flags(recognised, {}).model == "/m"
+    assert read_flags(recognised).model == "/m"
 
 
 def test_environment_words_before_the_program_are_kept() -> None:
@@ -37,7 +37,8 @@ def test_environment_words_before_the_program_are_kept() -> None:
 
 def test_flags_read_with_the_engines_own_flag_list() -> None:
     recognised = recognise(["python", "-m", "sglang.launch_server", "--model", "/m", "--trust-remote-code", "--tp-size=8", "--cuda-graph-bs", "1", "2", "4", "--chunked-prefill-size", "-1", "--disable-cuda-graph"])
-    command = read_flags(recognised, {"--trust-remote-code": False, "--disable-cuda-graph": False})
+    command = read_flags(recognised, EngineFlags({"--trust-remote-code": FlagInfo(False),
+                                                     "--disable-cuda-graph": FlagInfo(False)}))
     assert (command.model, command.model_flag) == ("/m", "--model")
     assert command.flags == (CommandFlag("--trust-remote-code"), CommandFlag("--tp-size", "8"),
                              CommandFlag("--cuda-graph-bs", ("1", "2", "4")),
@@ -49,7 +50,7 @@ def test_a_switch_is_not_given_the_next_word() -> None:
     without the help's word that --continuous-batching takes none."""
     flags = parse_help((FIXTURES / "transformers" / "serve-help.txt").read_text())
     command = read_flags(recognise(["transformers", "serve", "/m", "--compile", "--cb-block-size", "64"]),
-                         flags.takes_value())
+                         flags)
     assert command.flags == (CommandFlag("--compile"), CommandFlag("--cb-block-size", "64"))
 
 
@@ -63,4 +64,4 @@ def test_an_unknown_command_is_refused_with_the_forms_understood(words: str) -> 
 
 def test_a_stray_word_is_refused() -> None:
     with pytest.raises(ConfigError, match="follows no flag"):
-        read_flags(recognise(["sglang", "serve", "/m", "--model-path", "/m"]), {})
+        read_flags(recognise(["sglang", "serve", "/m", "--model-path", "/m"]))

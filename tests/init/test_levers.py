@@ -34,7 +34,7 @@ def _model(**changes: object) -> ModelFacts:
 def _plan(command: str, gpus: list[Gpu] | None, model: ModelFacts | None, patches: dict[str, str] | None = None,
           flags=SGLANG_FLAGS):
     facts = HostFacts("local", "python3", "0.5.9", flags, gpus, model, patches or {})
-    launch = read_flags(recognise(command.split()), flags.takes_value())
+    launch = read_flags(recognise(command.split()), flags)
     return choose_levers(launch, facts, [64, 256])
 
 
@@ -45,7 +45,7 @@ def _names(plan) -> set[str]:
 def _written(command: str, gpus: list[Gpu], model: ModelFacts, tmp_path: Path) -> SearchSpace:
     """The space ``tuner init`` writes for ``command``, loaded as ``tuner optimize`` loads it."""
     facts = HostFacts("local", "python3", "0.5.9", SGLANG_FLAGS, gpus, model, {})
-    launch = read_flags(recognise(command.split()), SGLANG_FLAGS.takes_value())
+    launch = read_flags(recognise(command.split()), SGLANG_FLAGS)
     text = SpaceText("s", launch, facts, choose_levers(launch, facts, [64, 256]),
                      Workload([64, 256], "w", 256, 256, None), "local", False, command, 30000)
     path = tmp_path / "s.yaml"
@@ -183,3 +183,28 @@ def test_transformers_levers(gpus) -> None:
     assert {"continuous_batching", "attn_implementation", "num_blocks", "compile"} <= names
     assert ("cuda_graph" in names) == bool(gpus)
     assert next(p for p in plan.params if p.name == "continuous_batching").baseline is True
+
+
+def test_abbreviations_and_other_spellings_are_the_engines_flags(tmp_path: Path) -> None:
+    """SGLang's parser takes a unique prefix (`--tp` is `--tp-size`, `--mem-frac`
+    `--mem-fraction-static`) and lists several spellings of a flag (`--ep` beside
+    `--ep-size`): the command's values are the baseline however they are spelled, and no flag
+    is both fixed and searched."""
+    moe = _model(experts=64, weights_gb=60.0, mla=False)
+    command = f"{SGLANG} --tp 2 --ep 2 --mem-frac 0.85"
+    launch = read_flags(recognise(command.split()), SGLANG_FLAGS, ("--tp-size",))
+    assert [f.name for f in launch.flags] == ["--tp-size", "--ep", "--mem-fraction-static"]
+    assert launch.value("--ep-size") == launch.value("--expert-parallel-size") == "2"
+    space = _written(command, [H100] * 8, moe, tmp_path)
+    assert space.baseline["tp_size"] == 2 and space.baseline["ep_size"] == 2
+    assert space.baseline["mem_fraction_static"] == 0.85
+    assert not space.constraint_violations(space.baseline)
+    argv = space.render(space.baseline, resolve=False).argv
+    assert argv.count("--tp-size") == 1 and "--tp" not in argv and "--ep" not in argv
+    assert argv[argv.index("--ep-size") + 1] == "2"
+
+
+def test_an_ambiguous_abbreviation_is_not_a_flag_of_the_engine() -> None:
+    """`--max` begins several flags: argparse refuses it, and so does tuner init."""
+    assert not SGLANG_FLAGS.known("--max")
+    assert SGLANG_FLAGS.known("--max-running") and SGLANG_FLAGS.expand("--max-running") == "--max-running-requests"

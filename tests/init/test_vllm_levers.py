@@ -55,7 +55,7 @@ def _facts(model: tuple[str, float | None], flags: EngineFlags = VLLM_FLAGS) -> 
 
 
 def _plan(command: str, facts: HostFacts) -> tuple[Plan, SpaceText]:
-    launch = read_flags(recognise(shlex.split(command)), facts.flags.takes_value())
+    launch = read_flags(recognise(shlex.split(command)), facts.flags)
     plan = choose_levers(launch, facts, [64, 256])
     text = SpaceText("v", launch, facts, plan, Workload([64, 256], "w", 256, 256, None), "local",
                      False, command, 8000)
@@ -271,3 +271,22 @@ def test_a_speculative_config_that_is_not_flat_json_stays_fixed(tmp_path: Path) 
     assert "--speculative-config" not in plan.searched_flags()
     assert any(why.startswith("--speculative-config: kept as given") for why in plan.left_out)
     assert _baseline_flags(_written(text, tmp_path)) == _command_flags(command)
+
+
+def test_the_commands_short_spellings_are_its_layout(tmp_path: Path) -> None:
+    """`-tp 2 -dp 3` (the spellings vLLM's --help lists beside the long ones) and `--tensor` (an
+    abbreviation argparse takes) are the command's layout: its baseline, not fixed flags beside
+    the searched ones."""
+    facts = _facts(LLAMA)
+    for command in ("vllm serve /models/m -tp 2 -dp 3", "vllm serve /models/m --tensor 2 --data-parallel-size=3"):
+        launch = read_flags(recognise(shlex.split(command)), facts.flags, ("--tensor-parallel-size",
+                                                                           "--data-parallel-size"))
+        assert [f.name for f in launch.flags] == ["--tensor-parallel-size", "--data-parallel-size"], command
+        plan = choose_levers(launch, facts, [64, 256])
+        assert _params(plan)["tensor_parallel_size"].baseline == 2
+        assert _params(plan)["data_parallel_size"].baseline == 3
+        text = SpaceText("v", launch, facts, plan, Workload([64, 256], "w", 256, 256, None), "local",
+                         False, command, 8000)
+        space = _written(text, tmp_path)
+        assert _baseline_flags(space) == {"--tensor-parallel-size": "2", "--data-parallel-size": "3"}
+        assert not space.constraint_violations(space.baseline)

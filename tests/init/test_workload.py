@@ -10,7 +10,7 @@ from tuner.init._workload import DEFAULT_LEVELS, choose_levels
 
 
 def _command(text: str):
-    return read_flags(recognise(text.split()), {})
+    return read_flags(recognise(text.split()))
 
 
 def test_the_commands_cap_and_a_level_above_it() -> None:

@@ -21,6 +21,7 @@ from tuner.engines import load_profile
 from tuner.errors import ConfigError, TunerError
 from tuner.host import Host, HostSpec, LocalHost, open_host
 from tuner.init._command import LaunchCommand, Recognised, read_flags, recognise
+from tuner.init._help import EngineFlags, FlagInfo
 from tuner.init._host import HostFacts, Note, assumed_host, read_host
 from tuner.init._levers import KNOWN_PATCHES, choose_levers
 from tuner.init._plan import Plan
@@ -117,13 +118,19 @@ _PARALLEL_FLAGS = {
     "--pipeline-parallel-size": "pp",
     "--dp-size": "dp",
     "--data-parallel-size": "dp",
+    "-tp": "tp",  # vLLM's short spellings
+    "-pp": "pp",
+    "-dp": "dp",
 }
 
 
 def _command_gpus(recognised: Recognised) -> int:
     """The GPUs the command's own parallel sizes use: tp x pp x dp (dp inside tp with SGLang's
     DP attention)."""
-    command = read_flags(recognised, {})
+    # the layout's flags alone: an abbreviation of one (`--tp 8`) is read as the flag
+    command = read_flags(
+        recognised, EngineFlags({flag: FlagInfo(True) for flag in _PARALLEL_FLAGS})
+    )
     sizes = {"tp": 1, "pp": 1, "dp": 1}
     for flag, name in _PARALLEL_FLAGS.items():
         value = command.value(flag)
@@ -250,7 +257,7 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
     """
     recognised = recognise(words)
     profile = load_profile(recognised.engine)
-    model = read_flags(recognised, {}).model  # the model, before the flag list is read
+    model = read_flags(recognised).model  # the model, before the flag list is read
     out = options.out or Path(f"{_name(model, recognised.engine)}.yaml")
     if out.exists() and not options.force:
         raise ConfigError(
@@ -264,7 +271,7 @@ def init_space(words: list[str], options: InitOptions) -> InitResult:
         )
     reading = _open(options, recognised, out)
     facts, port = _read(reading, recognised, model)
-    command = read_flags(recognised, facts.flags.takes_value())
+    command = read_flags(recognised, facts.flags, profile.parallel_flags.values())
     _refuse_unknown(command, facts)
     section = reading.section
     if not options.emulate and facts.python != "python3":  # a venv's or a console script's Python

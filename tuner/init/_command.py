@@ -15,10 +15,11 @@ a value), read from the host by :mod:`tuner.init._help`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from tuner.errors import ConfigError
+from tuner.init._help import EngineFlags
 
 __all__ = ["CommandFlag", "LaunchCommand", "Recognised", "read_flags", "recognise"]
 
@@ -71,17 +72,22 @@ class LaunchCommand:
     model: str | None
     model_flag: str | None  # the flag that gave the model; None: the argument after ``serve``
     flags: tuple[CommandFlag, ...] = field(default_factory=tuple)
+    # what every spelling of a flag shares (the engine's :meth:`EngineFlags.key`): ``-tp``,
+    # ``--tp`` and ``--tensor-parallel-size`` are one flag to :meth:`value` and :meth:`has`
+    key: Callable[[str], str] = field(default=str, compare=False, repr=False)
 
     @property
     def engine(self) -> str:
         return self.recognised.engine
 
     def value(self, flag: str) -> str | tuple[str, ...] | None:
-        """The value the command gives ``flag`` (None when absent or bare)."""
-        return next((f.value for f in self.flags if f.name == flag), None)
+        """The value the command gives ``flag``, however spelled (None when absent or bare)."""
+        key = self.key(flag)
+        return next((f.value for f in self.flags if self.key(f.name) == key), None)
 
     def has(self, flag: str) -> bool:
-        return any(f.name == flag for f in self.flags)
+        key = self.key(flag)
+        return any(self.key(f.name) == key for f in self.flags)
 
 
 def _module_engine(module: str) -> str | None:
@@ -128,13 +134,28 @@ def _is_value(word: str) -> bool:
     return not word.startswith("-") or bool(_NUMBER.match(word))
 
 
-def read_flags(recognised: Recognised, takes_value: Mapping[str, bool | None]) -> LaunchCommand:
+def read_flags(
+    recognised: Recognised,
+    engine_flags: EngineFlags | None = None,
+    preferred: Collection[str] = (),
+) -> LaunchCommand:
     """Split the command's words into the model and its flags.
 
     Args:
-        takes_value: flag -> whether the engine's parser gives it a value (None: unknown, then a
-            following word that is not a flag is its value); from the engine's ``--help``.
+        engine_flags: the engine's flags from its ``--help``: whether each takes a value (an
+            unknown one: a following word that is not a flag is its value) and their
+            spellings. A flag is read under the name the engine's parser reads it by (an
+            abbreviation written out: ``--tp`` is ``--tp-size``), and where one of its
+            spellings is in ``preferred`` (the engine profile's layout flags), under that one
+            (vLLM's ``-tp`` is ``--tensor-parallel-size``). None: the words as written.
     """
+    known = engine_flags or EngineFlags({})
+    takes_value = known.takes_value()
+
+    def named(word: str) -> str:
+        spellings = known.spellings(word) if known.known(word) else (word,)
+        return next((s for s in spellings if s in preferred), known.expand(word))
+
     words = list(recognised.rest)
     model: str | None = None
     model_flag: str | None = None
@@ -153,7 +174,8 @@ def read_flags(recognised: Recognised, takes_value: Mapping[str, bool | None]) -
                 f"{_WHERE}: {word!r} follows no flag; fix: give values after their "
                 "flag (the model after `serve` or its flag)"
             )
-        name, eq, inline = word.partition("=")
+        written, eq, inline = word.partition("=")
+        name = named(written)
         index += 1
         if eq:
             value: str | tuple[str, ...] | None = inline
@@ -165,8 +187,9 @@ def read_flags(recognised: Recognised, takes_value: Mapping[str, bool | None]) -
                 values.append(words[index])
                 index += 1
             value = None if not values else values[0] if len(values) == 1 else tuple(values)
-        if name in _MODEL_FLAGS[recognised.engine] and isinstance(value, str) and model is None:
+        model_flags = {known.key(f) for f in _MODEL_FLAGS[recognised.engine]}
+        if known.key(name) in model_flags and isinstance(value, str) and model is None:
             model, model_flag = value, name
             continue
         flags.append(CommandFlag(name, value))
-    return LaunchCommand(recognised, model, model_flag, tuple(flags))
+    return LaunchCommand(recognised, model, model_flag, tuple(flags), known.key)

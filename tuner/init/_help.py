@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["EngineFlags", "FlagInfo", "parse_help"]
 
@@ -37,10 +37,32 @@ class EngineFlags:
     """The flags the installed engine declares."""
 
     flags: dict[str, FlagInfo]
+    # every spelling of a flag the help lists under several (``--tensor-parallel-size``, ``-tp``)
+    # -> the first long one listed: the key the spellings share
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def known(self, flag: str) -> bool:
         """Whether the engine takes ``flag`` (a unique prefix counts, as argparse allows)."""
-        return flag in self.flags or len([k for k in self.flags if k.startswith(flag)]) == 1
+        return self.expand(flag) in self.flags
+
+    def expand(self, flag: str) -> str:
+        """The option ``flag`` stands for as the engine's parser reads it: itself when the help
+        lists it, else the one option it is a prefix of (argparse's abbreviations: ``--tp`` for
+        ``--tp-size``; two or more options is ambiguous there, and here ``flag`` itself)."""
+        if flag in self.flags or not flag.startswith("--"):
+            return flag
+        matches = [name for name in self.flags if name.startswith(flag)]
+        return matches[0] if len(matches) == 1 else flag
+
+    def key(self, flag: str) -> str:
+        """What every spelling of ``flag`` shares: its first long name in the help."""
+        expanded = self.expand(flag)
+        return self.aliases.get(expanded, expanded)
+
+    def spellings(self, flag: str) -> tuple[str, ...]:
+        """Every name the help lists for ``flag`` (itself alone when it has one)."""
+        key = self.key(flag)
+        return tuple(name for name, of in self.aliases.items() if of == key) or (key,)
 
     def choices(self, flag: str) -> tuple[str, ...] | None:
         info = self.flags.get(flag)
@@ -85,5 +107,27 @@ def parse_help(text: str) -> EngineFlags:
     for match in re.finditer(r"\[(--[A-Za-z0-9][\w-]*)\]", text):  # usage: [--switch]
         if found.get(match.group(1), FlagInfo(None)).takes_value is None:
             found[match.group(1)] = FlagInfo(False)
-    found.pop("--help", None)
-    return EngineFlags(found)
+    aliases = _aliases(text, found)
+    for name in ("--help", "-h"):
+        found.pop(name, None)
+        aliases.pop(name, None)
+    return EngineFlags(found, aliases)
+
+
+def _aliases(text: str, found: dict[str, FlagInfo]) -> dict[str, str]:
+    """The spellings of each argparse option line that names several (``--tensor-parallel-size
+    TENSOR_PARALLEL_SIZE, -tp TENSOR_PARALLEL_SIZE``), each to the first long one; a short
+    spelling joins ``found`` with its flag's info. ``--x, --no-x`` (a switch's two halves) and
+    click's ``--x / --no-x`` are two flags, not spellings of one."""
+    aliases: dict[str, str] = {}
+    for match in re.finditer(r"^ {2}(-[^\n]*?)(?= {2,}|$)", text, re.MULTILINE):
+        names = [piece.split()[0] for piece in match.group(1).split(", ") if piece.startswith("-")]
+        names = [n for n in names if not (n.startswith("--no-") and "--" + n[5:] in names)]
+        longs = [n for n in names if n.startswith("--")]
+        if len(names) < 2 or not longs:
+            continue
+        info = next((found[n] for n in longs if n in found), FlagInfo(None))
+        for name in names:
+            aliases[name] = longs[0]
+            found.setdefault(name, info)
+    return aliases

@@ -141,14 +141,15 @@ def _header(s: SpaceText) -> list[str]:
 
 def _server(s: SpaceText) -> list[str]:
     cmd = s.command
-    searched = s.plan.searched_flags()
+    # by what every spelling shares (the command's `-tp` is a searched `--tensor-parallel-size`)
+    searched = {cmd.key(flag) for flag in s.plan.searched_flags()}
     # a searched switch's other half (`--no-compile` beside a searched `--compile`) is the search's too
     flags = [
         f
         for f in cmd.flags
-        if f.name not in searched
-        and f.name.replace("--no-", "--", 1) not in searched
-        and f.name not in ("--host", "--port")
+        if cmd.key(f.name) not in searched
+        and cmd.key(f.name.replace("--no-", "--", 1)) not in searched
+        and cmd.key(f.name) not in {cmd.key("--host"), cmd.key("--port")}
     ]
     port = cmd.value("--port")
     niced = (
