@@ -156,6 +156,7 @@ def read_flags(
         spellings = known.spellings(word) if known.known(word) else (word,)
         return next((s for s in spellings if s in preferred), known.expand(word))
 
+    model_flags = {known.key(f) for f in _MODEL_FLAGS[recognised.engine]}
     words = list(recognised.rest)
     model: str | None = None
     model_flag: str | None = None
@@ -187,7 +188,6 @@ def read_flags(
                 values.append(words[index])
                 index += 1
             value = None if not values else values[0] if len(values) == 1 else tuple(values)
-        model_flags = {known.key(f) for f in _MODEL_FLAGS[recognised.engine]}
         if known.key(name) in model_flags and isinstance(value, str) and model is None:
             model, model_flag = value, name
             continue

@@ -143,13 +143,14 @@ def _server(s: SpaceText) -> list[str]:
     cmd = s.command
     # by what every spelling shares (the command's `-tp` is a searched `--tensor-parallel-size`)
     searched = {cmd.key(flag) for flag in s.plan.searched_flags()}
+    server_own = {cmd.key("--host"), cmd.key("--port")}
     # a searched switch's other half (`--no-compile` beside a searched `--compile`) is the search's too
     flags = [
         f
         for f in cmd.flags
         if cmd.key(f.name) not in searched
         and cmd.key(f.name.replace("--no-", "--", 1)) not in searched
-        and cmd.key(f.name) not in {cmd.key("--host"), cmd.key("--port")}
+        and cmd.key(f.name) not in server_own
     ]
     port = cmd.value("--port")
     niced = (

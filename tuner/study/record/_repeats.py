@@ -70,12 +70,11 @@ def repeats_of(study_attrs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         }
         for number, runs in (study_attrs.get(REPEATS) or {}).items()
     }
-    runs = sorted(
-        (key, run)
-        for key, run in study_attrs.items()
-        if key.startswith(REPEAT_RUN_PREFIX) and isinstance(run, Mapping)
-    )
-    for key, run in runs:
+    # each run's key holds its trial and its time: in key order, each trial's runs as they ran
+    for key in sorted(k for k in study_attrs if k.startswith(REPEAT_RUN_PREFIX)):
+        run = study_attrs[key]
+        if not isinstance(run, Mapping):
+            continue
         number = key[len(REPEAT_RUN_PREFIX) :].split(":", 1)[0]
         first = run.get("first")
         mine = merged.setdefault(
